@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages weft builds, tests and trains with. Run as root on Debian 12.
+# Packages already present are left alone, so a second run costs a few seconds.
+set -euo pipefail
+packages=(cmake ninja-build g++ libeigen3-dev doctest-dev zlib1g-dev libopenblas-dev
+          dataset-fashion-mnist gnuplot-nox)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

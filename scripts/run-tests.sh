@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds weft in Release and runs the whole test suite with CTest.
+# With --sanitize it also builds and runs the suite under AddressSanitizer + UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_BENCH=OFF
+cmake --build build
+ctest --test-dir build --output-on-failure
+if [ "${1:-}" = "--sanitize" ]; then
+  cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_SANITIZE=ON \
+        -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF
+  cmake --build build-sanitize
+  ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-sanitize --output-on-failure
+fi

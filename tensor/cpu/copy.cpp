@@ -1,0 +1,142 @@
+// CPU copy with dtype conversion, fill, and the widening helpers the other CPU kernels share.
+//
+// Note [Conversion semantics]: floating -> floating rounds to nearest even (narrow formats via
+// tensor/float_formats.h; float64 -> narrow goes through float32, as PyTorch's casts do).
+// Floating -> integer truncates toward zero, saturates at the int64 range (NaN gives 0) and then
+// wraps to the target width, which matches PyTorch on x86 for every value that fits in int64.
+// Integer -> integer wraps. Anything -> bool is `value != 0` (NaN is true).
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/loops.h"
+
+namespace weft::detail {
+namespace {
+
+template <class T>
+constexpr bool kIsNarrow = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> ||
+                           std::is_same_v<T, Float8E4M3FN> || std::is_same_v<T, Float8E5M2>;
+
+float narrow_to_float(Half v) { return half_to_float(v.bits); }
+float narrow_to_float(BFloat16 v) { return bfloat16_to_float(v.bits); }
+float narrow_to_float(Float8E4M3FN v) { return fp8_e4m3fn_to_float(v.bits); }
+float narrow_to_float(Float8E5M2 v) { return fp8_e5m2_to_float(v.bits); }
+
+template <class T>
+T float_to_narrow(float f) {
+  if constexpr (std::is_same_v<T, Half>) return Half{float_to_half(f)};
+  if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{float_to_bfloat16(f)};
+  if constexpr (std::is_same_v<T, Float8E4M3FN>) return Float8E4M3FN{float_to_fp8_e4m3fn(f)};
+  if constexpr (std::is_same_v<T, Float8E5M2>) return Float8E5M2{float_to_fp8_e5m2(f)};
+}
+
+int64_t saturating_trunc(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+
+template <class Dst, class Src>
+Dst convert(Src s) {
+  if constexpr (std::is_same_v<Dst, Src>) {
+    return s;
+  } else if constexpr (kIsNarrow<Src>) {
+    return convert<Dst>(narrow_to_float(s));
+  } else if constexpr (kIsNarrow<Dst>) {
+    return float_to_narrow<Dst>(static_cast<float>(s));
+  } else if constexpr (std::is_same_v<Dst, bool>) {
+    return s != Src(0);
+  } else if constexpr (std::is_integral_v<Dst> && std::is_floating_point_v<Src>) {
+    return static_cast<Dst>(saturating_trunc(static_cast<double>(s)));
+  } else {
+    return static_cast<Dst>(s);
+  }
+}
+
+#define WEFT_DISPATCH_ALL(d, T, ...)                                                  \
+  switch (d) {                                                                        \
+    case DType::Float64: { using T = double; __VA_ARGS__; break; }                    \
+    case DType::Float32: { using T = float; __VA_ARGS__; break; }                     \
+    case DType::Float16: { using T = Half; __VA_ARGS__; break; }                      \
+    case DType::BFloat16: { using T = BFloat16; __VA_ARGS__; break; }                 \
+    case DType::Float8E4M3FN: { using T = Float8E4M3FN; __VA_ARGS__; break; }         \
+    case DType::Float8E5M2: { using T = Float8E5M2; __VA_ARGS__; break; }             \
+    case DType::Int8: { using T = int8_t; __VA_ARGS__; break; }                       \
+    case DType::UInt8: { using T = uint8_t; __VA_ARGS__; break; }                     \
+    case DType::Int32: { using T = int32_t; __VA_ARGS__; break; }                     \
+    case DType::Int64: { using T = int64_t; __VA_ARGS__; break; }                     \
+    case DType::Bool: { using T = bool; __VA_ARGS__; break; }                         \
+  }
+
+template <class Dst, class Src>
+void convert_run(const StridedRun<2>& run) {
+  char* d = run.ptr[0];
+  const char* s = run.ptr[1];
+  if (run.stride[0] == sizeof(Dst) && run.stride[1] == sizeof(Src)) {
+    Dst* dp = reinterpret_cast<Dst*>(d);
+    const Src* sp = reinterpret_cast<const Src*>(s);
+    for (int64_t i = 0; i < run.n; ++i) dp[i] = convert<Dst>(sp[i]);
+    return;
+  }
+  for (int64_t i = 0; i < run.n; ++i) {
+    Src v;
+    std::memcpy(&v, s + i * run.stride[1], sizeof(Src));
+    const Dst r = convert<Dst>(v);
+    std::memcpy(d + i * run.stride[0], &r, sizeof(Dst));
+  }
+}
+
+}  // namespace
+
+void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
+  WEFT_CHECK(src.shape() == dst.shape(), "[copy] internal: shapes differ: ", src.shape(), " vs ", dst.shape());
+  if (dst.numel() == 0) return;
+  if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
+    const int64_t bytes = static_cast<int64_t>(dst.nbytes());
+    const int64_t chunks = bytes >= (1 << 22) ? num_threads() : 1;
+    char* d = byte_ptr(dst);
+    const char* s = byte_ptr(src);
+    parallel_for(chunks, [&](int64_t c) {
+      const int64_t begin = bytes * c / chunks, end = bytes * (c + 1) / chunks;
+      std::memcpy(d + begin, s + begin, static_cast<size_t>(end - begin));
+    });
+    return;
+  }
+  WEFT_DISPATCH_ALL(dst.dtype(), Dst, WEFT_DISPATCH_ALL(src.dtype(), Src, {
+    for_each_strided<2>(dst.shape(), {byte_ptr(dst), byte_ptr(src)}, {byte_strides(dst), byte_strides(src)},
+                        [](const StridedRun<2>& run) { convert_run<Dst, Src>(run); });
+  }));
+}
+
+void CpuBackend::fill(const Tensor& dst, double value) {
+  WEFT_DISPATCH_ALL(dst.dtype(), T, {
+    const T v = convert<T>(value);
+    for_each_strided<1>(dst.shape(), {byte_ptr(dst)}, {byte_strides(dst)}, [v](const StridedRun<1>& run) {
+      for (int64_t i = 0; i < run.n; ++i) std::memcpy(run.ptr[0] + i * run.stride[0], &v, sizeof(T));
+    });
+  });
+}
+
+Tensor widen_if_narrow(const Tensor& t) {
+  if (!is_narrow_float(t.dtype())) return t;
+  Tensor wide = make_tensor(t.shape(), kFloat32, t.device());
+  CpuBackend().copy(t, wide);
+  return wide;
+}
+
+Tensor compute_target(const Tensor& out) {
+  return is_narrow_float(out.dtype()) ? make_tensor(out.shape(), kFloat32, out.device()) : out;
+}
+
+void store_from(const Tensor& scratch, const Tensor& out) {
+  if (!scratch.is_same(out)) CpuBackend().copy(scratch, out);
+}
+
+void check_index(int64_t index, int64_t n, const char* op) {
+  WEFT_CHECK(index >= 0 && index < n, "[", op, "] index ", index, " is out of bounds for size ", n);
+}
+
+}  // namespace weft::detail

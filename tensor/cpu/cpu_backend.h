@@ -1,0 +1,41 @@
+// The CPU implementation of the kernel seam in tensor/backend.h. Each group of kernels lives in
+// its own file (copy.cpp, elementwise.cpp, reduce.cpp, matmul.cpp, indexing.cpp); this header
+// only declares the class and the helpers they share.
+#pragma once
+
+#include "tensor/backend.h"
+
+namespace weft::detail {
+
+class CpuBackend final : public Backend {
+ public:
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& dst, double value) override;
+  void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void reduce(ReduceOp op, const Tensor& x, const Tensor& out) override;
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void index_select(const Tensor& x, const Tensor& index, const Tensor& out) override;
+  void index_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
+  void gather(const Tensor& x, const Tensor& index, const Tensor& out) override;
+  void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
+  void softmax(const Tensor& x, const Tensor& out, bool log) override;
+  void softmax_backward(const Tensor& grad, const Tensor& y, const Tensor& grad_in, bool log) override;
+};
+
+// A float32 copy of a narrow-float tensor (same shape, contiguous); other tensors pass through.
+// Kernels use it so that they only ever compute in float32, float64 or integer types.
+Tensor widen_if_narrow(const Tensor& t);
+// Where `out` is narrow, a float32 scratch tensor to compute into; else `out` itself.
+Tensor compute_target(const Tensor& out);
+// Rounds the scratch tensor back into `out` when they differ.
+void store_from(const Tensor& scratch, const Tensor& out);
+
+// A contiguous version of t made without recording autograd (kernels never build graphs).
+inline Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : t.detach().contiguous(); }
+
+// Checks that an int64 index lies in [0, n), naming the op.
+void check_index(int64_t index, int64_t n, const char* op);
+
+}  // namespace weft::detail

@@ -1,0 +1,125 @@
+// Strided iteration and dtype dispatch for CPU kernels.
+//
+// for_each_strided walks N operands of one shape (strides in bytes, 0 for broadcast dims) and
+// hands the innermost run of elements to a callback, after merging dimensions that are laid out
+// back to back so that contiguous tensors become one long run the compiler can vectorise. Large
+// iterations are split across OpenMP threads on the outer index.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+#include "tensor/parallel.h"
+#include "tensor/tensor.h"
+
+namespace weft::detail {
+
+// Below this many elements a kernel runs on one thread: the fork costs more than it saves.
+inline constexpr int64_t kParallelGrain = 32768;
+
+template <size_t N>
+struct StridedRun {
+  std::array<char*, N> ptr;
+  std::array<int64_t, N> stride;  // bytes between consecutive elements of the run
+  int64_t n;
+};
+
+template <size_t N, class Fn>
+void for_each_strided(Shape shape, std::array<char*, N> base, std::array<Shape, N> strides, Fn fn) {
+  // Drop size-1 dims, then merge dim d into d+1 when every operand is contiguous across them.
+  Shape sizes;
+  std::array<Shape, N> st;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (shape[d] == 0) return;
+    sizes.push_back(shape[d]);
+    for (size_t k = 0; k < N; ++k) st[k].push_back(strides[k][d]);
+  }
+  if (sizes.empty()) {
+    sizes.push_back(1);
+    for (size_t k = 0; k < N; ++k) st[k].push_back(0);
+  }
+  for (size_t d = sizes.size() - 1; d > 0; --d) {
+    bool mergeable = true;
+    for (size_t k = 0; k < N; ++k) mergeable &= st[k][d - 1] == st[k][d] * sizes[d];
+    if (!mergeable) continue;
+    sizes[d - 1] *= sizes[d];
+    for (size_t k = 0; k < N; ++k) st[k][d - 1] = st[k][d];
+    sizes.erase(sizes.begin() + static_cast<int64_t>(d));
+    for (size_t k = 0; k < N; ++k) st[k].erase(st[k].begin() + static_cast<int64_t>(d));
+  }
+
+  const int64_t ndim = static_cast<int64_t>(sizes.size());
+  const int64_t inner = sizes.back();
+  int64_t outer = 1;
+  for (int64_t d = 0; d + 1 < ndim; ++d) outer *= sizes[d];
+  std::array<int64_t, N> inner_stride;
+  for (size_t k = 0; k < N; ++k) inner_stride[k] = st[k].back();
+
+  if (outer == 1) {
+    // One long run: split it into chunks for the threads.
+    const int64_t chunks = inner >= 2 * kParallelGrain ? num_threads() : 1;
+    parallel_for(chunks, [&](int64_t c) {
+      const int64_t begin = inner * c / chunks, end = inner * (c + 1) / chunks;
+      StridedRun<N> run;
+      for (size_t k = 0; k < N; ++k) {
+        run.ptr[k] = base[k] + begin * inner_stride[k];
+        run.stride[k] = inner_stride[k];
+      }
+      run.n = end - begin;
+      fn(run);
+    });
+    return;
+  }
+  const bool parallel = outer * inner >= kParallelGrain;
+  parallel_for(parallel ? outer : 1, [&](int64_t job) {
+    const int64_t first = parallel ? job : 0, last = parallel ? job + 1 : outer;
+    for (int64_t o = first; o < last; ++o) {
+      StridedRun<N> run;
+      run.ptr = base;
+      int64_t rest = o;
+      for (int64_t d = ndim - 2; d >= 0; --d) {
+        const int64_t i = rest % sizes[d];
+        rest /= sizes[d];
+        for (size_t k = 0; k < N; ++k) run.ptr[k] += i * st[k][d];
+      }
+      run.stride = inner_stride;
+      run.n = inner;
+      fn(run);
+    }
+  });
+}
+
+// Byte strides and the first-element pointer of a tensor, for for_each_strided.
+inline Shape byte_strides(const Tensor& t) {
+  Shape s = t.strides();
+  for (auto& x : s) x *= static_cast<int64_t>(itemsize(t.dtype()));
+  return s;
+}
+inline char* byte_ptr(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
+
+// Runs `body` with `T` bound to the C++ type that computes dtype `d`. Narrow floats are not
+// computed directly (the CPU backend widens them first), so they are an error here.
+#define WEFT_DISPATCH_COMPUTE(d, T, ...)                                              \
+  switch (d) {                                                                        \
+    case ::weft::DType::Float64: { using T = double; __VA_ARGS__; break; }            \
+    case ::weft::DType::Float32: { using T = float; __VA_ARGS__; break; }             \
+    case ::weft::DType::Int8: { using T = int8_t; __VA_ARGS__; break; }               \
+    case ::weft::DType::UInt8: { using T = uint8_t; __VA_ARGS__; break; }             \
+    case ::weft::DType::Int32: { using T = int32_t; __VA_ARGS__; break; }             \
+    case ::weft::DType::Int64: { using T = int64_t; __VA_ARGS__; break; }             \
+    case ::weft::DType::Bool: { using T = bool; __VA_ARGS__; break; }                 \
+    default: WEFT_FAIL("[cpu] internal: narrow dtype ", d, " reached a compute kernel"); \
+  }
+
+#define WEFT_DISPATCH_FLOATING(d, T, ...)                                    \
+  switch (d) {                                                               \
+    case ::weft::DType::Float64: { using T = double; __VA_ARGS__; break; }   \
+    case ::weft::DType::Float32: { using T = float; __VA_ARGS__; break; }    \
+    default: WEFT_FAIL("[cpu] internal: expected float32 or float64, got ", d); \
+  }
+
+}  // namespace weft::detail

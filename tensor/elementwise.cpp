@@ -1,0 +1,443 @@
+// Elementwise op front-ends: broadcasting, type promotion, and each op's backward rule beside
+// its forward. In-place variants compute out of place and write the result back (see
+// write_in_place), which keeps every rule in one spot.
+#include <cmath>
+#include <limits>
+
+#include "tensor/init_context.h"
+#include "tensor/op_helpers.h"
+#include "tensor/ops.h"
+
+namespace weft {
+
+using autograd::SavedTensor;
+using detail::BinaryOp;
+using detail::UnaryOp;
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    WEFT_CHECK(da == db || da == 1 || db == 1, "[", op, "] shapes cannot be broadcast together: ", a,
+               " and ", b);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+namespace {
+
+// The dtype a double takes next to tensor t (PyTorch's "wrapped number" rule): it never widens a
+// floating tensor; a fractional value next to an integer tensor gives the default float dtype.
+DType scalar_dtype(double v, const Tensor& t) {
+  const DType d = t.dtype();
+  if (is_floating(d)) return d;
+  if (v != std::trunc(v) || !std::isfinite(v)) return default_dtype();
+  if (d == DType::Bool && v != 0.0 && v != 1.0) return DType::Int64;
+  return d;
+}
+
+Tensor scalar_like(double v, const Tensor& t) {
+  Tensor s = detail::make_tensor({}, scalar_dtype(v, t), t.device());
+  detail::backend(t.device()).fill(s, v);
+  return s;
+}
+
+// Runs a binary kernel: broadcast, cast both inputs to `compute`, write `out_dtype`.
+Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, DType out_dtype,
+                     const char* name) {
+  detail::check_defined(a, name);
+  detail::check_defined(b, name);
+  detail::check_same_device(a, b, name);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = detail::make_tensor(shape, out_dtype, a.device());
+  detail::backend(a.device())
+      .binary(op, detail::raw_expand(detail::raw_cast(a, compute), shape),
+              detail::raw_expand(detail::raw_cast(b, compute), shape), out);
+  return out;
+}
+
+Tensor unary_kernel(UnaryOp op, const Tensor& x, DType out_dtype, double p0 = 0, double p1 = 0) {
+  Tensor out = detail::make_tensor(x.shape(), out_dtype, x.device());
+  detail::backend(x.device()).unary(op, x, out, p0, p1);
+  return out;
+}
+
+DType promoted(const Tensor& a, const Tensor& b) { return promote_types(a.dtype(), b.dtype()); }
+
+// Integer inputs of ops that only make sense on reals (exp, sqrt, true division) compute in the
+// default floating dtype, as PyTorch does.
+Tensor as_floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(default_dtype()); }
+
+// A floating unary op whose backward is `rule(grad, saved input, saved output)`.
+template <class Rule>
+Tensor floating_unary(UnaryOp op, const Tensor& x_in, const char* name, Rule rule, double p0 = 0,
+                      double p1 = 0) {
+  detail::check_defined(x_in, name);
+  const Tensor x = as_floating(x_in);
+  Tensor out = unary_kernel(op, x, x.dtype(), p0, p1);
+  if (autograd::needs_grad({&x})) {
+    autograd::record(name, out, {x}, [sx = SavedTensor(x), so = SavedTensor(out), rule](const Tensor& g) {
+      return std::vector<Tensor>{rule(g, sx.unpack(), so.unpack())};
+    });
+  }
+  return out;
+}
+
+// A fused backward kernel: grad_input = op(grad, saved).
+Tensor fused_backward(BinaryOp op, const Tensor& g, const Tensor& saved) {
+  const DType d = promote_types(g.dtype(), saved.dtype());
+  return binary_kernel(op, g, saved, d, d, "backward");
+}
+
+Tensor compare(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  return binary_kernel(op, a, b, promoted(a, b), DType::Bool, name);
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  const DType d = promoted(a, b);
+  Tensor out = alpha == 1.0 ? binary_kernel(BinaryOp::Add, a, b, d, d, "add")
+                            : binary_kernel(BinaryOp::Add, a, mul(b.detach(), alpha), d, d, "add");
+  if (autograd::needs_grad({&a, &b})) {
+    autograd::record("Add", out, {a, b}, [alpha](const Tensor& g) {
+      return std::vector<Tensor>{g, alpha == 1.0 ? g : mul(g, alpha)};
+    });
+  }
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  WEFT_CHECK(a.dtype() != DType::Bool || b.dtype() != DType::Bool,
+             "[sub] subtraction of two bool tensors is not supported; use logical_not or ne");
+  const DType d = promoted(a, b);
+  Tensor out = alpha == 1.0 ? binary_kernel(BinaryOp::Sub, a, b, d, d, "sub")
+                            : binary_kernel(BinaryOp::Sub, a, mul(b.detach(), alpha), d, d, "sub");
+  if (autograd::needs_grad({&a, &b})) {
+    autograd::record("Sub", out, {a, b}, [alpha](const Tensor& g) {
+      return std::vector<Tensor>{g, mul(g, -alpha)};
+    });
+  }
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  const DType d = promoted(a, b);
+  Tensor out = binary_kernel(BinaryOp::Mul, a, b, d, d, "mul");
+  if (autograd::needs_grad({&a, &b})) {
+    autograd::record("Mul", out, {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) {
+      return std::vector<Tensor>{mul(g, sb.unpack()), mul(g, sa.unpack())};
+    });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  DType d = promoted(a, b);
+  if (!is_floating(d)) d = default_dtype();
+  Tensor out = binary_kernel(BinaryOp::Div, a, b, d, d, "div");
+  if (autograd::needs_grad({&a, &b})) {
+    autograd::record("Div", out, {a, b}, [sb = SavedTensor(b), so = SavedTensor(out)](const Tensor& g) {
+      const Tensor& bv = sb.unpack();
+      return std::vector<Tensor>{div(g, bv), neg(div(mul(g, so.unpack()), bv))};
+    });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& a, const Tensor& e) {
+  DType d = promoted(a, e);
+  if (!is_floating(d)) d = default_dtype();
+  Tensor out = binary_kernel(BinaryOp::Pow, a, e, d, d, "pow");
+  if (autograd::needs_grad({&a, &e})) {
+    autograd::record("Pow", out, {a, e},
+                     [sa = SavedTensor(a), se = SavedTensor(e), so = SavedTensor(out)](const Tensor& g) {
+                       const Tensor& av = sa.unpack();
+                       const Tensor& ev = se.unpack();
+                       const Tensor ga = mul(g, mul(ev, pow(av, sub(ev, 1.0))));
+                       // d/de a^e = a^e·log a, taken as 0 where a == 0 (the limit for e > 0).
+                       const Tensor ge = where(eq(av, 0.0), zeros_like(g), mul(g, mul(so.unpack(), log(av))));
+                       return std::vector<Tensor>{ga, ge};
+                     });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& a, double exponent) {
+  return floating_unary(UnaryOp::PowScalar, a, "Pow",
+                        [exponent](const Tensor& g, const Tensor& x, const Tensor&) {
+                          if (exponent == 0.0) return zeros_like(g);
+                          return mul(g, mul(pow(x, exponent - 1.0), exponent));
+                        },
+                        exponent);
+}
+
+namespace {
+// Where the two inputs tie, each gets half the gradient (as PyTorch).
+Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  const DType d = promoted(a, b);
+  Tensor out = binary_kernel(op, a, b, d, d, name);
+  if (autograd::needs_grad({&a, &b})) {
+    const bool is_max = op == BinaryOp::Maximum;
+    autograd::record(name, out, {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b), is_max](const Tensor& g) {
+      const Tensor& av = sa.unpack();
+      const Tensor& bv = sb.unpack();
+      const Tensor a_wins = is_max ? gt(av, bv) : lt(av, bv);
+      const Tensor share = where(a_wins, ones_like(g), where(eq(av, bv), full_like(g, 0.5), zeros_like(g)));
+      return std::vector<Tensor>{mul(g, share), mul(g, rsub(share, 1.0))};
+    });
+  }
+  return out;
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Maximum, a, b, "Maximum"); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Minimum, a, b, "Minimum"); }
+
+Tensor add(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
+Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
+Tensor rsub(const Tensor& a, double b) { return sub(scalar_like(b, a), a); }
+Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
+Tensor div(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
+Tensor rdiv(const Tensor& a, double b) { return div(scalar_like(b, a), a); }
+
+Tensor neg(const Tensor& x) {
+  detail::check_defined(x, "neg");
+  WEFT_CHECK(x.dtype() != DType::Bool, "[neg] negation of a bool tensor is not supported; use logical_not");
+  Tensor out = unary_kernel(UnaryOp::Neg, x, x.dtype());
+  if (autograd::needs_grad({&x})) {
+    autograd::record("Neg", out, {x}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
+  }
+  return out;
+}
+
+Tensor abs(const Tensor& x) {
+  detail::check_defined(x, "abs");
+  Tensor out = unary_kernel(UnaryOp::Abs, x, x.dtype());
+  if (autograd::needs_grad({&x})) {
+    autograd::record("Abs", out, {x}, [sx = SavedTensor(x)](const Tensor& g) {
+      return std::vector<Tensor>{mul(g, sign(sx.unpack()))};
+    });
+  }
+  return out;
+}
+
+Tensor sign(const Tensor& x) {
+  detail::check_defined(x, "sign");
+  Tensor out = unary_kernel(UnaryOp::Sign, x, x.dtype());
+  if (autograd::needs_grad({&x})) {
+    autograd::record("Sign", out, {x}, [](const Tensor& g) { return std::vector<Tensor>{zeros_like(g)}; });
+  }
+  return out;
+}
+
+Tensor exp(const Tensor& x) {
+  return floating_unary(UnaryOp::Exp, x, "Exp", [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
+}
+Tensor log(const Tensor& x) {
+  return floating_unary(UnaryOp::Log, x, "Log", [](const Tensor& g, const Tensor& v, const Tensor&) { return div(g, v); });
+}
+Tensor sqrt(const Tensor& x) {
+  return floating_unary(UnaryOp::Sqrt, x, "Sqrt",
+                        [](const Tensor& g, const Tensor&, const Tensor& y) { return div(g, mul(y, 2.0)); });
+}
+Tensor rsqrt(const Tensor& x) {
+  return floating_unary(UnaryOp::Rsqrt, x, "Rsqrt", [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return mul(g, mul(pow(y, 3.0), -0.5));
+  });
+}
+Tensor relu(const Tensor& x) {
+  detail::check_defined(x, "relu");
+  Tensor out = unary_kernel(UnaryOp::Relu, x, x.dtype());
+  if (autograd::needs_grad({&x})) {
+    autograd::record("Relu", out, {x}, [so = SavedTensor(out)](const Tensor& g) {
+      return std::vector<Tensor>{fused_backward(BinaryOp::ReluBackward, g, so.unpack())};
+    });
+  }
+  return out;
+}
+Tensor gelu(const Tensor& x, bool tanh_approximation) {
+  const auto op = tanh_approximation ? UnaryOp::GeluTanh : UnaryOp::Gelu;
+  const auto rule = tanh_approximation ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward;
+  return floating_unary(op, x, "Gelu", [rule](const Tensor& g, const Tensor& v, const Tensor&) {
+    return fused_backward(rule, g, v);
+  });
+}
+Tensor silu(const Tensor& x) {
+  return floating_unary(UnaryOp::Silu, x, "Silu", [](const Tensor& g, const Tensor& v, const Tensor&) {
+    return fused_backward(BinaryOp::SiluBackward, g, v);
+  });
+}
+Tensor sigmoid(const Tensor& x) {
+  return floating_unary(UnaryOp::Sigmoid, x, "Sigmoid", [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return fused_backward(BinaryOp::SigmoidBackward, g, y);
+  });
+}
+Tensor tanh(const Tensor& x) {
+  return floating_unary(UnaryOp::Tanh, x, "Tanh", [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return fused_backward(BinaryOp::TanhBackward, g, y);
+  });
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  detail::check_defined(x, "clamp");
+  WEFT_CHECK(min || max, "[clamp] at least one of min and max must be given");
+  const double lo = min.value_or(-std::numeric_limits<double>::infinity());
+  const double hi = max.value_or(std::numeric_limits<double>::infinity());
+  Tensor out = unary_kernel(UnaryOp::Clamp, x, x.dtype(), lo, hi);
+  if (autograd::needs_grad({&x})) {
+    autograd::record("Clamp", out, {x}, [sx = SavedTensor(x), lo, hi](const Tensor& g) {
+      const Tensor& v = sx.unpack();
+      const Tensor inside = mul(ge(v, lo), le(v, hi));  // bool · bool is logical and
+      return std::vector<Tensor>{where(inside, g, zeros_like(g))};
+    });
+  }
+  return out;
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Eq, a, b, "eq"); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Ne, a, b, "ne"); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Lt, a, b, "lt"); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Le, a, b, "le"); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Gt, a, b, "gt"); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Ge, a, b, "ge"); }
+Tensor eq(const Tensor& a, double b) { return eq(a, scalar_like(b, a)); }
+Tensor ne(const Tensor& a, double b) { return ne(a, scalar_like(b, a)); }
+Tensor lt(const Tensor& a, double b) { return lt(a, scalar_like(b, a)); }
+Tensor le(const Tensor& a, double b) { return le(a, scalar_like(b, a)); }
+Tensor gt(const Tensor& a, double b) { return gt(a, scalar_like(b, a)); }
+Tensor ge(const Tensor& a, double b) { return ge(a, scalar_like(b, a)); }
+
+Tensor logical_not(const Tensor& x) {
+  detail::check_defined(x, "logical_not");
+  return unary_kernel(UnaryOp::LogicalNot, x, DType::Bool);
+}
+
+Tensor isfinite(const Tensor& x) {
+  detail::check_defined(x, "isfinite");
+  return unary_kernel(UnaryOp::IsFinite, x, DType::Bool);
+}
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  detail::check_defined(condition, "where", "condition");
+  WEFT_CHECK(condition.dtype() == DType::Bool, "[where] expected a bool condition, got ", condition.dtype());
+  detail::check_same_device(condition, a, "where");
+  detail::check_same_device(a, b, "where");
+  const Shape shape = broadcast_shapes(condition.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
+  const DType d = promoted(a, b);
+  Tensor out = detail::make_tensor(shape, d, a.device());
+  detail::backend(a.device())
+      .where(detail::raw_expand(condition, shape), detail::raw_expand(detail::raw_cast(a, d), shape),
+             detail::raw_expand(detail::raw_cast(b, d), shape), out);
+  if (autograd::needs_grad({&a, &b})) {
+    autograd::record("Where", out, {a, b}, [sc = SavedTensor(condition)](const Tensor& g) {
+      const Tensor& c = sc.unpack();
+      const Tensor z = zeros_like(g);
+      return std::vector<Tensor>{where(c, g, z), where(c, z, g)};
+    });
+  }
+  return out;
+}
+
+Tensor where(const Tensor& condition, const Tensor& a, double b) { return where(condition, a, scalar_like(b, a)); }
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  detail::check_defined(mask, "masked_fill", "mask");
+  WEFT_CHECK(mask.dtype() == DType::Bool, "[masked_fill] expected a bool mask, got ", mask.dtype());
+  return where(mask, scalar_like(value, x), x);
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  WEFT_CHECK(a.shape() == b.shape(), "[allclose] shapes differ: ", a.shape(), " and ", b.shape());
+  NoGradGuard no_grad;
+  const auto av = a.to_vector<double>();
+  const auto bv = b.to_vector<double>();
+  for (size_t i = 0; i < av.size(); ++i) {
+    if (std::isnan(av[i]) || std::isnan(bv[i])) {
+      if (equal_nan && std::isnan(av[i]) && std::isnan(bv[i])) continue;
+      return false;
+    }
+    if (av[i] == bv[i]) continue;  // equal infinities
+    if (!(std::fabs(av[i] - bv[i]) <= atol + rtol * std::fabs(bv[i]))) return false;
+  }
+  return true;
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  NoGradGuard no_grad;
+  return a.to_vector<double>() == b.to_vector<double>();
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+Tensor operator-(double a, const Tensor& b) { return rsub(b, a); }
+Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(double a, const Tensor& b) { return rdiv(b, a); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+
+// ---- in-place ops ----
+
+namespace {
+
+// Writes `result` (computed out of place) into `self`. Under grad mode a non-view tensor takes
+// over the result's history; leaves that require grad and views are refused, since their
+// history cannot be rewritten safely.
+Tensor& write_in_place(Tensor& self, const Tensor& result, const char* op) {
+  WEFT_CHECK(result.shape() == self.shape(), "[", op, "] the result has shape ", result.shape(),
+             ", which cannot be written into a tensor of shape ", self.shape());
+  WEFT_CHECK(is_floating(self.dtype()) || !is_floating(result.dtype()), "[", op, "] result type ",
+             result.dtype(), " cannot be written into a ", self.dtype(), " tensor");
+  const bool track = result.requires_grad() && autograd::grad_mode_enabled();
+  if (track) {
+    WEFT_CHECK(!(self.is_leaf() && self.requires_grad()), "[", op,
+               "] a leaf tensor that requires grad is used in an in-place operation; "
+               "wrap the update in NoGradGuard");
+    WEFT_CHECK(!self.impl()->is_view, "[", op,
+               "] in-place operation on a view of a tensor that is tracked by autograd is not supported; "
+               "use the out-of-place op");
+  }
+  detail::backend(self.device()).copy(result, self);
+  self.storage()->bump_version();
+  if (track) {
+    self.impl()->grad_fn = result.grad_fn();
+    self.impl()->requires_grad = true;
+  }
+  return self;
+}
+
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) { return write_in_place(*this, weft::add(*this, other, alpha), "add_"); }
+Tensor& Tensor::add_(double value) { return write_in_place(*this, weft::add(*this, value), "add_"); }
+Tensor& Tensor::sub_(const Tensor& other) { return write_in_place(*this, weft::sub(*this, other), "sub_"); }
+Tensor& Tensor::mul_(const Tensor& other) { return write_in_place(*this, weft::mul(*this, other), "mul_"); }
+Tensor& Tensor::mul_(double value) { return write_in_place(*this, weft::mul(*this, value), "mul_"); }
+Tensor& Tensor::div_(const Tensor& other) { return write_in_place(*this, weft::div(*this, other), "div_"); }
+Tensor& Tensor::div_(double value) { return write_in_place(*this, weft::div(*this, value), "div_"); }
+Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) {
+  return write_in_place(*this, weft::clamp(*this, lo, hi), "clamp_");
+}
+
+Tensor& Tensor::fill_(double value) {
+  WEFT_CHECK(!(autograd::grad_mode_enabled() && is_leaf() && requires_grad()),
+             "[fill_] a leaf tensor that requires grad is used in an in-place operation; "
+             "wrap the update in NoGradGuard");
+  detail::backend(device()).fill(*this, value);
+  storage()->bump_version();
+  return *this;
+}
+
+Tensor& Tensor::zero_() { return fill_(0.0); }
+
+}  // namespace weft
