@@ -1,6 +1,7 @@
 // The whole public API of weft in one include.
 #pragma once
 
+#include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
