@@ -12,3 +12,11 @@
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
+
+#include "precision/autocast.h"
+#include "precision/convert.h"
+#include "precision/deepspeed_precision.h"
+#include "precision/fsdp_precision.h"
+#include "precision/grad_scaler.h"
+#include "precision/precision_input.h"
+#include "precision/warnings.h"
