@@ -1,6 +1,7 @@
 // The whole public API of weft in one include.
 #pragma once
 
+#include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
@@ -11,3 +12,11 @@
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
+
+#include "precision/autocast.h"
+#include "precision/convert.h"
+#include "precision/deepspeed_precision.h"
+#include "precision/fsdp_precision.h"
+#include "precision/grad_scaler.h"
+#include "precision/precision_input.h"
+#include "precision/warnings.h"

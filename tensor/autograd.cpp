@@ -3,11 +3,13 @@
 // run_backward first counts, for every Node reachable from the root, how many edges lead into
 // it; a Node runs only once all of them have delivered their gradient (Kahn's algorithm), so
 // each Node runs exactly once with the full sum. Rules run with grad mode off: weft does not
-// build graphs of graphs (no double backward).
+// build graphs of graphs (no double backward). They also run with autocast off, so a rule's
+// products keep the dtypes the forward saved instead of being re-cast.
 #include "tensor/autograd.h"
 
 #include <unordered_map>
 
+#include "tensor/autocast_state.h"
 #include "tensor/ops.h"
 
 namespace weft::autograd {
@@ -132,6 +134,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
   }
 
   NoGradGuard no_grad;
+  detail::AutocastOffGuard autocast_off;
   const std::shared_ptr<Node> start = gradient_edge(root);
 
   // Count the edges into every reachable node.

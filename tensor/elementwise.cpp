@@ -1,9 +1,11 @@
 // Elementwise op front-ends: broadcasting, type promotion, and each op's backward rule beside
 // its forward. In-place variants compute out of place and write the result back (see
-// write_in_place), which keeps every rule in one spot.
+// write_in_place), which keeps every rule in one spot. Under autocast exp, log and pow run in
+// float32 (tensor/autocast_state.h); the other ops keep their ordinary promotion.
 #include <cmath>
 #include <limits>
 
+#include "tensor/autocast_state.h"
 #include "tensor/init_context.h"
 #include "tensor/op_helpers.h"
 #include "tensor/ops.h"
@@ -148,7 +150,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor pow(const Tensor& a, const Tensor& e) {
+Tensor pow(const Tensor& a_in, const Tensor& e_in) {
+  const auto [a, e] = autocast_inputs(AutocastOp::Pow, {a_in, e_in});
   DType d = promoted(a, e);
   if (!is_floating(d)) d = default_dtype();
   Tensor out = binary_kernel(BinaryOp::Pow, a, e, d, d, "pow");
@@ -166,7 +169,8 @@ Tensor pow(const Tensor& a, const Tensor& e) {
   return out;
 }
 
-Tensor pow(const Tensor& a, double exponent) {
+Tensor pow(const Tensor& a_in, double exponent) {
+  const auto [a] = autocast_inputs(AutocastOp::Pow, {a_in});
   return floating_unary(UnaryOp::PowScalar, a, "Pow",
                         [exponent](const Tensor& g, const Tensor& x, const Tensor&) {
                           if (exponent == 0.0) return zeros_like(g);
@@ -234,10 +238,12 @@ Tensor sign(const Tensor& x) {
   return out;
 }
 
-Tensor exp(const Tensor& x) {
+Tensor exp(const Tensor& x_in) {
+  const auto [x] = autocast_inputs(AutocastOp::Exp, {x_in});
   return floating_unary(UnaryOp::Exp, x, "Exp", [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
 }
-Tensor log(const Tensor& x) {
+Tensor log(const Tensor& x_in) {
+  const auto [x] = autocast_inputs(AutocastOp::Log, {x_in});
   return floating_unary(UnaryOp::Log, x, "Log", [](const Tensor& g, const Tensor& v, const Tensor&) { return div(g, v); });
 }
 Tensor sqrt(const Tensor& x) {

@@ -1,6 +1,8 @@
 // matmul and linear. matmul follows torch.matmul: 1-D operands get a temporary unit dim, batch
 // dims broadcast, and the core product is (B, M, K) · (B, K, N) on the device's GEMM. The core's
 // backward is two more products; the engine sums gradients over broadcast batch dims.
+// Under autocast both run in the low-precision dtype (tensor/autocast_state.h).
+#include "tensor/autocast_state.h"
 #include "tensor/op_helpers.h"
 #include "tensor/ops.h"
 
@@ -45,7 +47,8 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = autocast_inputs(AutocastOp::Matmul, {a_in, b_in});
   detail::check_defined(a, "matmul");
   detail::check_defined(b, "matmul");
   detail::check_same_device(a, b, "matmul");
@@ -59,7 +62,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const auto [x, weight, bias] = autocast_inputs(AutocastOp::Linear, {x_in, weight_in, bias_in});
   detail::check_defined(x, "linear");
   detail::check_defined(weight, "linear", "weight");
   WEFT_CHECK(weight.dim() == 2, "[linear] expected a 2-D weight (out, in), got shape ", weight.shape());

@@ -1,8 +1,10 @@
 // Neural-network functions: softmax family (fused kernels with their own backward), losses,
 // dropout, embedding and layer norm. Losses reduce in the input's floating dtype; class-index
-// targets must be integers.
+// targets must be integers. Under autocast the softmax family, the losses and layer norm run in
+// float32 (tensor/autocast_state.h).
 #include <cmath>
 
+#include "tensor/autocast_state.h"
 #include "tensor/init_context.h"
 #include "tensor/op_helpers.h"
 #include "tensor/ops.h"
@@ -14,9 +16,10 @@ using autograd::SavedTensor;
 namespace {
 
 // Softmax over `dim`: the kernel works on rows of the last dim, so other dims are moved there.
-Tensor softmax_impl(const Tensor& x_in, int64_t dim_in, bool log, const char* name) {
-  detail::check_defined(x_in, name);
-  const Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(default_dtype());
+Tensor softmax_impl(const Tensor& input, int64_t dim_in, bool log, const char* name) {
+  detail::check_defined(input, name);
+  const auto [autocast_x] = autocast_inputs(log ? AutocastOp::LogSoftmax : AutocastOp::Softmax, {input});
+  const Tensor x = is_floating(autocast_x.dtype()) ? autocast_x : autocast_x.to(default_dtype());
   if (x.dim() == 0) return log ? zeros_like(x) : ones_like(x);
   const int64_t d = detail::wrap_dim(dim_in, x.dim(), name);
   const int64_t last = x.dim() - 1;
@@ -80,8 +83,9 @@ FlatClasses flatten_classes(const Tensor& scores, const Tensor& target, const ch
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, "Softmax"); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true, "LogSoftmax"); }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index,
-                const Tensor& weight) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                const Tensor& weight_in) {
+  const auto [log_probs, weight] = autocast_inputs(AutocastOp::NllLoss, {log_probs_in, weight_in});
   auto [scores, flat_target] = flatten_classes(log_probs, target, "nll_loss");
   const int64_t classes = scores.size(1);
   const Tensor t = flat_target.to(DType::Int64);
@@ -104,8 +108,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
   return div(sum(losses), sum(w));  // weighted mean over the targets that are not ignored
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
-                     double label_smoothing, const Tensor& weight) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                     double label_smoothing, const Tensor& weight_in) {
+  const auto [logits, weight] = autocast_inputs(AutocastOp::CrossEntropy, {logits_in, weight_in});
   WEFT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
              "[cross_entropy] label_smoothing must be in [0, 1], got ", label_smoothing);
   const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
@@ -136,7 +141,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   return add(mul(nll, 1.0 - label_smoothing), mul(smooth_reduced, label_smoothing / static_cast<double>(classes)));
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const auto [input, target] = autocast_inputs(AutocastOp::MseLoss, {input_in, target_in});
   detail::check_defined(input, "mse_loss");
   detail::check_defined(target, "mse_loss", "target");
   WEFT_CHECK(input.shape() == target.shape(), "[mse_loss] input and target shapes differ: ", input.shape(), " vs ",
@@ -164,7 +170,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return index_select(weight, 0, indices.reshape({-1})).view(shape);
 }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
+                  double eps) {
+  const auto [x, weight, bias] = autocast_inputs(AutocastOp::LayerNorm, {x_in, weight_in, bias_in});
   detail::check_defined(x, "layer_norm");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   WEFT_CHECK(k >= 1 && k <= x.dim() && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,

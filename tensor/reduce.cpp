@@ -1,11 +1,13 @@
 // Reduction front-ends. Every reduction moves the reduced dims last (a permute), makes that
 // contiguous and hands rows to the kernel; the result is then shaped with or without keepdim.
 // Composite reductions (mean, var, std, norm, logsumexp) are built from differentiable ops, so
-// their gradients come from the parts.
+// their gradients come from the parts. Under autocast sum, mean, norm and logsumexp run in
+// float32 (tensor/autocast_state.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "tensor/autocast_state.h"
 #include "tensor/init_context.h"
 #include "tensor/op_helpers.h"
 #include "tensor/ops.h"
@@ -70,7 +72,8 @@ Tensor expand_back(const Tensor& g, const Shape& keep_shape, const Shape& input_
 
 }  // namespace
 
-Tensor sum(const Tensor& x, Shape dims_in, bool keepdim, std::optional<DType> dtype) {
+Tensor sum(const Tensor& input, Shape dims_in, bool keepdim, std::optional<DType> dtype) {
+  const auto [x] = autocast_inputs(AutocastOp::Sum, {input});
   detail::check_defined(x, "sum");
   const Shape dims = normalize_dims(dims_in, x.dim(), "sum");
   const DType out_dtype = dtype ? *dtype : (is_floating(x.dtype()) ? x.dtype() : DType::Int64);
@@ -85,7 +88,8 @@ Tensor sum(const Tensor& x, Shape dims_in, bool keepdim, std::optional<DType> dt
   return out;
 }
 
-Tensor mean(const Tensor& x, Shape dims_in, bool keepdim) {
+Tensor mean(const Tensor& input, Shape dims_in, bool keepdim) {
+  const auto [x] = autocast_inputs(AutocastOp::Mean, {input});
   detail::check_defined(x, "mean");
   WEFT_CHECK(is_floating(x.dtype()), "[mean] expected a floating tensor, got ", x.dtype(),
              "; convert with .to(dtype) first");
@@ -171,7 +175,8 @@ Tensor std(const Tensor& x, Shape dims, int64_t correction, bool keepdim) {
   return sqrt(var(x, std::move(dims), correction, keepdim));
 }
 
-Tensor norm(const Tensor& x, double p, Shape dims_in, bool keepdim) {
+Tensor norm(const Tensor& input, double p, Shape dims_in, bool keepdim) {
+  const auto [x] = autocast_inputs(AutocastOp::Norm, {input});
   detail::check_defined(x, "norm");
   WEFT_CHECK(is_floating(x.dtype()), "[norm] expected a floating tensor, got ", x.dtype());
   WEFT_CHECK(p > 0, "[norm] expected p > 0, got ", p);
@@ -193,7 +198,8 @@ Tensor norm(const Tensor& x, double p, Shape dims_in, bool keepdim) {
   return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
 }
 
-Tensor logsumexp(const Tensor& x, Shape dims_in, bool keepdim) {
+Tensor logsumexp(const Tensor& input, Shape dims_in, bool keepdim) {
+  const auto [x] = autocast_inputs(AutocastOp::LogSumExp, {input});
   detail::check_defined(x, "logsumexp");
   const Tensor xf = is_floating(x.dtype()) ? x : x.to(default_dtype());
   const Shape dims = normalize_dims(dims_in, xf.dim(), "logsumexp");

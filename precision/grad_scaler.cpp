@@ -1,0 +1,190 @@
+// GradScaler (see precision/grad_scaler.h). The update rule is PyTorch's
+// _amp_update_scale_cpu_kernel and the unscale rule its _amp_foreach_non_finite_check_and_unscale_
+// kernel, re-derived from their documented behaviour; error texts are PyTorch's, after the
+// [GradScaler] prefix.
+#include "precision/grad_scaler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+
+namespace weft::precision {
+namespace {
+
+const char* const kStateKeys[] = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"};
+
+bool has_non_finite(const Tensor& g) { return sum(logical_not(isfinite(g))).item<int64_t>() > 0; }
+
+// g ← g · inv in the precision PyTorch's kernel uses: float32 for narrow dtypes and float32,
+// float64 for float64 (inv itself is a float32 value either way).
+void unscale_in_place(Tensor& g, float inv) {
+  if (inv == 1.0f) return;
+  if (is_narrow_float(g.dtype())) g.copy_(mul(g.to(kFloat32), static_cast<double>(inv)));
+  else g.mul_(static_cast<double>(inv));
+}
+
+double state_value(const nn::TensorDict& state, const char* key) {
+  const Tensor* t = state.find(key);
+  WEFT_CHECK(t != nullptr, "[GradScaler] load_state_dict expected an entry '", key, "', the state dict has none");
+  WEFT_CHECK(t->numel() == 1, "[GradScaler] load_state_dict expected a one-element '", key, "', got shape ",
+             t->shape());
+  return t->item<double>();
+}
+
+}  // namespace
+
+GradScaler::GradScaler(GradScalerOptions options)
+    : enabled_(options.enabled),
+      init_scale_(options.init_scale),
+      growth_factor_(options.growth_factor),
+      backoff_factor_(options.backoff_factor),
+      growth_interval_(options.growth_interval) {
+  if (!enabled_) return;
+  WEFT_CHECK(growth_factor_ > 1.0, "[GradScaler] The growth factor must be > 1.0. Got ", growth_factor_);
+  WEFT_CHECK(backoff_factor_ < 1.0, "[GradScaler] The backoff factor must be < 1.0. Got ", backoff_factor_);
+}
+
+Tensor GradScaler::scale(const Tensor& outputs) {
+  if (!enabled_) return outputs;
+  WEFT_CHECK(outputs.defined(), "[GradScaler] scale() expected a defined tensor");
+  if (!scale_) {
+    scale_ = static_cast<float>(init_scale_);
+    growth_tracker_ = static_cast<int32_t>(init_growth_tracker_);
+  }
+  if (outputs.dim() == 0)
+    return mul(outputs, scalar_tensor(*scale_, TensorOptions(kFloat32).device(outputs.device())));
+  return mul(outputs, static_cast<double>(*scale_));
+}
+
+std::vector<Tensor> GradScaler::scale(const std::vector<Tensor>& outputs) {
+  std::vector<Tensor> scaled;
+  scaled.reserve(outputs.size());
+  for (const Tensor& t : outputs) scaled.push_back(scale(t));
+  return scaled;
+}
+
+void GradScaler::check_scale_initialized(const char* function) const {
+  WEFT_CHECK(scale_.has_value(), "[GradScaler] Attempted ", function,
+             " but _scale is None.  This may indicate your script did not use scaler.scale(loss or outputs) "
+             "earlier in the iteration.");
+}
+
+void GradScaler::unscale_(OptimizerId optimizer, const std::vector<Tensor>& params) {
+  if (!enabled_) return;
+  check_scale_initialized("unscale_");
+  OptimizerState& state = per_optimizer_[optimizer];
+  WEFT_CHECK(state.stage != Stage::Unscaled,
+             "[GradScaler] unscale_() has already been called on this optimizer since the last update().");
+  WEFT_CHECK(state.stage != Stage::Stepped, "[GradScaler] unscale_() is being called after step().");
+
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (g.defined())
+      WEFT_CHECK(g.dtype() != kFloat16, "[GradScaler] Attempting to unscale FP16 gradients. Keep float32 master "
+                 "weights (mixed precision) so that gradients are float32");
+  }
+  const float inv = static_cast<float>(1.0 / static_cast<double>(*scale_));
+  NoGradGuard no_grad;
+  std::vector<std::pair<Device, float>> found;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    auto slot = std::find_if(found.begin(), found.end(), [&](const auto& e) { return e.first == g.device(); });
+    if (slot == found.end()) slot = found.insert(found.end(), {g.device(), 0.0f});
+    if (has_non_finite(g)) slot->second = 1.0f;
+    unscale_in_place(g, inv);
+  }
+  state.found_inf_per_device = std::move(found);
+  state.stage = Stage::Unscaled;
+}
+
+void GradScaler::refuse_closure() {
+  WEFT_FAIL("[GradScaler] Closure use is not currently supported if GradScaler is enabled.");
+}
+
+bool GradScaler::prepare_step(OptimizerId optimizer, const std::vector<Tensor>& params) {
+  check_scale_initialized("step");
+  WEFT_CHECK(per_optimizer_[optimizer].stage != Stage::Stepped,
+             "[GradScaler] step() has already been called since the last update().");
+  if (per_optimizer_[optimizer].stage == Stage::Ready) unscale_(optimizer, params);
+  const OptimizerState& state = per_optimizer_[optimizer];
+  WEFT_CHECK(!state.found_inf_per_device.empty(),
+             "[GradScaler] No inf checks were recorded for this optimizer. (None of its parameters has a gradient.)");
+  float found_inf = 0.0f;
+  for (const auto& entry : state.found_inf_per_device) found_inf += entry.second;
+  return found_inf == 0.0f;
+}
+
+void GradScaler::mark_stepped(OptimizerId optimizer) { per_optimizer_[optimizer].stage = Stage::Stepped; }
+
+void GradScaler::update() {
+  if (!enabled_) return;
+  check_scale_initialized("update");
+  bool recorded = false;
+  float found_inf = 0.0f;
+  for (const auto& [id, state] : per_optimizer_)
+    for (const auto& entry : state.found_inf_per_device) {
+      recorded = true;
+      found_inf += entry.second;
+    }
+  WEFT_CHECK(recorded, "[GradScaler] No inf checks were recorded prior to update.");
+  float& scale = *scale_;
+  int32_t& tracker = *growth_tracker_;
+  if (found_inf != 0.0f) {
+    scale = static_cast<float>(scale * backoff_factor_);
+    tracker = 0;
+  } else if (tracker + 1 == growth_interval_) {
+    const float grown = static_cast<float>(scale * growth_factor_);
+    if (std::isfinite(grown)) scale = grown;  // never grow into inf
+    tracker = 0;
+  } else {
+    tracker += 1;
+  }
+  per_optimizer_.clear();
+}
+
+void GradScaler::update(double new_scale) {
+  if (!enabled_) return;
+  check_scale_initialized("update");
+  *scale_ = static_cast<float>(new_scale);
+  per_optimizer_.clear();
+}
+
+double GradScaler::get_scale() const {
+  if (!enabled_) return 1.0;
+  return scale_ ? static_cast<double>(*scale_) : init_scale_;
+}
+
+int64_t GradScaler::growth_tracker() const {
+  if (!enabled_) return 0;
+  return growth_tracker_ ? *growth_tracker_ : init_growth_tracker_;
+}
+
+nn::TensorDict GradScaler::state_dict() const {
+  nn::TensorDict state;
+  if (!enabled_) return state;
+  state.insert("scale", scalar_tensor(get_scale(), kFloat64));
+  state.insert("growth_factor", scalar_tensor(growth_factor_, kFloat64));
+  state.insert("backoff_factor", scalar_tensor(backoff_factor_, kFloat64));
+  state.insert("growth_interval", scalar_tensor(static_cast<double>(growth_interval_), kInt64));
+  state.insert("_growth_tracker", scalar_tensor(static_cast<double>(growth_tracker()), kInt64));
+  return state;
+}
+
+void GradScaler::load_state_dict(const nn::TensorDict& state) {
+  if (!enabled_) return;
+  WEFT_CHECK(!state.empty(), "[GradScaler] The source state dict is empty, possibly because it was saved from a "
+             "disabled instance of GradScaler.");
+  for (const char* key : kStateKeys) state_value(state, key);  // all present before anything changes
+  init_scale_ = state_value(state, "scale");
+  if (scale_) *scale_ = static_cast<float>(init_scale_);
+  growth_factor_ = state_value(state, "growth_factor");
+  backoff_factor_ = state_value(state, "backoff_factor");
+  growth_interval_ = static_cast<int64_t>(state_value(state, "growth_interval"));
+  init_growth_tracker_ = static_cast<int64_t>(state_value(state, "_growth_tracker"));
+  if (growth_tracker_) *growth_tracker_ = static_cast<int32_t>(init_growth_tracker_);
+}
+
+}  // namespace weft::precision
