@@ -11,3 +11,4 @@
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
+#include "nn/nn.h"
