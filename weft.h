@@ -1,4 +1,4 @@
-// The whole public API of weft in one include.
+// The whole public API of weft in one include, layer by layer.
 #pragma once
 
 #include "tensor/autocast_state.h"
@@ -12,6 +12,8 @@
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
+
+#include "nn/nn.h"
 
 #include "precision/autocast.h"
 #include "precision/convert.h"
