@@ -11,3 +11,7 @@
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
+#include "nn/clip_grad.h"
+#include "nn/lr_scheduler.h"
+#include "nn/optim_adam.h"
+#include "nn/optim_sgd.h"
