@@ -13,7 +13,13 @@
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
 
+#include "nn/checkpoint.h"
+#include "nn/clip_grad.h"
+#include "nn/idx_file.h"
+#include "nn/lr_scheduler.h"
 #include "nn/nn.h"
+#include "nn/optim_adam.h"
+#include "nn/optim_sgd.h"
 
 #include "precision/autocast.h"
 #include "precision/convert.h"
