@@ -62,6 +62,20 @@ Tensor adapt_gradient(Tensor g, const Node::Input& input, const Node& node) {
 
 }  // namespace
 
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> orphans;
+  for (auto& in : inputs)
+    if (in.next) orphans.push_back(std::move(in.next));
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> n = std::move(orphans.back());
+    orphans.pop_back();
+    // The last owner takes over n's edges before n dies, so n's own destructor has none to follow.
+    if (n.use_count() == 1)
+      for (auto& in : n->inputs)
+        if (in.next) orphans.push_back(std::move(in.next));
+  }
+}
+
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   auto leaf_impl = leaf_.lock();
   if (!leaf_impl) return {};

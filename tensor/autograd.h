@@ -32,7 +32,9 @@ class Node {
     DType dtype;
   };
 
-  virtual ~Node() = default;
+  // Releases the graph behind this node iteratively: a chain of many thousand nodes would
+  // otherwise be freed by one nested destructor call per node and overflow the stack.
+  virtual ~Node();
   // One gradient per input (undefined where an input gets none).
   virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
   virtual std::string name() const = 0;

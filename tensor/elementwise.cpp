@@ -130,9 +130,15 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   const DType d = promoted(a, b);
   Tensor out = binary_kernel(BinaryOp::Mul, a, b, d, d, "mul");
   if (autograd::needs_grad({&a, &b})) {
-    autograd::record("Mul", out, {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) {
-      return std::vector<Tensor>{mul(g, sb.unpack()), mul(g, sa.unpack())};
-    });
+    // Each side is saved only when the other side's gradient needs it, so y.mul_(c) by a
+    // constant does not invalidate its own backward by overwriting y.
+    const bool grad_a = a.requires_grad(), grad_b = b.requires_grad();
+    autograd::record("Mul", out, {a, b},
+                     [sa = grad_b ? SavedTensor(a) : SavedTensor(), sb = grad_a ? SavedTensor(b) : SavedTensor()](
+                         const Tensor& g) {
+                       return std::vector<Tensor>{sb.defined() ? mul(g, sb.unpack()) : Tensor(),
+                                                  sa.defined() ? mul(g, sa.unpack()) : Tensor()};
+                     });
   }
   return out;
 }
@@ -295,9 +301,10 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   const double hi = max.value_or(std::numeric_limits<double>::infinity());
   Tensor out = unary_kernel(UnaryOp::Clamp, x, x.dtype(), lo, hi);
   if (autograd::needs_grad({&x})) {
-    autograd::record("Clamp", out, {x}, [sx = SavedTensor(x), lo, hi](const Tensor& g) {
-      const Tensor& v = sx.unpack();
-      const Tensor inside = mul(ge(v, lo), le(v, hi));  // bool · bool is logical and
+    // The rule needs only where x was inside the bounds; saving that mask rather than x keeps
+    // clamp_ (which overwrites x) differentiable.
+    const Tensor inside = mul(ge(x, lo), le(x, hi));  // bool · bool is logical and
+    autograd::record("Clamp", out, {x}, [inside](const Tensor& g) {
       return std::vector<Tensor>{where(inside, g, zeros_like(g))};
     });
   }

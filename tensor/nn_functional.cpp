@@ -20,7 +20,14 @@ Tensor softmax_impl(const Tensor& input, int64_t dim_in, bool log, const char* n
   detail::check_defined(input, name);
   const auto [autocast_x] = autocast_inputs(log ? AutocastOp::LogSoftmax : AutocastOp::Softmax, {input});
   const Tensor x = is_floating(autocast_x.dtype()) ? autocast_x : autocast_x.to(default_dtype());
-  if (x.dim() == 0) return log ? zeros_like(x) : ones_like(x);
+  if (x.dim() == 0) {
+    // Softmax over one element is constant, but it stays in the graph (with a zero gradient) so
+    // that a loss built on it can still be differentiated.
+    Tensor out = log ? zeros_like(x) : ones_like(x);
+    if (autograd::needs_grad({&x}))
+      autograd::record(name, out, {x}, [](const Tensor& g) { return std::vector<Tensor>{zeros_like(g)}; });
+    return out;
+  }
   const int64_t d = detail::wrap_dim(dim_in, x.dim(), name);
   const int64_t last = x.dim() - 1;
   const Tensor rows = x.detach().transpose(d, last).contiguous();

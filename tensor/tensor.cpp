@@ -164,19 +164,19 @@ static Tensor converted_copy(const Tensor& src, DType dtype, Device device, cons
 
 Tensor Tensor::to(DType dtype) const {
   if (this->dtype() == dtype) return *this;
-  return converted_copy(*this, dtype, device(), "to");
+  return converted_copy(*this, dtype, device(), "To");
 }
 
 Tensor Tensor::to(Device device) const {
   if (this->device() == device) return *this;
-  return converted_copy(*this, dtype(), device, "to");
+  return converted_copy(*this, dtype(), device, "To");
 }
 
-Tensor Tensor::clone() const { return converted_copy(*this, dtype(), device(), "clone"); }
+Tensor Tensor::clone() const { return converted_copy(*this, dtype(), device(), "Clone"); }
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  return converted_copy(*this, dtype(), device(), "contiguous");
+  return converted_copy(*this, dtype(), device(), "Contiguous");
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
