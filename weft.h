@@ -1,6 +1,8 @@
 // The whole public API of weft in one include.
 #pragma once
 
+#include "nn/safetensors.h"
+#include "nn/tensor_dict.h"
 #include "tensor/autograd.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
