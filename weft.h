@@ -20,6 +20,7 @@
 #include "nn/nn.h"
 #include "nn/optim_adam.h"
 #include "nn/optim_sgd.h"
+#include "nn/safetensors.h"
 
 #include "precision/autocast.h"
 #include "precision/convert.h"
