@@ -124,10 +124,11 @@ TEST_CASE("safetensors: every dtype round-trips bit for bit, in saved order") {
   CHECK(loaded.metadata == nn::SafetensorsMetadata{{"format", "pt"}, {"step", "12"}});
   REQUIRE(loaded.tensors.size() == tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const auto& [name, t] = tensors.items()[i];
-    const auto& [loaded_name, u] = loaded.tensors.items()[i];
+    const std::string& name = tensors.items()[i].first;
+    const Tensor& t = tensors.items()[i].second;
+    const Tensor& u = loaded.tensors.items()[i].second;
     CAPTURE(name);
-    CHECK(loaded_name == name);
+    CHECK(loaded.tensors.items()[i].first == name);
     CHECK(u.dtype() == t.dtype());
     CHECK(u.shape() == t.shape());
     CHECK(u.device() == kCPU);

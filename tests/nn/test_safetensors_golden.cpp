@@ -1,6 +1,7 @@
 // Loading files weft did not write: golden files made by scripts/safetensors_interop.py with
 // Python's struct + json (checked there against the safetensors package and torch), compared
-// value by value with the literals below.
+// value by value with the literals below, and inputs the fuzzer found, which must each end in a
+// clean weft::Error.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -111,4 +112,17 @@ TEST_CASE("safetensors golden: a saved and reloaded golden file is byte-identica
   const auto once = nn::save_safetensors_to_memory(f.tensors, f.metadata);
   const auto reloaded = nn::load_safetensors_from_memory(once.data(), once.size());
   CHECK(nn::save_safetensors_to_memory(reloaded.tensors, reloaded.metadata) == once);
+}
+
+// tests/nn/data/fuzz_regressions holds inputs from fuzz/fuzz_safetensors.cpp's corpus that sit at
+// the loader's edges (a string, escape or UTF-8 sequence cut off by the end of the header, sizes
+// past the input, ...) and any input that ever crashed it. Each must be refused cleanly.
+TEST_CASE("safetensors golden: fuzzer-found edge inputs end in a clean weft::Error") {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(data_dir() / "fuzz_regressions")) {
+    CAPTURE(entry.path().string());
+    CHECK_THROWS_AS(nn::load_safetensors(entry.path()), Error);
+    ++count;
+  }
+  CHECK(count > 0);
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the safetensors libFuzzer target (clang, ASan + UBSan) in build-fuzz/ and runs it for
+# SECONDS (default 60), seeded with the committed golden files and past fuzz findings.
+# New corpus entries collect in build-fuzz/corpus; a crashing input is written to
+# build-fuzz/crashes/ and ends the run with a non-zero status. Once fixed, copy it to
+# tests/nn/data/fuzz_regressions/ so the test suite keeps checking it.
+#   scripts/fuzz-safetensors.sh [SECONDS] [extra libFuzzer flags...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+shift $(($# > 0 ? 1 : 0))
+
+missing=()
+for p in clang libclang-rt-14-dev libomp-14-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_FUZZ=ON \
+  -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_EXAMPLES=OFF -DWEFT_BUILD_BENCH=OFF
+cmake --build build-fuzz --target fuzz_safetensors -j2
+mkdir -p build-fuzz/corpus build-fuzz/crashes
+# The first directory collects new inputs; the others only seed.
+build-fuzz/fuzz/fuzz_safetensors build-fuzz/corpus tests/nn/data \
+  -dict=fuzz/safetensors.dict -max_len=4096 -max_total_time="$seconds" -print_final_stats=1 \
+  -artifact_prefix=build-fuzz/crashes/ "$@"
