@@ -360,7 +360,8 @@ Tensor where(const Tensor& condition, const Tensor& a, double b) { return where(
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   detail::check_defined(mask, "masked_fill", "mask");
   WEFT_CHECK(mask.dtype() == DType::Bool, "[masked_fill] expected a bool mask, got ", mask.dtype());
-  return where(mask, scalar_like(value, x), x);
+  // The value is converted to x's dtype, never promoted: masked_fill keeps x's dtype, as PyTorch.
+  return where(mask, full({}, value, TensorOptions(x.dtype()).device(x.device())), x);
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
