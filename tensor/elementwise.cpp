@@ -67,7 +67,12 @@ Tensor unary_kernel(UnaryOp op, const Tensor& x, DType out_dtype, double p0 = 0,
   return out;
 }
 
-DType promoted(const Tensor& a, const Tensor& b) { return promote_types(a.dtype(), b.dtype()); }
+// The dtype a binary op computes in; checks first that both inputs exist, naming the op.
+DType promoted(const Tensor& a, const Tensor& b, const char* name) {
+  detail::check_defined(a, name);
+  detail::check_defined(b, name);
+  return promote_types(a.dtype(), b.dtype());
+}
 
 // Integer inputs of ops that only make sense on reals (exp, sqrt, true division) compute in the
 // default floating dtype, as PyTorch does.
@@ -95,13 +100,13 @@ Tensor fused_backward(BinaryOp op, const Tensor& g, const Tensor& saved) {
 }
 
 Tensor compare(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
-  return binary_kernel(op, a, b, promoted(a, b), DType::Bool, name);
+  return binary_kernel(op, a, b, promoted(a, b, name), DType::Bool, name);
 }
 
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
-  const DType d = promoted(a, b);
+  const DType d = promoted(a, b, "add");
   Tensor out = alpha == 1.0 ? binary_kernel(BinaryOp::Add, a, b, d, d, "add")
                             : binary_kernel(BinaryOp::Add, a, mul(b.detach(), alpha), d, d, "add");
   if (autograd::needs_grad({&a, &b})) {
@@ -113,9 +118,9 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  const DType d = promoted(a, b, "sub");
   WEFT_CHECK(a.dtype() != DType::Bool || b.dtype() != DType::Bool,
              "[sub] subtraction of two bool tensors is not supported; use logical_not or ne");
-  const DType d = promoted(a, b);
   Tensor out = alpha == 1.0 ? binary_kernel(BinaryOp::Sub, a, b, d, d, "sub")
                             : binary_kernel(BinaryOp::Sub, a, mul(b.detach(), alpha), d, d, "sub");
   if (autograd::needs_grad({&a, &b})) {
@@ -127,7 +132,7 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  const DType d = promoted(a, b);
+  const DType d = promoted(a, b, "mul");
   Tensor out = binary_kernel(BinaryOp::Mul, a, b, d, d, "mul");
   if (autograd::needs_grad({&a, &b})) {
     // Each side is saved only when the other side's gradient needs it, so y.mul_(c) by a
@@ -144,7 +149,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  DType d = promoted(a, b);
+  DType d = promoted(a, b, "div");
   if (!is_floating(d)) d = default_dtype();
   Tensor out = binary_kernel(BinaryOp::Div, a, b, d, d, "div");
   if (autograd::needs_grad({&a, &b})) {
@@ -158,7 +163,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 Tensor pow(const Tensor& a_in, const Tensor& e_in) {
   const auto [a, e] = autocast_inputs(AutocastOp::Pow, {a_in, e_in});
-  DType d = promoted(a, e);
+  DType d = promoted(a, e, "pow");
   if (!is_floating(d)) d = default_dtype();
   Tensor out = binary_kernel(BinaryOp::Pow, a, e, d, d, "pow");
   if (autograd::needs_grad({&a, &e})) {
@@ -188,7 +193,7 @@ Tensor pow(const Tensor& a_in, double exponent) {
 namespace {
 // Where the two inputs tie, each gets half the gradient (as PyTorch).
 Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
-  const DType d = promoted(a, b);
+  const DType d = promoted(a, b, name);
   Tensor out = binary_kernel(op, a, b, d, d, name);
   if (autograd::needs_grad({&a, &b})) {
     const bool is_max = op == BinaryOp::Maximum;
@@ -337,10 +342,10 @@ Tensor isfinite(const Tensor& x) {
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   detail::check_defined(condition, "where", "condition");
   WEFT_CHECK(condition.dtype() == DType::Bool, "[where] expected a bool condition, got ", condition.dtype());
+  const DType d = promoted(a, b, "where");
   detail::check_same_device(condition, a, "where");
   detail::check_same_device(a, b, "where");
   const Shape shape = broadcast_shapes(condition.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
-  const DType d = promoted(a, b);
   Tensor out = detail::make_tensor(shape, d, a.device());
   detail::backend(a.device())
       .where(detail::raw_expand(condition, shape), detail::raw_expand(detail::raw_cast(a, d), shape),
@@ -360,7 +365,8 @@ Tensor where(const Tensor& condition, const Tensor& a, double b) { return where(
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   detail::check_defined(mask, "masked_fill", "mask");
   WEFT_CHECK(mask.dtype() == DType::Bool, "[masked_fill] expected a bool mask, got ", mask.dtype());
-  return where(mask, scalar_like(value, x), x);
+  // The value is converted to x's dtype, never promoted: masked_fill keeps x's dtype, as PyTorch.
+  return where(mask, full({}, value, TensorOptions(x.dtype()).device(x.device())), x);
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {

@@ -1,6 +1,7 @@
 // Tensor creation. Every factory resolves its dtype and device the same way (resolve()): what the
 // caller gave, else the innermost init-context frame. Random values are drawn on the CPU from a
 // Generator, so a seed gives the same tensor on every device.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -88,9 +89,11 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
   WEFT_CHECK(steps >= 0, "[linspace] number of steps must be non-negative, got ", steps);
   const auto r = resolve(o);
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-  // Filled from both ends, as PyTorch does, so the last value is exactly `end`.
+  // Filled from both ends, as PyTorch does, so the last value is exactly `end`; a single step
+  // is `start`.
+  const int64_t halfway = std::max<int64_t>(steps / 2, 1);
   return generated({steps}, r, o, [=](int64_t i) {
-    return i < steps / 2 ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
+    return i < halfway ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
   });
 }
 

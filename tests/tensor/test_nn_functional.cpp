@@ -1,0 +1,184 @@
+// Neural-network functions, forward values: softmax and log_softmax computed by hand, losses
+// and layer norm against PyTorch's own values (golden_functional.h, written by
+// gen_golden_functional.py), dropout's statistics under a seed.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "golden_functional.h"
+#include "weft.h"
+
+using namespace weft;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    if (std::isnan(want[i])) CHECK(std::isnan(got[i]));
+    else CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol).scale(1.0));
+  }
+}
+
+template <class T, size_t N>
+Tensor from_array(const T (&a)[N], const Shape& shape, DType dtype) {
+  return from_vector(std::vector<T>(a, a + N), shape, dtype);
+}
+
+Reduction reduction_of(int r) { return r == 0 ? Reduction::None : r == 1 ? Reduction::Mean : Reduction::Sum; }
+
+}  // namespace
+
+TEST_CASE("softmax and log_softmax over rows and columns") {
+  const Tensor x = tensor({1, 2, 3, 1, 1, 1}, kFloat64).view({2, 3});
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  check_close(values(softmax(x, 1)), {std::exp(1.0) / z, std::exp(2.0) / z, std::exp(3.0) / z, 1.0 / 3, 1.0 / 3, 1.0 / 3});
+  check_close(values(log_softmax(x, -1)), {1 - std::log(z), 2 - std::log(z), 3 - std::log(z), -std::log(3.0),
+                                           -std::log(3.0), -std::log(3.0)});
+  // Over dim 0: columns (1, 1), (2, 1), (3, 1).
+  const double e1 = 1 / (1 + std::exp(-1.0)), e2 = 1 / (1 + std::exp(-2.0));
+  check_close(values(softmax(x, 0)), {0.5, e1, e2, 0.5, 1 - e1, 1 - e2});
+  check_close(values(x.softmax(0)), values(softmax(x, 0)));
+  check_close(values(x.log_softmax(0)), {std::log(0.5), std::log(e1), std::log(e2), std::log(0.5), std::log(1 - e1),
+                                         std::log(1 - e2)});
+  // Rows sum to one; shift invariance keeps huge logits finite.
+  const Tensor big = tensor({1000, 1001, 1002}, kFloat64);
+  check_close(values(softmax(big, 0)), {std::exp(1.0) / z, std::exp(2.0) / z, std::exp(3.0) / z});
+  // A -inf logit gets probability 0; an all -inf row is NaN, as PyTorch.
+  check_close(values(softmax(tensor({-kInf, 0.0}), 0)), {0.0, 1.0});
+  CHECK(std::isnan(values(softmax(tensor({-kInf, -kInf}), 0))[0]));
+  // Integer input computes in the default dtype; 0-d input is 1 (softmax) / 0 (log_softmax).
+  CHECK(softmax(tensor({1, 2}, kInt64), 0).dtype() == kFloat32);
+  CHECK(softmax(scalar_tensor(5.0), 0).item() == 1.0);
+  CHECK(log_softmax(scalar_tensor(5.0), 0).item() == 0.0);
+  // 3-D over the middle dim.
+  const Tensor c = arange(24, kFloat64).view({2, 3, 4});
+  const Tensor s = softmax(c, 1);
+  check_close(values(sum(s, {1})), std::vector<double>(8, 1.0));
+  const double w = std::exp(4.0) + std::exp(8.0) + 1;  // column (0, 4, 8) shifted by 0
+  CHECK(values(s)[0] == doctest::Approx(1 / w).epsilon(1e-12));
+}
+
+TEST_CASE("cross_entropy against PyTorch: weights, ignore_index, label smoothing, reductions") {
+  const Tensor logits = from_array(golden::kCELogits, {3, 4}, kFloat64);
+  const Tensor target = from_array(golden::kCETarget, {3}, kInt64);
+  const Tensor weight = from_array(golden::kCEWeight, {4}, kFloat64);
+  for (const auto& c : golden::kCECases) {
+    CAPTURE(c.label_smoothing);
+    CAPTURE(c.weighted);
+    CAPTURE(c.reduction);
+    const Tensor loss = cross_entropy(logits, target, reduction_of(c.reduction), -100, c.label_smoothing,
+                                      c.weighted ? weight : Tensor());
+    if (c.reduction == 0) {
+      CHECK(loss.shape() == Shape{3});
+      check_close(values(loss), {c.expected[0], c.expected[1], c.expected[2]});
+    } else {
+      CHECK(loss.dim() == 0);
+      check_close(values(loss), {c.expected[0]});
+    }
+  }
+}
+
+TEST_CASE("cross_entropy: hand-computed cases") {
+  // Two classes, logits (0, ln 3): p = (1/4, 3/4).
+  const Tensor logits = tensor({0.0, std::log(3.0), 0.0, std::log(3.0)}, kFloat64).view({2, 2});
+  const Tensor target = tensor({1, 0}, kInt64);
+  check_close(values(cross_entropy(logits, target, Reduction::None)), {-std::log(0.75), -std::log(0.25)});
+  check_close(values(cross_entropy(logits, target)), {-(std::log(0.75) + std::log(0.25)) / 2});
+  // Smoothing ε = 0.2 over C = 2: target mass 0.9 / 0.1.
+  check_close(values(cross_entropy(logits, target, Reduction::None, -100, 0.2)),
+              {-(0.9 * std::log(0.75) + 0.1 * std::log(0.25)), -(0.9 * std::log(0.25) + 0.1 * std::log(0.75))});
+  // A custom ignore_index drops the sample from the mean.
+  check_close(values(cross_entropy(logits, target, Reduction::Mean, 0)), {-std::log(0.75)});
+  // A (C) input with a 0-d target.
+  check_close(values(cross_entropy(tensor({0.0, std::log(3.0)}, kFloat64), tensor({1}, kInt64).view({}))),
+              {-std::log(0.75)});
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, tensor({2, 0}, kInt64)), "[nll_loss] target 2 is out of bounds for 2 classes",
+                       Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, tensor({1.0, 0.0})),
+                       "[nll_loss] expected class-index targets of an integer dtype, got float32", Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, tensor({1, 0, 1}, kInt64)),
+                       "[nll_loss] expected a target of shape (2,) for input (2, 2), got (3,)", Error);
+  CHECK_THROWS_AS(cross_entropy(logits, target, Reduction::Mean, -100, 1.5), Error);
+}
+
+TEST_CASE("cross_entropy over (N, C, d) against PyTorch") {
+  const Tensor logits = from_array(golden::kSpatialLogits, {2, 3, 2}, kFloat64);
+  const Tensor target = from_array(golden::kSpatialTarget, {2, 2}, kInt64);
+  const Tensor weight = from_array(golden::kSpatialWeight, {3}, kFloat64);
+  const Tensor none = cross_entropy(logits, target, Reduction::None, 0, 0.2, weight);
+  CHECK(none.shape() == Shape{2, 2});
+  check_close(values(none), std::vector<double>(std::begin(golden::kSpatialNone), std::end(golden::kSpatialNone)));
+  check_close(values(cross_entropy(logits, target, Reduction::Mean, 0, 0.2, weight)), {golden::kSpatialMean});
+}
+
+TEST_CASE("nll_loss against PyTorch and by hand") {
+  const Tensor scores = from_array(golden::kNllScores, {4, 3}, kFloat64);
+  const Tensor target = from_array(golden::kNllTarget, {4}, kInt64);
+  const Tensor weight = from_array(golden::kNllWeight, {3}, kFloat64);
+  check_close(values(nll_loss(scores, target, Reduction::Mean, -100, weight)), {golden::kNllWeightedMean});
+  check_close(values(nll_loss(scores, target, Reduction::Mean, 1)), {golden::kNllIgnore1Mean});
+  // By hand: picked scores -0.5, -0.1, -4.0, -1.0.
+  check_close(values(nll_loss(scores, target, Reduction::None)), {0.5, 0.1, 4.0, 1.0});
+  check_close(values(nll_loss(scores, target, Reduction::Sum)), {5.6});
+  check_close(values(nll_loss(scores, target)), {1.4});
+  check_close(values(nll_loss(scores, target, Reduction::Sum, -100, weight)), {2 * 0.5 + 0.1 + 0.25 * 4.0 + 1.0});
+  CHECK(nll_loss(scores, target.to(kInt32)).item() == doctest::Approx(1.4));
+  CHECK_THROWS_WITH_AS(nll_loss(scores, target, Reduction::Mean, -100, ones({2}, kFloat64)),
+                       "[nll_loss] expected a weight of shape (3,), got (2,)", Error);
+}
+
+TEST_CASE("mse_loss") {
+  const Tensor a = tensor({1, 2, 3}), b = tensor({2, 2, 5});
+  check_close(values(mse_loss(a, b, Reduction::None)), {1, 0, 4});
+  check_close(values(mse_loss(a, b)), {5.0 / 3}, 1e-6);
+  check_close(values(mse_loss(a, b, Reduction::Sum)), {5});
+  CHECK_THROWS_WITH_AS(mse_loss(a, tensor({1, 2})), "[mse_loss] input and target shapes differ: (3,) vs (2,)", Error);
+}
+
+TEST_CASE("dropout") {
+  const Tensor x = ones({100000});
+  CHECK(dropout(x, 0.0, true).is_same(x));   // p = 0: identity
+  CHECK(dropout(x, 0.5, false).is_same(x));  // evaluation: identity
+  CHECK(values(dropout(x, 1.0, true)) == std::vector<double>(100000, 0.0));
+  Generator g1(11), g2(11), g3(12);
+  const auto y = values(dropout(x, 0.3, true, &g1));
+  CHECK(values(dropout(x, 0.3, true, &g2)) == y);  // seeded: the same mask
+  CHECK(values(dropout(x, 0.3, true, &g3)) != y);
+  size_t kept = 0;
+  bool scaled = true;
+  for (double v : y) {
+    if (v == 0.0) continue;
+    ++kept;
+    scaled &= std::fabs(v - 1 / 0.7) < 1e-6;
+  }
+  CHECK(scaled);  // survivors are scaled by 1 / (1 - p)
+  // Kept fraction ≈ 1 - p; the standard error is √(0.21 / 1e5) ≈ 0.0015.
+  CHECK(static_cast<double>(kept) / 1e5 == doctest::Approx(0.7).epsilon(0.01));
+  double mean = 0;
+  for (double v : y) mean += v / 1e5;
+  CHECK(mean == doctest::Approx(1.0).epsilon(0.01));  // the expectation is preserved
+  CHECK_THROWS_AS(dropout(x, 1.5, true), Error);
+}
+
+TEST_CASE("layer_norm against PyTorch") {
+  const Tensor x = from_array(golden::kLayerNormInput, {2, 3, 4}, kFloat64);
+  const Tensor w = from_array(golden::kLayerNormWeight, {3, 4}, kFloat64);
+  const Tensor b = from_array(golden::kLayerNormBias, {3, 4}, kFloat64);
+  check_close(values(layer_norm(x, {3, 4}, w, b)),
+              std::vector<double>(std::begin(golden::kLayerNormOutput), std::end(golden::kLayerNormOutput)), 1e-10);
+  const Tensor last = layer_norm(x, {4});
+  check_close(values(last), std::vector<double>(std::begin(golden::kLayerNormLastDim), std::end(golden::kLayerNormLastDim)),
+              1e-10);
+  // Each normalised row has mean 0 and (biased) variance 1 - eps-ish.
+  check_close(values(mean(last, {2})), std::vector<double>(6, 0.0), 1e-12);
+  CHECK_THROWS_AS(layer_norm(x, {3}), Error);
+  CHECK_THROWS_AS(layer_norm(x, {4}, ones({3}, kFloat64)), Error);
+}
