@@ -68,10 +68,20 @@ Tensor unary_kernel(UnaryOp op, const Tensor& x, DType out_dtype, double p0 = 0,
 }
 
 // The dtype a binary op computes in; checks first that both inputs exist, naming the op.
+// PyTorch's result_type: a 0-d tensor next to a tensor with dims only decides the dtype when it is
+// of a higher category (bool < integer < floating), so `x_f16 * scale_f32_0d` stays float16.
+DType combine_categories(DType higher, DType lower) {
+  if (is_floating(higher)) return higher;
+  if (higher == DType::Bool || is_floating(lower)) return promote_types(higher, lower);
+  return higher;
+}
+
 DType promoted(const Tensor& a, const Tensor& b, const char* name) {
   detail::check_defined(a, name);
   detail::check_defined(b, name);
-  return promote_types(a.dtype(), b.dtype());
+  const bool a_scalar = a.dim() == 0, b_scalar = b.dim() == 0;
+  if (a_scalar == b_scalar) return promote_types(a.dtype(), b.dtype());
+  return a_scalar ? combine_categories(b.dtype(), a.dtype()) : combine_categories(a.dtype(), b.dtype());
 }
 
 // Integer inputs of ops that only make sense on reals (exp, sqrt, true division) compute in the

@@ -32,7 +32,19 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
 }
 
 Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
-  for (int64_t s : shape) WEFT_CHECK(s >= 0, "[empty] sizes must be non-negative, got ", shape);
+  // Checked before any product is formed: counting with max(size, 1) bounds every partial
+  // product of shape_numel and contiguous_strides, so neither can overflow; a non-empty tensor
+  // must also have a byte size that fits.
+  int64_t bound = 1;
+  bool empty = false;
+  for (int64_t s : shape) {
+    WEFT_CHECK(s >= 0, "[empty] sizes must be non-negative, got ", shape);
+    WEFT_CHECK(std::max<int64_t>(s, 1) <= INT64_MAX / bound, "[empty] shape ", shape, " is too large to address");
+    bound *= std::max<int64_t>(s, 1);
+    empty |= s == 0;
+  }
+  WEFT_CHECK(empty || bound <= INT64_MAX / static_cast<int64_t>(itemsize(dtype)), "[empty] shape ", shape,
+             " is too large to address");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * itemsize(dtype), device);
   impl->shape = shape;
