@@ -54,14 +54,20 @@ ReductionLayout layout(const Tensor& x, const Shape& dims) {
     perm.push_back(d);
     n *= x.size(d);
   }
-  const Tensor permuted = x.detach().permute(perm).contiguous();
+  // Kernels never record, so the (rows, n) view is made raw; when the reduced dims are already
+  // last and x is contiguous (the usual case) x itself is viewed, with no permute and no copy.
+  bool in_place = x.is_contiguous();
+  for (size_t i = 0; i < perm.size(); ++i) in_place &= perm[i] == static_cast<int64_t>(i);
+  const Tensor permuted = in_place ? x : x.detach().permute(perm).contiguous();
   const int64_t rows = detail::shape_numel(kept);
-  return {permuted.view({rows, n}), kept, keep};
+  const Shape rows_shape{rows, n};
+  return {detail::make_view(permuted, rows_shape, detail::contiguous_strides(rows_shape), permuted.offset()), kept,
+          keep};
 }
 
 Tensor run_reduce(ReduceOp op, const ReductionLayout& l, DType out_dtype, bool keepdim) {
   Tensor out = detail::make_tensor(keepdim ? l.keep_shape : l.kept_shape, out_dtype, l.rows.device());
-  detail::backend(out.device()).reduce(op, l.rows, out.detach().view({l.rows.size(0)}));
+  detail::backend(out.device()).reduce(op, l.rows, detail::make_view(out, {l.rows.size(0)}, {1}, 0));
   return out;
 }
 

@@ -2,6 +2,7 @@
 // here from their backend (tensor/cuda/) when weft is built with CUDA.
 #include "tensor/storage.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -10,16 +11,26 @@
 namespace weft {
 namespace {
 
+// Aligns by hand rather than with aligned_alloc: glibc's memalign carves the block out of a
+// larger chunk and frees the pieces around it, which costs several plain mallocs and fragments
+// the heap (it was the largest single cost of an op on a tiny tensor). The pointer malloc gave
+// is kept in the word just below the aligned block, for deallocate.
 class CpuAllocator final : public Allocator {
  public:
+  static constexpr size_t kAlignment = 64;
+
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
-    const size_t rounded = (nbytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
-    WEFT_CHECK(p != nullptr, "[allocator] out of memory allocating ", nbytes, " bytes on cpu");
-    return p;
+    void* raw = std::malloc(nbytes + kAlignment + sizeof(void*));
+    WEFT_CHECK(raw != nullptr, "[allocator] out of memory allocating ", nbytes, " bytes on cpu");
+    const auto first = reinterpret_cast<uintptr_t>(raw) + sizeof(void*);
+    void* aligned = reinterpret_cast<void*>((first + kAlignment - 1) / kAlignment * kAlignment);
+    static_cast<void**>(aligned)[-1] = raw;
+    return aligned;
   }
-  void deallocate(void* ptr, size_t) override { std::free(ptr); }
+  void deallocate(void* ptr, size_t) override {
+    if (ptr != nullptr) std::free(static_cast<void**>(ptr)[-1]);
+  }
 };
 
 CpuAllocator& default_cpu_allocator() {

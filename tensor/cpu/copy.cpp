@@ -106,15 +106,14 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
     return;
   }
   WEFT_DISPATCH_ALL(dst.dtype(), Dst, WEFT_DISPATCH_ALL(src.dtype(), Src, {
-    for_each_strided<2>(dst.shape(), {byte_ptr(dst), byte_ptr(src)}, {byte_strides(dst), byte_strides(src)},
-                        [](const StridedRun<2>& run) { convert_run<Dst, Src>(run); });
+    for_each_strided<2>({&dst, &src}, [](const StridedRun<2>& run) { convert_run<Dst, Src>(run); });
   }));
 }
 
 void CpuBackend::fill(const Tensor& dst, double value) {
   WEFT_DISPATCH_ALL(dst.dtype(), T, {
     const T v = convert<T>(value);
-    for_each_strided<1>(dst.shape(), {byte_ptr(dst)}, {byte_strides(dst)}, [v](const StridedRun<1>& run) {
+    for_each_strided<1>({&dst}, [v](const StridedRun<1>& run) {
       for (int64_t i = 0; i < run.n; ++i) std::memcpy(run.ptr[0] + i * run.stride[0], &v, sizeof(T));
     });
   });

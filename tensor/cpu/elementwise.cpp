@@ -164,10 +164,9 @@ template <UnaryOp OP>
 void run_unary(const Tensor& x, const Tensor& out, double p0, double p1) {
   WEFT_DISPATCH_COMPUTE(x.dtype(), T, {
     using Out = decltype(unary_scalar<OP, T>(T{}, 0.0, 0.0));
-    for_each_strided<2>(out.shape(), {byte_ptr(out), byte_ptr(x)}, {byte_strides(out), byte_strides(x)},
-                        [p0, p1](const StridedRun<2>& run) {
-                          elementwise_run<Out, T>(run, [p0, p1](T v) { return unary_scalar<OP, T>(v, p0, p1); });
-                        });
+    for_each_strided<2>({&out, &x}, [p0, p1](const StridedRun<2>& run) {
+      elementwise_run<Out, T>(run, [p0, p1](T v) { return unary_scalar<OP, T>(v, p0, p1); });
+    });
   });
 }
 
@@ -175,10 +174,9 @@ template <BinaryOp OP>
 void run_binary(const Tensor& a, const Tensor& b, const Tensor& out) {
   WEFT_DISPATCH_COMPUTE(a.dtype(), T, {
     using Out = decltype(binary_scalar<OP, T>(T{}, T{}));
-    for_each_strided<3>(out.shape(), {byte_ptr(out), byte_ptr(a), byte_ptr(b)},
-                        {byte_strides(out), byte_strides(a), byte_strides(b)}, [](const StridedRun<3>& run) {
-                          elementwise_run<Out, T>(run, [](T u, T v) { return binary_scalar<OP, T>(u, v); });
-                        });
+    for_each_strided<3>({&out, &a, &b}, [](const StridedRun<3>& run) {
+      elementwise_run<Out, T>(run, [](T u, T v) { return binary_scalar<OP, T>(u, v); });
+    });
   });
 }
 
@@ -221,16 +219,13 @@ void CpuBackend::where(const Tensor& cond, const Tensor& a_in, const Tensor& b_i
   const Tensor b = widen_if_narrow(b_in);
   const Tensor out = compute_target(out_in);
   WEFT_DISPATCH_COMPUTE(a.dtype(), T, {
-    for_each_strided<4>(out.shape(), {byte_ptr(out), byte_ptr(cond), byte_ptr(a), byte_ptr(b)},
-                        {byte_strides(out), byte_strides(cond), byte_strides(a), byte_strides(b)},
-                        [](const StridedRun<4>& run) {
-                          for (int64_t i = 0; i < run.n; ++i) {
-                            bool c;
-                            std::memcpy(&c, run.ptr[1] + i * run.stride[1], 1);
-                            std::memcpy(run.ptr[0] + i * run.stride[0], run.ptr[c ? 2 : 3] + i * run.stride[c ? 2 : 3],
-                                        sizeof(T));
-                          }
-                        });
+    for_each_strided<4>({&out, &cond, &a, &b}, [](const StridedRun<4>& run) {
+      for (int64_t i = 0; i < run.n; ++i) {
+        bool c;
+        std::memcpy(&c, run.ptr[1] + i * run.stride[1], 1);
+        std::memcpy(run.ptr[0] + i * run.stride[0], run.ptr[c ? 2 : 3] + i * run.stride[c ? 2 : 3], sizeof(T));
+      }
+    });
   });
   store_from(out, out_in);
 }

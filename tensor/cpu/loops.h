@@ -3,7 +3,9 @@
 // for_each_strided walks N operands of one shape (strides in bytes, 0 for broadcast dims) and
 // hands the innermost run of elements to a callback, after merging dimensions that are laid out
 // back to back so that contiguous tensors become one long run the compiler can vectorise. Large
-// iterations are split across OpenMP threads on the outer index.
+// iterations are split across OpenMP threads on the outer index. Its tensor form takes the
+// common case — every operand contiguous or a broadcast scalar — without allocating anything,
+// which is most of the cost of an op on a tiny tensor.
 #pragma once
 
 #include <array>
@@ -26,6 +28,22 @@ struct StridedRun {
   std::array<int64_t, N> stride;  // bytes between consecutive elements of the run
   int64_t n;
 };
+
+// One run of n elements, split into chunks for the threads when it is long.
+template <size_t N, class Fn>
+void for_each_run(int64_t n, const std::array<char*, N>& base, const std::array<int64_t, N>& stride, Fn& fn) {
+  const int64_t chunks = n >= 2 * kParallelGrain ? num_threads() : 1;
+  parallel_for(chunks, [&](int64_t c) {
+    const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+    StridedRun<N> run;
+    for (size_t k = 0; k < N; ++k) {
+      run.ptr[k] = base[k] + begin * stride[k];
+      run.stride[k] = stride[k];
+    }
+    run.n = end - begin;
+    fn(run);
+  });
+}
 
 template <size_t N, class Fn>
 void for_each_strided(Shape shape, std::array<char*, N> base, std::array<Shape, N> strides, Fn fn) {
@@ -60,18 +78,7 @@ void for_each_strided(Shape shape, std::array<char*, N> base, std::array<Shape, 
   for (size_t k = 0; k < N; ++k) inner_stride[k] = st[k].back();
 
   if (outer == 1) {
-    // One long run: split it into chunks for the threads.
-    const int64_t chunks = inner >= 2 * kParallelGrain ? num_threads() : 1;
-    parallel_for(chunks, [&](int64_t c) {
-      const int64_t begin = inner * c / chunks, end = inner * (c + 1) / chunks;
-      StridedRun<N> run;
-      for (size_t k = 0; k < N; ++k) {
-        run.ptr[k] = base[k] + begin * inner_stride[k];
-        run.stride[k] = inner_stride[k];
-      }
-      run.n = end - begin;
-      fn(run);
-    });
+    for_each_run(inner, base, inner_stride, fn);
     return;
   }
   const bool parallel = outer * inner >= kParallelGrain;
@@ -100,6 +107,39 @@ inline Shape byte_strides(const Tensor& t) {
   return s;
 }
 inline char* byte_ptr(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
+
+// for_each_strided over tensors of one shape (operand 0's).
+template <size_t N, class Fn>
+void for_each_strided(const std::array<const Tensor*, N>& operands, Fn fn) {
+  const int64_t n = operands[0]->numel();
+  if (n == 0) return;
+  std::array<char*, N> base;
+  std::array<int64_t, N> stride;
+  bool flat = true;
+  for (size_t k = 0; k < N && flat; ++k) {
+    const Tensor& t = *operands[k];
+    base[k] = byte_ptr(t);
+    if (t.is_contiguous()) {
+      stride[k] = static_cast<int64_t>(itemsize(t.dtype()));
+    } else {
+      // A broadcast scalar: stride 0 along every dim that has more than one element.
+      const auto& sizes = t.shape();
+      const auto& st = t.strides();
+      for (size_t d = 0; d < sizes.size(); ++d) flat &= sizes[d] == 1 || st[d] == 0;
+      stride[k] = 0;
+    }
+  }
+  if (flat) {
+    for_each_run(n, base, stride, fn);
+    return;
+  }
+  std::array<Shape, N> strides;
+  for (size_t k = 0; k < N; ++k) {
+    base[k] = byte_ptr(*operands[k]);
+    strides[k] = byte_strides(*operands[k]);
+  }
+  for_each_strided<N>(operands[0]->shape(), base, std::move(strides), fn);
+}
 
 // Runs `body` with `T` bound to the C++ type that computes dtype `d`. Narrow floats are not
 // computed directly (the CPU backend widens them first), so they are an error here.
