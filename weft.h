@@ -23,9 +23,17 @@
 #include "nn/safetensors.h"
 
 #include "precision/autocast.h"
+#include "precision/context.h"
 #include "precision/convert.h"
 #include "precision/deepspeed_precision.h"
 #include "precision/fsdp_precision.h"
 #include "precision/grad_scaler.h"
+#include "precision/make_precision.h"
+#include "precision/mixed_precision.h"
+#include "precision/precision.h"
 #include "precision/precision_input.h"
+#include "precision/replace_layers.h"
+#include "precision/true_precision.h"
 #include "precision/warnings.h"
+
+#include "distributed/fabric.h"

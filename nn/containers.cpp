@@ -50,4 +50,13 @@ std::shared_ptr<Module> ModuleDictImpl::operator[](const std::string& name) cons
   WEFT_FAIL("[ModuleDict] no module named '", name, "'");
 }
 
+// The registry names entries by index, so the index is the name.
+void SequentialImpl::on_child_replaced(const std::string& name, const std::shared_ptr<Module>& module) {
+  modules_.at(std::stoul(name)) = module;
+}
+
+void ModuleListImpl::on_child_replaced(const std::string& name, const std::shared_ptr<Module>& module) {
+  modules_.at(std::stoul(name)) = module;
+}
+
 }  // namespace weft::nn

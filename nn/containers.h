@@ -51,6 +51,9 @@ class SequentialImpl : public Module {
     return detail::cast_entry<M>((*this)[index], "Sequential", std::to_string(index));
   }
 
+ protected:
+  void on_child_replaced(const std::string& name, const std::shared_ptr<Module>& module) override;
+
  private:
   void append(std::shared_ptr<Module> module);
   std::vector<std::shared_ptr<Module>> modules_;
@@ -77,6 +80,9 @@ class ModuleListImpl : public Module {
   }
   std::vector<std::shared_ptr<Module>>::const_iterator begin() const;
   std::vector<std::shared_ptr<Module>>::const_iterator end() const;
+
+ protected:
+  void on_child_replaced(const std::string& name, const std::shared_ptr<Module>& module) override;
 
  private:
   void append(std::shared_ptr<Module> module);

@@ -101,6 +101,18 @@ Tensor Module::register_buffer(std::string name, Tensor tensor, bool persistent)
   return tensor;
 }
 
+void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  WEFT_CHECK(module != nullptr, "[replace_module] the replacement for '", name, "' is null");
+  WEFT_CHECK(module.get() != this, "[replace_module] a module cannot be its own child");
+  for (auto& [child_name, child] : children_) {
+    if (child_name != name) continue;
+    child = module;
+    on_child_replaced(name, module);
+    return;
+  }
+  WEFT_FAIL("[replace_module] expected a child named '", name, "' in ", type_name(), ", there is none");
+}
+
 std::shared_ptr<Module> Module::register_module(std::string name, std::shared_ptr<Module> module) {
   check_new_name(name, "register_module");
   WEFT_CHECK(module != nullptr, "[register_module] module '", name, "' is null");

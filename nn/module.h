@@ -82,6 +82,13 @@ class Module : public std::enable_shared_from_this<Module> {
   // Sets requires_grad on every parameter; requires_grad_(false) freezes the module.
   Module& requires_grad_(bool requires_grad = true);
 
+  // Puts `module` in the place of the direct child `name` (a precision plugin swapping a Linear for
+  // a quantized one). Only the tree changes: a handle to the old child held elsewhere (a layer's
+  // member such as `fc1`, an optimizer's parameters) still refers to the old module, which is no
+  // longer in the tree. So a module whose forward calls its members directly keeps calling the
+  // old layer; containers (Sequential, ModuleList) follow the swap.
+  void replace_module(const std::string& name, std::shared_ptr<Module> module);
+
   // ---- state ----
   // Parameters and persistent buffers under dotted names; the tensors are detached aliases of
   // the module's (same memory). An uninitialized parameter appears as an uninitialized tensor.
@@ -118,6 +125,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // Runs on every module of the tree before load_state_dict checks keys; `prefix` is this
   // module's dotted name plus '.' (empty for the root). Lazy modules materialise here.
   virtual void before_load_state_dict(const TensorDict& state, const std::string& prefix);
+
+  // Called by replace_module after the registry holds the new child, so a module that keeps its
+  // children in its own members too (containers) can follow.
+  virtual void on_child_replaced(const std::string& /*name*/, const std::shared_ptr<Module>& /*module*/) {}
 
   // Makes this module's parameters, buffers and children the very handles of `other`'s (a lazy
   // module taking over its materialised twin's state).

@@ -53,6 +53,11 @@ class Optimizer {
   // zeroed in place.
   void zero_grad(bool set_to_none = true);
 
+  // True for an optimizer that unscales float16-mixed gradients inside its own step (PyTorch's
+  // fused Adam/SGD, `_step_supports_amp_scaling`): an explicit unscale before it would unscale
+  // twice, so precision plugins refuse gradient clipping with it. None of weft's does yet.
+  virtual bool step_supports_amp_scaling() const { return false; }
+
   virtual OptimizerState state_dict() const = 0;
   virtual void load_state_dict(const OptimizerState& state) = 0;
 

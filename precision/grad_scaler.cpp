@@ -117,6 +117,17 @@ bool GradScaler::prepare_step(OptimizerId optimizer, const std::vector<Tensor>& 
   return found_inf == 0.0f;
 }
 
+bool GradScaler::step(OptimizerId optimizer, const std::vector<Tensor>& params, const std::function<void()>& do_step) {
+  if (!enabled_) {
+    do_step();
+    return true;
+  }
+  const bool finite = prepare_step(optimizer, params);
+  if (finite) do_step();
+  mark_stepped(optimizer);
+  return finite;
+}
+
 void GradScaler::mark_stepped(OptimizerId optimizer) { per_optimizer_[optimizer].stage = Stage::Stepped; }
 
 void GradScaler::update() {

@@ -28,6 +28,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <ranges>
@@ -86,6 +87,9 @@ class GradScaler {
     mark_stepped(id);
     return finite;
   }
+  // The same for an optimizer known only by identity and parameters (a precision plugin holding
+  // an optim::Optimizer&): `do_step` runs unless an inf or NaN was found.
+  bool step(OptimizerId optimizer, const std::vector<Tensor>& params, const std::function<void()>& do_step);
   // A closure re-evaluates the loss, which the scaler cannot see to scale: refused when enabled.
   template <ScalableOptimizer Optimizer, std::invocable Closure>
     requires requires(Optimizer& o, Closure&& c) { o.step(std::forward<Closure>(c)); }

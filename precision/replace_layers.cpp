@@ -1,0 +1,62 @@
+// Walking a module tree and swapping built-in Linear / LayerNorm children for replacements.
+#include "precision/replace_layers.h"
+
+#include <map>
+#include <typeinfo>
+
+namespace weft::precision {
+namespace {
+
+struct Walk {
+  const LayerConverters& converters;
+  const std::vector<std::string>& ignore;
+  std::map<const nn::Module*, std::shared_ptr<nn::Module>> done;  // old layer -> its replacement
+  std::vector<std::string> replaced;
+
+  bool ignored(const std::string& name) const {
+    for (const std::string& prefix : ignore)
+      if (is_under_module(name, prefix)) return true;
+    return false;
+  }
+
+  // The replacement of `child` (named `name`), or null to keep it and look inside.
+  std::shared_ptr<nn::Module> convert(const std::shared_ptr<nn::Module>& child, const std::string& name) {
+    if (ignored(name)) return nullptr;
+    if (auto it = done.find(child.get()); it != done.end()) return it->second;
+    std::shared_ptr<nn::Module> replacement;
+    if (converters.linear && typeid(*child) == typeid(nn::LinearImpl))
+      replacement = converters.linear(std::static_pointer_cast<nn::LinearImpl>(child), name);
+    else if (converters.layer_norm && typeid(*child) == typeid(nn::LayerNormImpl))
+      replacement = converters.layer_norm(std::static_pointer_cast<nn::LayerNormImpl>(child), name);
+    if (replacement) done.emplace(child.get(), replacement);
+    return replacement;
+  }
+
+  void visit(nn::Module& module, const std::string& prefix) {
+    for (const auto& [name, child] : module.named_children()) {
+      const std::string full = prefix.empty() ? name : prefix + "." + name;
+      if (auto replacement = convert(child, full)) {
+        module.replace_module(name, replacement);
+        replaced.push_back(full);
+      } else if (!done.count(child.get())) {
+        visit(*child, full);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+bool is_under_module(const std::string& name, const std::string& prefix) {
+  if (name.compare(0, prefix.size(), prefix) != 0) return false;
+  return name.size() == prefix.size() || name[prefix.size()] == '.';
+}
+
+std::vector<std::string> replace_layers(nn::Module& root, const LayerConverters& converters,
+                                        const std::vector<std::string>& ignore_modules) {
+  Walk walk{converters, ignore_modules, {}, {}};
+  walk.visit(root, "");
+  return walk.replaced;
+}
+
+}  // namespace weft::precision
