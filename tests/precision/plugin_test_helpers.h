@@ -3,6 +3,7 @@
 // Linear by a marked subclass, at conversion and at construction.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,18 @@
 #include "weft.h"
 
 namespace weft::testing {
+
+// The message of the weft::Error that fn throws, or "<no error>".
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // Plain SGD with lr 1 over one or more groups, named as the test says.
 class NamedSgd : public optim::Optimizer {

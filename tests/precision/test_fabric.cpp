@@ -11,21 +11,12 @@
 #include "weft.h"
 
 using namespace weft;
+using testing::contains;
+using testing::error_of;
 using distributed::Fabric;
 using distributed::FabricOptions;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 FabricOptions with_precision(const char* p) {
   FabricOptions options;
