@@ -8,7 +8,7 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_BENCH=OFF
 cmake --build build
 ctest --test-dir build --output-on-failure
 if [ "${1:-}" = "--sanitize" ]; then
-  # -O0 without debug info: the sanitizers need neither, and it halves the build on 2 cores.
+  # -O0 without debug info: the sanitizers need neither, and compiling is most of CI's time.
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DWEFT_SANITIZE=ON \
         -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF
   cmake --build build-sanitize
