@@ -8,8 +8,9 @@
 //
 // Reproducibility is part of the contract: the model is initialised from --seed, each epoch's
 // shuffle comes from a generator seeded by (seed, epoch), and a checkpoint holds the model, the
-// optimizer state, the precision plugin's state (the loss scale under 16-mixed) and the epoch. So a run of 2 epochs resumed for a third equals a straight run
-// of 3 epochs bit for bit (tests/examples/resume check this).
+// optimizer state, the precision plugin's state (the loss scale under 16-mixed) and the epoch.
+// So a run of 2 epochs resumed for a third equals a straight run of 3 epochs bit for bit
+// (examples/resume_test.sh checks this under CTest).
 //
 // Output: a progress line per step (loss, throughput), the test accuracy per epoch, a CSV log,
 // a PNG plot of the curves when gnuplot is installed, and a final JSON summary line that the
