@@ -3,13 +3,16 @@
 //
 // weft's CPU GEMM is Eigen's, so weft/Eigen isolates what weft's op layer adds on top (checks,
 // output allocation, stride handling); weft/OpenBLAS says how far that GEMM is from a tuned BLAS.
-// Timing: after a warm-up call, each library runs kRounds blocks of calls, a block lasting about
-// --min-time / kRounds seconds; its time per call is the median over the blocks, and
-// GFLOP/s = 2·M·N·K / t. weft's and Eigen's blocks alternate, so on a shared machine both see the
-// same background load (they share one OpenMP pool, so neither leaves spinning threads behind
-// for the other). OpenBLAS has its own thread pool: it runs its blocks afterwards, after a pause
-// that lets the OpenMP threads go idle, and is followed by another pause before the next case.
-// The three results are compared before timing; a mismatch aborts instead of timing garbage.
+//
+// Timing: after a warm-up call each, weft and Eigen run alternately, one call at a time in ABBA
+// order, until each has run --min-time seconds and at least kMinCalls calls; every call is timed,
+// t is the median call and GFLOP/s = 2·M·N·K / t. Alternating single calls makes both see the
+// same background load and the same cache state (they also share one OpenMP pool, so neither
+// leaves spinning threads behind for the other); the median ignores the calls whose thread team
+// waited a whole time slice for a preempted member, which on a busy machine would poison a mean.
+// OpenBLAS has its own thread pool: it runs its calls afterwards, between pauses that let the
+// other pool's threads go idle. The three results are compared before timing; a mismatch aborts
+// instead of timing garbage.
 //
 // Output: a table, then one line of JSON starting with {"bench":"matmul".
 #include <Eigen/Core>
@@ -43,24 +46,22 @@ struct Case {
   int64_t m, k, n;
 };
 
-constexpr int kRounds = 5;
+constexpr int kMinCalls = 6;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// One library's timed calls: a warm-up, then blocks of `calls` calls.
+// One library's timed calls. The constructor makes the warm-up call: first-touch page faults,
+// thread pool start, packing buffers.
 class Timer {
  public:
-  Timer(std::function<void()> fn, double block_time) : fn_(std::move(fn)) {
-    fn_();  // warm-up: first-touch page faults, thread pool start, packing buffers
+  explicit Timer(std::function<void()> fn) : fn_(std::move(fn)) { fn_(); }
+  void call() {
     const auto t0 = Clock::now();
     fn_();
-    calls_ = std::max<int64_t>(1, static_cast<int64_t>(block_time / std::max(seconds_since(t0), 1e-9)));
+    per_call_.push_back(seconds_since(t0));
+    total_ += per_call_.back();
   }
-  void run_block() {
-    const auto t0 = Clock::now();
-    for (int64_t i = 0; i < calls_; ++i) fn_();
-    per_call_.push_back(seconds_since(t0) / static_cast<double>(calls_));
-  }
+  bool done(double min_time) const { return total_ >= min_time && per_call_.size() >= kMinCalls; }
   double median_seconds() {
     std::nth_element(per_call_.begin(), per_call_.begin() + static_cast<int64_t>(per_call_.size() / 2),
                      per_call_.end());
@@ -69,8 +70,8 @@ class Timer {
 
  private:
   std::function<void()> fn_;
-  int64_t calls_ = 1;
   std::vector<double> per_call_;
+  double total_ = 0;
 };
 
 // Lets the previous library's worker threads stop spinning before the next one starts.
@@ -151,8 +152,9 @@ int main(int argc, char** argv) {
 #endif
 
   const std::vector<Case> cases = {{128, 784, 512}, {512, 512, 512}, {2048, 2048, 2048}};
-  std::printf("bench_matmul: fp32 C = A·B, %d threads (Eigen sees %d), median of %d blocks over >= %.2f s per library\n",
-              threads, Eigen::nbThreads(), kRounds, opt.min_time);
+  std::printf("bench_matmul: fp32 C = A·B, %d threads (Eigen sees %d), "
+              "median call over >= %d calls and >= %.2f s per library\n",
+              threads, Eigen::nbThreads(), kMinCalls, opt.min_time);
   std::printf("compiled with%s; Eigen %d.%d.%d; %s\n\n", simd_flags().c_str(), EIGEN_WORLD_VERSION,
               EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, openblas_name.c_str());
   std::printf("%6s %6s %6s | %10s %10s %10s | %10s %13s\n", "M", "K", "N", "weft GF/s", "Eigen GF/s",
@@ -175,13 +177,14 @@ int main(int argc, char** argv) {
     const RowMajor expected = ec;
     check_close("weft", weft::matmul(a, b).data<float>(), expected.data(), c.m * c.n);
 
-    const double block_time = opt.min_time / kRounds;
     weft::Tensor sink;
-    Timer weft_timer([&] { sink = weft::matmul(a, b); }, block_time);
-    Timer eigen_timer([&] { ec.noalias() = ea * eb; }, block_time);
-    for (int r = 0; r < kRounds; ++r) {
-      weft_timer.run_block();
-      eigen_timer.run_block();
+    Timer weft_timer([&] { sink = weft::matmul(a, b); });
+    Timer eigen_timer([&] { ec.noalias() = ea * eb; });
+    for (int i = 0; !weft_timer.done(opt.min_time) || !eigen_timer.done(opt.min_time); ++i) {
+      Timer& first = i % 2 == 0 ? weft_timer : eigen_timer;  // ABBA
+      Timer& second = i % 2 == 0 ? eigen_timer : weft_timer;
+      first.call();
+      second.call();
     }
     const double t_weft = weft_timer.median_seconds(), t_eigen = eigen_timer.median_seconds();
     double openblas_gflops = 0;
@@ -195,8 +198,8 @@ int main(int argc, char** argv) {
     sgemm();
     check_close("OpenBLAS", oc.data(), expected.data(), c.m * c.n);
     settle();
-    Timer blas_timer(sgemm, block_time);
-    for (int r = 0; r < kRounds; ++r) blas_timer.run_block();
+    Timer blas_timer(sgemm);
+    while (!blas_timer.done(opt.min_time)) blas_timer.call();
     openblas_gflops = flop / blas_timer.median_seconds() * 1e-9;
     settle();
 #endif
