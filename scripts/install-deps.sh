@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages weft builds, tests and trains with. Run as root on Debian 12.
-# Packages already present are left alone, so a second run costs a few seconds.
+# Installs the Debian packages weft builds, tests and trains with (or the packages named as
+# arguments). Run as root on Debian 12. Packages already present are left alone, so a second run
+# costs a few seconds.
 set -euo pipefail
 packages=(cmake ninja-build g++ libeigen3-dev doctest-dev zlib1g-dev libopenblas-dev
           dataset-fashion-mnist gnuplot-nox)
+[ $# -gt 0 ] && packages=("$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

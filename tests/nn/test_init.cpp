@@ -5,22 +5,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "moments.h"
 #include "weft.h"
 
 using namespace weft;
+using testing::moments;
 namespace init = weft::nn::init;
 
 namespace {
-
-std::pair<double, double> moments(const Tensor& t) {
-  const std::vector<double> v = t.to_vector<double>();
-  double mean = 0.0;
-  for (double x : v) mean += x;
-  mean /= static_cast<double>(v.size());
-  double var = 0.0;
-  for (double x : v) var += (x - mean) * (x - mean);
-  return {mean, var / static_cast<double>(v.size())};
-}
 
 // Fills every new CPU block with the byte 0x42, so memory that nobody initialised reads as a
 // known float (0x42424242 = 48.5647...). Blocks stay owned by this allocator after it is

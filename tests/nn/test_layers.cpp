@@ -4,22 +4,13 @@
 
 #include <cmath>
 
+#include "moments.h"
 #include "weft.h"
 
 using namespace weft;
+using testing::moments;
 
 namespace {
-
-// Sample mean and (population) variance of all elements.
-std::pair<double, double> moments(const Tensor& t) {
-  const std::vector<double> v = t.to_vector<double>();
-  double mean = 0.0;
-  for (double x : v) mean += x;
-  mean /= static_cast<double>(v.size());
-  double var = 0.0;
-  for (double x : v) var += (x - mean) * (x - mean);
-  return {mean, var / static_cast<double>(v.size())};
-}
 
 void set_values(Tensor t, const std::vector<double>& values) {
   NoGradGuard no_grad;
