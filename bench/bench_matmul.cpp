@@ -1,18 +1,18 @@
 // fp32 matrix product throughput: weft::matmul against Eigen and OpenBLAS, measured in the same
 // run on the same inputs, with the same thread count and (for Eigen) the same compile flags.
 //
-// weft's CPU GEMM is Eigen's, so weft/Eigen isolates what weft's op layer adds on top (checks,
-// output allocation, stride handling); weft/OpenBLAS says how far that GEMM is from a tuned BLAS.
+// weft's CPU GEMM is OpenBLAS's OpenMP build when weft was built with it, Eigen's otherwise
+// (tensor/cpu/gemm_library.h; the header line says which). weft over its own library isolates
+// what weft's op layer adds on top (checks, output allocation, stride handling); the other
+// column says how far the alternative is.
 //
 // Timing: after a warm-up call each, weft and Eigen run alternately, one call at a time in ABBA
 // order, until each has run --min-time seconds and at least kMinCalls calls; every call is timed,
 // t is the median call and GFLOP/s = 2·M·N·K / t. Alternating single calls makes both see the
-// same background load and the same cache state (they also share one OpenMP pool, so neither
-// leaves spinning threads behind for the other); the median ignores the calls whose thread team
+// same background load and the same cache state; the median ignores the calls whose thread team
 // waited a whole time slice for a preempted member, which on a busy machine would poison a mean.
-// OpenBLAS has its own thread pool: it runs its calls afterwards, between pauses that let the
-// other pool's threads go idle. The three results are compared before timing; a mismatch aborts
-// instead of timing garbage.
+// OpenBLAS runs its calls afterwards, between pauses that let the pool's threads go idle. The
+// three results are compared before timing; a mismatch aborts instead of timing garbage.
 //
 // Output: a table, then one line of JSON starting with {"bench":"matmul".
 #include <Eigen/Core>
@@ -148,13 +148,13 @@ int main(int argc, char** argv) {
   const std::string openblas_name = openblas_get_config();
 #else
   const std::string openblas_name =
-      "OpenBLAS not built in (install libopenblas-dev, e.g. scripts/install-deps.sh, and re-run cmake)";
+      "OpenBLAS not built in (install libopenblas-openmp-dev, e.g. scripts/install-deps.sh, and re-run cmake)";
 #endif
 
   const std::vector<Case> cases = {{128, 784, 512}, {512, 512, 512}, {2048, 2048, 2048}};
-  std::printf("bench_matmul: fp32 C = A·B, %d threads (Eigen sees %d), "
+  std::printf("bench_matmul: fp32 C = A·B, %d threads (Eigen sees %d), weft's GEMM: %s, "
               "median call over >= %d calls and >= %.2f s per library\n",
-              threads, Eigen::nbThreads(), kMinCalls, opt.min_time);
+              threads, Eigen::nbThreads(), weft::to_string(weft::cpu_gemm_library()), kMinCalls, opt.min_time);
   std::printf("compiled with%s; Eigen %d.%d.%d; %s\n\n", simd_flags().c_str(), EIGEN_WORLD_VERSION,
               EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, openblas_name.c_str());
   std::printf("%6s %6s %6s | %10s %10s %10s | %10s %13s\n", "M", "K", "N", "weft GF/s", "Eigen GF/s",
@@ -216,8 +216,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
-  std::printf("\n{\"bench\":\"matmul\",\"dtype\":\"float32\",\"threads\":%d,\"min_time_s\":%g,\"cases\":[", threads,
-              opt.min_time);
+  std::printf("\n{\"bench\":\"matmul\",\"dtype\":\"float32\",\"threads\":%d,\"weft_gemm\":\"%s\",\"min_time_s\":%g,"
+              "\"cases\":[",
+              threads, weft::to_string(weft::cpu_gemm_library()), opt.min_time);
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     std::printf("%s{\"m\":%lld,\"k\":%lld,\"n\":%lld,\"weft_gflops\":%.2f,\"eigen_gflops\":%.2f,", i ? "," : "",

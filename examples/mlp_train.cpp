@@ -269,9 +269,9 @@ int main(int argc, char** argv) try {
     log.close();
     render_plot(o.log, o.plot);
   }
-  std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"epochs\": %lld, \"seconds\": %.3f, "
-              "\"test_accuracy\": %.4f}\n",
-              num_threads(), static_cast<long long>(o.epochs), total_seconds, accuracy);
+  std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"gemm\": \"%s\", \"epochs\": %lld, "
+              "\"seconds\": %.3f, \"test_accuracy\": %.4f}\n",
+              num_threads(), to_string(cpu_gemm_library()), static_cast<long long>(o.epochs), total_seconds, accuracy);
   return 0;
 } catch (const std::exception& e) {
   std::cerr << "mlp_train: " << e.what() << "\n";

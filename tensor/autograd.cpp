@@ -83,6 +83,11 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   Tensor existing = leaf.grad();
   if (existing.defined()) {
     existing.add_(grad_output);  // in place: optimizers hold on to .grad between steps
+  } else if (grad_output.impl_ptr().use_count() == 1 && grad_output.storage().use_count() == 1 &&
+             grad_output.is_contiguous() && !grad_output.requires_grad()) {
+    // Nothing else holds this gradient or its memory (the engine drops it after this call):
+    // it becomes .grad as it is, with no copy.
+    leaf.set_grad(grad_output);
   } else {
     // A fresh contiguous copy: the incoming gradient may alias another leaf's or be expanded.
     leaf.set_grad(grad_output.clone());

@@ -54,8 +54,9 @@ class Backend {
   // x: (rows, n) contiguous -> out: (rows). Sum writes out's dtype (int64 for integer input),
   // ArgMax/ArgMin write int64.
   virtual void reduce(ReduceOp op, const Tensor& x, const Tensor& out) = 0;
-  // a: (B, M, K) · b: (B, K, N) -> out: (B, M, N). a and b may be transposed views.
-  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // a: (B, M, K) · b: (B, K, N) -> out: (B, M, N), or out += a · b when accumulating (how a
+  // bias is fused into a product). a and b may be transposed views.
+  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) = 0;
   // x: (outer, n, inner), index: int64 (k) -> out: (outer, k, inner)
   virtual void index_select(const Tensor& x, const Tensor& index, const Tensor& out) = 0;
   // out: (outer, n, inner) += src: (outer, k, inner) at rows index (k)

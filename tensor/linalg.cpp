@@ -1,6 +1,10 @@
 // matmul and linear. matmul follows torch.matmul: 1-D operands get a temporary unit dim, batch
 // dims broadcast, and the core product is (B, M, K) · (B, K, N) on the device's GEMM. The core's
 // backward is two more products; the engine sums gradients over broadcast batch dims.
+// linear is one fused op rather than matmul + add: the bias is written into the output and the
+// product accumulated onto it (one pass over the output, not three), the weight gradient comes
+// out as gᵀ·x directly in the weight's (out, in) layout (no transpose of it to copy), and only
+// the gradients the inputs need are computed (the first layer's input never needs one).
 // Under autocast both run in the low-precision dtype (tensor/autocast_state.h).
 #include "tensor/autocast_state.h"
 #include "tensor/op_helpers.h"
@@ -34,7 +38,7 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
   const DType dtype = promote_types(a.dtype(), b.dtype());
   Tensor out = detail::make_tensor(out_shape, dtype, a.device());
   detail::backend(a.device()).matmul(detail::raw_cast(a3, dtype), detail::raw_cast(b3, dtype),
-                                     out.detach().view({count, m, n}));
+                                     out.detach().view({count, m, n}), /*accumulate=*/false);
   if (autograd::needs_grad({&a, &b})) {
     autograd::record("Matmul", out, {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) {
       const Tensor& av = sa.unpack();
@@ -66,14 +70,44 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   const auto [x, weight, bias] = autocast_inputs(AutocastOp::Linear, {x_in, weight_in, bias_in});
   detail::check_defined(x, "linear");
   detail::check_defined(weight, "linear", "weight");
+  detail::check_same_device(x, weight, "linear");
   WEFT_CHECK(weight.dim() == 2, "[linear] expected a 2-D weight (out, in), got shape ", weight.shape());
   WEFT_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "[linear] input features differ: input ", x.shape(),
              " has ", x.dim() >= 1 ? x.size(-1) : 0, " features, weight ", weight.shape(), " expects ", weight.size(1));
-  Tensor out = matmul(x, weight.t());
+  const int64_t in_features = weight.size(1), out_features = weight.size(0);
+  DType dtype = promote_types(x.dtype(), weight.dtype());
   if (bias.defined()) {
-    WEFT_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "[linear] expected a bias of shape (",
-               weight.size(0), ",), got ", bias.shape());
-    out = add(out, bias);
+    detail::check_same_device(x, bias, "linear");
+    WEFT_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "[linear] expected a bias of shape (", out_features,
+               ",), got ", bias.shape());
+    dtype = promote_types(dtype, bias.dtype());
+  }
+
+  // Leading dims flatten into rows: (rows, in) · (in, out) -> (rows, out).
+  const int64_t rows = detail::shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  const Tensor x_rows = detail::raw_cast(x.detach().reshape({rows, in_features}), dtype);
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Tensor out = detail::make_tensor(out_shape, dtype, x.device());
+  const Tensor out_rows = out.detach().view({1, rows, out_features});
+  auto& device = detail::backend(x.device());
+  if (bias.defined()) device.copy(detail::raw_expand(bias.detach(), {1, rows, out_features}), out_rows);
+  device.matmul(x_rows.view({1, rows, in_features}), detail::raw_cast(weight.detach(), dtype).t().unsqueeze(0),
+                out_rows, /*accumulate=*/bias.defined());
+
+  if (autograd::needs_grad({&x, &weight, &bias})) {
+    const bool x_grad = x.requires_grad(), weight_grad = weight.requires_grad();
+    const bool bias_grad = bias.defined() && bias.requires_grad();
+    autograd::record("Linear", out, {x, weight, bias},
+                     [sx = weight_grad ? SavedTensor(x_rows) : SavedTensor(), sw = x_grad ? SavedTensor(weight) : SavedTensor(), x_grad, weight_grad, bias_grad,
+                      x_shape = x.shape(), rows, out_features](const Tensor& g) {
+                       const Tensor g_rows = g.reshape({rows, out_features});
+                       std::vector<Tensor> grads(3);
+                       if (x_grad) grads[0] = matmul(g_rows, sw.unpack()).reshape(x_shape);
+                       if (weight_grad) grads[1] = matmul(g_rows.t(), sx.unpack());
+                       if (bias_grad) grads[2] = sum(g_rows, {0});
+                       return grads;
+                     });
   }
   return out;
 }

@@ -29,13 +29,17 @@ TEST_CASE("the policy table") {
   CHECK(cast_policy(AutocastOp::Cat) == CastPolicy::Promote);
 }
 
-TEST_CASE("linear under bf16 autocast equals the float32 product of bf16-rounded inputs, rounded to bf16") {
+TEST_CASE("linear under bf16 autocast is the exact x·wᵀ + b of bf16-rounded inputs, rounded once to bf16") {
   Generator gen(7);
   const Tensor x = randn({3, 5}, {}, &gen);
   const Tensor w = randn({4, 5}, {}, &gen);
   const Tensor b = randn({4}, {}, &gen);
   const Tensor expected_product = matmul(bf16_rounded(x), bf16_rounded(w).t()).to(kBFloat16);
-  const Tensor expected = add(expected_product, b.to(kBFloat16));  // a bfloat16 add: rounds once more
+  // Like PyTorch's addmm, the bias joins the float32 accumulation and the sum is rounded once
+  // (float64 here stands in for the exact sum; float32 agrees with it after the bf16 rounding).
+  const Tensor expected = add(matmul(bf16_rounded(x).to(kFloat64), bf16_rounded(w).to(kFloat64).t()),
+                              bf16_rounded(b).to(kFloat64))
+                              .to(kBFloat16);
   AutocastGuard guard(DeviceType::CPU, kBFloat16);
   const Tensor y = linear(x, w, b);
   CHECK(y.dtype() == kBFloat16);

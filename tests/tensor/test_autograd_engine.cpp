@@ -245,6 +245,7 @@ TEST_CASE("autograd: grad_fn names print") {
   CHECK(x.view({2, 2}).grad_fn()->name() == "ViewBackward");
   CHECK(x.view({2, 2}).t().grad_fn()->name() == "TransposeBackward");
   CHECK(matmul(x.view({2, 2}), x.view({2, 2})).grad_fn()->name() == "MatmulBackward");
+  CHECK(linear(x.view({2, 2}), x.view({2, 2})).grad_fn()->name() == "LinearBackward");
   CHECK(x.clone().grad_fn()->name() == "CloneBackward");
   CHECK(x.to(kFloat32).grad_fn()->name() == "ToBackward");
   CHECK(softmax(x, 0).grad_fn()->name() == "SoftmaxBackward");
@@ -316,4 +317,27 @@ TEST_CASE("autograd: gradient shapes follow broadcasting back to each input") {
   const double sum_b = bv[0] + bv[1] + bv[2] + bv[3];
   CHECK(c.grad().item() == doctest::Approx(4 * sum_a + 3 * sum_b).epsilon(1e-14));
   for (double g : values(a.grad())) CHECK(g == doctest::Approx(4 * c.item()).epsilon(1e-14));
+}
+
+TEST_CASE("autograd: a first gradient is adopted without a copy only when nothing else holds it") {
+  // a + b hands the same incoming gradient to both leaves: one of them must get a copy, so the
+  // two .grad tensors are independent.
+  Tensor a = tensor({1, 2}).requires_grad_(true), b = tensor({3, 4}).requires_grad_(true);
+  add(a, b).sum().backward();
+  CHECK(a.grad().data_ptr() != b.grad().data_ptr());
+  a.grad().add_(10.0);
+  CHECK(b.grad().to_vector<double>() == std::vector<double>{1, 1});
+
+  // A caller's gradient passed straight through to a leaf is still the caller's: .grad is a copy.
+  Tensor x = tensor({1, 2}).requires_grad_(true);
+  Tensor seed = tensor({5, 6});
+  add(x, 0.0).backward(seed);
+  CHECK(x.grad().data_ptr() != seed.data_ptr());
+  seed.fill_(0.0);
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{5, 6});
+
+  // A fresh gradient that only the engine holds becomes .grad as it is.
+  Tensor w = tensor({1, 2, 3, 4}).view({2, 2}).requires_grad_(true);
+  linear(tensor({1, 1}).view({1, 2}), w).sum().backward();
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{1, 1, 1, 1});
 }

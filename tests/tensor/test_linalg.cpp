@@ -143,3 +143,24 @@ TEST_CASE("linear is x · wᵀ + b") {
                        "[linear] input features differ: input (2, 3) has 3 features, weight (3, 2) expects 2", Error);
   CHECK_THROWS_WITH_AS(linear(x, w, tensor({1, 2, 3})), "[linear] expected a bias of shape (2,), got (3,)", Error);
 }
+
+TEST_CASE("linear: 1-D input, an empty feature dim, and gradients only for the inputs that need them") {
+  const Tensor w = tensor({1, 0, -1, 2, 2, 2}, kFloat64).view({2, 3});
+  CHECK(linear(tensor({1, 2, 3}, kFloat64), w).to_vector<double>() == std::vector<double>{-2, 12});
+  CHECK(linear(zeros({4, 0}, kFloat64), zeros({2, 0}, kFloat64), tensor({1, 2}, kFloat64)).to_vector<double>() ==
+        std::vector<double>{1, 2, 1, 2, 1, 2, 1, 2});
+
+  // A first layer: the input needs no gradient, weight and bias do. dL/dw = Σ_rows x, dL/db = rows.
+  const Tensor x = tensor({1, 2, 3, 4, 5, 6}, kFloat64).view({2, 3});
+  Tensor weight = w.clone().requires_grad_(true), bias = tensor({10, 20}, kFloat64).requires_grad_(true);
+  linear(x, weight, bias).sum().backward();
+  CHECK(weight.grad().to_vector<double>() == std::vector<double>{5, 7, 9, 5, 7, 9});
+  CHECK(bias.grad().to_vector<double>() == std::vector<double>{2, 2});
+
+  // A frozen layer: only the input gets a gradient, dL/dx = Σ_out w.
+  Tensor input = x.clone().requires_grad_(true);
+  const Tensor frozen = w.clone();
+  linear(input, frozen).sum().backward();
+  CHECK(input.grad().to_vector<double>() == std::vector<double>{3, 2, 1, 3, 2, 1});
+  CHECK_FALSE(frozen.grad().defined());
+}
