@@ -1,6 +1,6 @@
-// The Fabric facade (reference §5, cases T6, T15, T28, T29, T31, T32, T34, T43): construction
-// checks, the wrapped forward, the backward guard, clipping with unscaling, init contexts and
-// all-or-nothing checkpoints that carry the precision plugin's state.
+// The Fabric facade (reference §5, cases T6, T15, T28, T29, T31, T32, T34, T43, T52): construction
+// checks, the wrapped forward, the backward guard, clipping with unscaling, init contexts that
+// unwind when they fail, and all-or-nothing checkpoints that carry the precision plugin's state.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -386,4 +386,33 @@ TEST_CASE("a load the model refuses after the plugin and optimizer accepted it p
   CHECK(target.plugin->scaler()->get_scale() == 512.0);
   CHECK(target.plugin->scaler()->growth_tracker() == 0);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("T52 a context that fails after an earlier frame was pushed propagates the error and leaks nothing") {
+  // Fabric::init_module pushes its device / skip-init frame, then asks the plugin, which pushes
+  // its float64 frame and then refuses (ReplacingPrecision with an ignore list, as bitsandbytes).
+  auto plugin = std::make_shared<testing::ReplacingPrecision>();
+  plugin->ignore_modules = {"head"};
+  Fabric fabric(with_plugin(plugin));
+  const char* refusal = "[ReplacingPrecision] Instantiating your model under the `init_module` context manager is "
+                        "not supported when used with ignore_modules";
+  const DefaultDTypeGuard outer(kFloat16);  // what the failures must come back to
+  for (const std::optional<bool> empty_init : {std::optional<bool>(), std::optional<bool>(true)}) {
+    CHECK_THROWS_WITH_AS(fabric.init_module(empty_init), refusal, Error);
+    CHECK(default_dtype() == kFloat16);
+    CHECK(default_device() == kCPU);
+    CHECK_FALSE(skip_init());
+    CHECK_FALSE(nn::current_module_frame().linear);
+  }
+  CHECK_THROWS_WITH_AS(plugin->module_init_context(), refusal, Error);
+  CHECK(default_dtype() == kFloat16);
+  nn::Linear after(2, 2);
+  CHECK(typeid(*after.get()) == typeid(nn::LinearImpl));
+  CHECK(after->weight.dtype() == kFloat16);
+  // The failure left nothing behind that changes the contexts that do work.
+  {
+    auto ctx = fabric.init_tensor();
+    CHECK(default_dtype() == kFloat64);
+  }
+  CHECK(default_dtype() == kFloat16);
 }
