@@ -55,7 +55,7 @@ TEST_CASE("Module::replace_module swaps a child; containers follow; unknown name
   CHECK_THROWS_WITH_AS(seq->replace_module("7", marked), doctest::Contains("expected a child named '7'"), Error);
 }
 
-TEST_CASE("replace_layers: built-in Linears replaced with weights copied; ignore list matches dotted prefixes") {
+TEST_CASE("T35 (machinery, test-only replacement) built-in Linears replaced with weights copied; ignore list matches dotted prefixes") {
   manual_seed(3);
   TwoBranches model;
   const Tensor l1_weight = std::dynamic_pointer_cast<nn::LinearImpl>(child(model, "l1"))->weight.clone();
