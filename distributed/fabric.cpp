@@ -2,7 +2,9 @@
 // init contexts and checkpoints with the precision plugin's state.
 #include "distributed/fabric.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 
 #include "nn/checkpoint.h"
 #include "nn/clip_grad.h"
@@ -64,6 +66,15 @@ std::string format_number(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.17g", value);
   return text;
+}
+
+double parse_number(const std::string& key, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  WEFT_CHECK(!text.empty() && end == text.c_str() + text.size() && errno != ERANGE, "[Fabric.load] metadata '", key,
+             "': expected a number, got '", text, "'");
+  return value;
 }
 
 }  // namespace
@@ -148,18 +159,32 @@ void Fabric::save(const std::filesystem::path& path, const FabricModule& model, 
   nn::save_checkpoint(path, *model.module(), optimizer != nullptr ? &optimizer->optimizer() : nullptr, meta);
 }
 
+// All or nothing: the file is read and its precision entries parsed before anything changes. The
+// plugin's state goes in first — its load_state_dict validates before it writes (GradScaler does),
+// so a file from another precision changes nothing — then the model and optimizer, which are
+// all or nothing themselves (nn::apply_checkpoint); if they refuse, the plugin gets back the
+// state it had, through its own state_dict (a plugin must accept what it saves).
 nn::SafetensorsMetadata Fabric::load(const std::filesystem::path& path, const FabricModule& model,
                                      const FabricOptimizer* optimizer) const {
   const std::string prefix = std::string(kPrecisionKey) + ".";
-  const nn::SafetensorsMetadata stored =
-      nn::load_checkpoint(path, *model.module(), optimizer != nullptr ? &optimizer->optimizer() : nullptr);
+  nn::Checkpoint checkpoint = nn::read_checkpoint(path);
   nn::SafetensorsMetadata user;
   nn::TensorDict state;
-  for (const auto& [key, value] : stored) {
-    if (key.rfind(prefix, 0) == 0) state.insert(key.substr(prefix.size()), scalar_tensor(std::stod(value), kFloat64));
-    else if (key != kPrecisionKey) user[key] = value;
+  for (const auto& [key, value] : checkpoint.metadata) {
+    if (key.rfind(prefix, 0) == 0)
+      state.insert(key.substr(prefix.size()), scalar_tensor(parse_number(key, value), kFloat64));
+    else if (key != kPrecisionKey)
+      user[key] = value;
   }
+
+  const nn::TensorDict previous = plugin_->state_dict();
   plugin_->load_state_dict(state);
+  try {
+    nn::apply_checkpoint(checkpoint, *model.module(), optimizer != nullptr ? &optimizer->optimizer() : nullptr);
+  } catch (...) {
+    plugin_->load_state_dict(previous);
+    throw;
+  }
   return user;
 }
 

@@ -21,7 +21,8 @@
 // file (nn/checkpoint.h). The plugin's state goes into the metadata as "__precision__.<key>"
 // numbers, with "__precision__" naming the plugin's precision; loading always restores it, so a
 // 16-mixed run resumes with its loss scale, and loading a file saved without scaler state into a
-// 16-mixed plugin fails as GradScaler::load_state_dict does.
+// 16-mixed plugin fails as GradScaler::load_state_dict does. Loading is all or nothing: a load
+// that fails leaves the model, the optimizer and the plugin as they were.
 #pragma once
 
 #include <cstdint>
@@ -124,7 +125,7 @@ class Fabric {
 
   void save(const std::filesystem::path& path, const FabricModule& model, const FabricOptimizer* optimizer,
             const nn::SafetensorsMetadata& metadata = {}) const;
-  // Restores model, optimizer and plugin state; returns the caller's metadata.
+  // Restores model, optimizer and plugin state, all or nothing; returns the caller's metadata.
   nn::SafetensorsMetadata load(const std::filesystem::path& path, const FabricModule& model,
                                const FabricOptimizer* optimizer) const;
 

@@ -2,6 +2,7 @@
 #include "nn/checkpoint.h"
 
 #include <string_view>
+#include <utility>
 
 namespace weft::nn {
 namespace {
@@ -34,24 +35,42 @@ void save_checkpoint(const std::filesystem::path& path, const Module& model, con
   save_safetensors(path, tensors, meta);
 }
 
-SafetensorsMetadata load_checkpoint(const std::filesystem::path& path, Module& model, optim::Optimizer* optimizer) {
+Checkpoint read_checkpoint(const std::filesystem::path& path) {
   SafetensorsFile file = load_safetensors(path);
-  TensorDict model_state;
-  optim::OptimizerState optimizer_state;
+  Checkpoint checkpoint;
+  checkpoint.path = path;
   for (const auto& [name, tensor] : file.tensors) {
-    if (has_prefix(name)) optimizer_state.tensors.insert(strip(name), tensor);
-    else model_state.insert(name, tensor);
+    if (has_prefix(name)) checkpoint.optimizer.tensors.insert(strip(name), tensor);
+    else checkpoint.model.insert(name, tensor);
   }
-  SafetensorsMetadata user;
   for (const auto& [key, value] : file.metadata) {
-    if (has_prefix(key)) optimizer_state.scalars[strip(key)] = value;
-    else user[key] = value;
+    if (has_prefix(key)) checkpoint.optimizer.scalars[strip(key)] = value;
+    else checkpoint.metadata[key] = value;
   }
-  WEFT_CHECK(optimizer == nullptr || !optimizer_state.scalars.empty(), "[load_checkpoint] ", path.string(),
-             " holds no optimizer state; it was saved without an optimizer");
-  model.load_state_dict(model_state, true);
-  if (optimizer != nullptr) optimizer->load_state_dict(optimizer_state);
-  return user;
+  return checkpoint;
+}
+
+void apply_checkpoint(const Checkpoint& checkpoint, Module& model, optim::Optimizer* optimizer) {
+  WEFT_CHECK(optimizer == nullptr || !checkpoint.optimizer.scalars.empty(), "[load_checkpoint] ",
+             checkpoint.path.string(), " holds no optimizer state; it was saved without an optimizer");
+  if (optimizer == nullptr) {
+    model.load_state_dict(checkpoint.model, true);
+    return;
+  }
+  const optim::OptimizerState previous = optimizer->state_dict();
+  optimizer->load_state_dict(checkpoint.optimizer);
+  try {
+    model.load_state_dict(checkpoint.model, true);
+  } catch (...) {
+    optimizer->load_state_dict(previous);
+    throw;
+  }
+}
+
+SafetensorsMetadata load_checkpoint(const std::filesystem::path& path, Module& model, optim::Optimizer* optimizer) {
+  Checkpoint checkpoint = read_checkpoint(path);
+  apply_checkpoint(checkpoint, model, optimizer);
+  return std::move(checkpoint.metadata);
 }
 
 }  // namespace weft::nn

@@ -100,7 +100,7 @@ int64_t Tensor::offset() const { return initialized(impl_, "offset").offset; }
 int64_t Tensor::dim() const { return static_cast<int64_t>(shape().size()); }
 int64_t Tensor::size(int64_t d) const { return shape()[detail::wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return strides()[detail::wrap_dim(d, dim(), "stride")]; }
-int64_t Tensor::numel() const { return detail::shape_numel(shape()); }
+int64_t Tensor::numel() const { return detail::shape_numel(initialized(impl_, "numel").shape); }
 DType Tensor::dtype() const { return checked(impl_, "dtype").dtype; }
 Device Tensor::device() const { return checked(impl_, "device").device; }
 bool Tensor::is_uninitialized() const { return checked(impl_, "is_uninitialized").uninitialized; }

@@ -1,5 +1,7 @@
 // Lazy modules: uninitialized placeholders, materialisation on the first forward or on load,
-// captured tensor and module frames, and indistinguishability from the eager twin.
+// captured tensor and module frames, and indistinguishability from the eager twin (reference
+// §6.1–6.2, cases T48–T51; T47, a lazy layer under a precision plugin, is in
+// tests/precision/test_lazy_plugins.cpp).
 #include <doctest/doctest.h>
 
 #include "weft.h"
@@ -42,7 +44,9 @@ struct HalfUsedImpl : nn::Module {
 
 }  // namespace
 
-TEST_CASE("before its first forward a lazy layer has placeholders that refuse shape and data") {
+// T49's third part (DistributedDataParallel / DataParallel refuse a model with uninitialized
+// parameters) does not apply yet: weft has no data-parallel wrapper so far.
+TEST_CASE("T49 before its first forward a lazy layer has placeholders that refuse shape, numel and data") {
   nn::LazyLinear lazy(3);
   CHECK(lazy->weight.is_uninitialized());
   CHECK(lazy->bias.is_uninitialized());
@@ -54,8 +58,12 @@ TEST_CASE("before its first forward a lazy layer has placeholders that refuse sh
                        "[shape] the tensor is an uninitialized parameter (a lazy module before its first forward); "
                        "run a forward pass or load_state_dict to give it a shape",
                        Error);
-  CHECK_THROWS_AS(lazy->weight.numel(), Error);
+  CHECK_THROWS_WITH_AS(lazy->weight.numel(),
+                       "[numel] the tensor is an uninitialized parameter (a lazy module before its first forward); "
+                       "run a forward pass or load_state_dict to give it a shape",
+                       Error);
   CHECK_THROWS_AS(lazy->weight.data_ptr(), Error);
+  CHECK_THROWS_AS(add(lazy->weight, 1.0), Error);
   CHECK(lazy->in_features == 0);
   CHECK_FALSE(lazy->is_materialized());
   CHECK(lazy->type_name() == "LazyLinear");
@@ -140,8 +148,9 @@ TEST_CASE("bfloat16 construction frame: placeholder and result are bfloat16") {
   CHECK(lazy->weight.abs().sum().item() > 0.0);
 }
 
-TEST_CASE("to(dtype) before the first forward changes what the parameters become") {
+TEST_CASE("T48 to(float64) before the first forward changes what the parameters become") {
   nn::LazyLinear lazy(4);
+  CHECK(lazy->weight.dtype() == kFloat32);
   lazy->to(kFloat64);
   CHECK(lazy->weight.is_uninitialized());
   CHECK(lazy->weight.dtype() == kFloat64);
@@ -222,7 +231,9 @@ TEST_CASE("skip-init at construction holds at materialisation: no random draws")
   CHECK(default_generator().state() != state);
 }
 
-TEST_CASE("loading an eager layer's state into a lazy one materialises it with those values") {
+// Policy (README, "Design notes"): loading finalises the lazy layer at once, as pytorch#184698
+// does, instead of leaving a LazyLinear with in_features == 0 until a forward (torch <= 2.7).
+TEST_CASE("T50 loading an eager layer's state into a lazy one materialises and finalises it with those values") {
   nn::Linear eager(3, 4);
   nn::LazyLinear lazy(4);
   const Tensor w = lazy->weight;
@@ -259,8 +270,9 @@ TEST_CASE("a lazy layer that cannot infer its shape from the state dict says so 
   CHECK_FALSE(lazy->is_materialized());
 }
 
-TEST_CASE("the state of an unmaterialised lazy layer cannot be loaded into an eager one") {
+TEST_CASE("T51 the state of an unmaterialised lazy layer cannot be loaded into an eager one") {
   nn::Linear eager(3, 4);
+  const Tensor before = eager->weight.clone();
   CHECK_THROWS_WITH_AS(eager->load_state_dict(nn::LazyLinear(4)->state_dict()),
                        "[load_state_dict] cannot load the state dict into Linear:\n"
                        "  'weight' is uninitialized in the state dict (it comes from a lazy module that has not run "
@@ -268,6 +280,7 @@ TEST_CASE("the state of an unmaterialised lazy layer cannot be loaded into an ea
                        "  'bias' is uninitialized in the state dict (it comes from a lazy module that has not run "
                        "forward); run a forward pass on the source module first",
                        Error);
+  CHECK(equal(eager->weight, before));
 }
 
 TEST_CASE("lazy into lazy is allowed and stays lazy") {

@@ -64,7 +64,10 @@ class MarkedLinear : public nn::LinearImpl {
 };
 
 // Replaces Linear by MarkedLinear: in convert_module (weights copied) and, under
-// module_init_context only, at construction. Tensors are float64 in both init contexts.
+// module_init_context only, at construction. Tensors are float64 in both init contexts. Like the
+// reference's bitsandbytes plugin, module_init_context refuses a non-empty ignore_modules (layers
+// built in the context have no names yet to be matched); it refuses after pushing its tensor
+// frame, so tests can check that a half-built context unwinds (T52).
 class ReplacingPrecision : public precision::Precision {
  public:
   std::vector<std::string> ignore_modules;
@@ -87,6 +90,8 @@ class ReplacingPrecision : public precision::Precision {
   }
   precision::Context module_init_context() override {
     precision::Context context = tensor_init_context();
+    WEFT_CHECK(ignore_modules.empty(), "[ReplacingPrecision] Instantiating your model under the `init_module` "
+               "context manager is not supported when used with ignore_modules");
     nn::ModuleFrame frame;
     frame.linear = [](int64_t in, int64_t out, bool bias) { return std::make_shared<MarkedLinear>(in, out, bias); };
     context.push<nn::ModuleFrameGuard>(frame);

@@ -1,11 +1,12 @@
-// The Fabric facade (reference §5, cases T6, T15, T28, T29, T31, T32, T34, T43): construction
-// checks, the wrapped forward, the backward guard, clipping with unscaling, init contexts and
-// checkpoints that carry the precision plugin's state.
+// The Fabric facade (reference §5, cases T6, T15, T28, T29, T31, T32, T34, T43, T52): construction
+// checks, the wrapped forward, the backward guard, clipping with unscaling, init contexts that
+// unwind when they fail, and all-or-nothing checkpoints that carry the precision plugin's state.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <typeinfo>
 
 #include "plugin_test_helpers.h"
 #include "weft.h"
@@ -44,6 +45,41 @@ struct DTypeProbe : nn::Module {
 std::filesystem::path temp_file(const std::string& name) {
   return std::filesystem::temp_directory_path() / ("weft_fabric_" + std::to_string(::getpid()) + "_" + name);
 }
+
+// Deep copies, so later in-place writes to the originals cannot change them.
+nn::TensorDict cloned(const nn::TensorDict& dict) {
+  nn::TensorDict out;
+  for (const auto& [name, t] : dict) out.insert(name, t.clone());
+  return out;
+}
+
+bool same(const nn::TensorDict& a, const nn::TensorDict& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, t] : a)
+    if (!b.contains(name) || t.dtype() != b.at(name).dtype() || !equal(t, b.at(name))) return false;
+  return true;
+}
+
+bool same(const optim::OptimizerState& a, const optim::OptimizerState& b) {
+  return a.scalars == b.scalars && same(a.tensors, b.tensors);
+}
+
+// A 16-mixed Fabric over Linear(2, 1) + Adam(lr), one step taken, so the model, the optimizer
+// (lr, step count, moments) and the scaler (scale 1024, tracker 1) all hold state of their own.
+struct TrainedSixteenMixed {
+  std::shared_ptr<precision::MixedPrecision> plugin = std::make_shared<precision::MixedPrecision>(
+      "16-mixed", "cpu", std::make_unique<precision::GradScaler>(precision::GradScalerOptions{.init_scale = 1024.0}));
+  Fabric fabric{with_plugin(plugin)};
+  nn::Linear fc{2, 1};
+  optim::Adam adam;
+  distributed::FabricModule model = fabric.setup_module(fc);
+  distributed::FabricOptimizer optimizer = fabric.setup_optimizer(adam);
+
+  explicit TrainedSixteenMixed(double lr) : adam(fc->parameters(), {.lr = lr}) {
+    fabric.backward(sum(model(ones({1, 2}))), &model);
+    REQUIRE(optimizer.step());
+  }
+};
 
 }  // namespace
 
@@ -278,4 +314,105 @@ TEST_CASE("T43 save/load carries the GradScaler state; a file without it cannot 
                  "reserved prefix"));
   std::filesystem::remove(path);
   std::filesystem::remove(bf16_path);
+}
+
+TEST_CASE("a failed load changes nothing: a bf16-mixed file into a 16-mixed fabric (T43's error)") {
+  const auto path = temp_file("atomic_bf16.safetensors");
+  Fabric::seed_everything(5);
+  Fabric bf16(with_precision("bf16-mixed"));
+  nn::Linear source(2, 1);
+  optim::Adam source_adam(source->parameters(), {.lr = 0.1});
+  auto [source_model, source_optimizer] = bf16.setup(source, source_adam);
+  for (int i = 0; i < 2; ++i) {
+    bf16.backward(sum(source_model(ones({1, 2}))), &source_model);
+    source_optimizer.step();
+  }
+  bf16.save(path, source_model, &source_optimizer);
+
+  Fabric::seed_everything(6);
+  TrainedSixteenMixed target(0.05);
+  const nn::TensorDict model_before = cloned(target.fc->state_dict());
+  const optim::OptimizerState optimizer_before = target.adam.state_dict();
+  const nn::TensorDict scaler_before = cloned(target.plugin->state_dict());
+  // The file differs in every part, so a partial load would show.
+  REQUIRE_FALSE(same(source->state_dict(), model_before));
+  REQUIRE_FALSE(same(source_adam.state_dict(), optimizer_before));
+
+  CHECK(contains(error_of([&] { target.fabric.load(path, target.model, &target.optimizer); }),
+                 "The source state dict is empty"));
+  CHECK(same(target.fc->state_dict(), model_before));
+  CHECK(same(target.adam.state_dict(), optimizer_before));
+  CHECK(same(target.plugin->state_dict(), scaler_before));
+
+  // A precision entry that is not a number is refused before anything is written, too.
+  nn::save_checkpoint(path, *source, &source_adam,
+                      {{"__precision__", "16-mixed"}, {"__precision__.scale", "many"}});
+  CHECK(error_of([&] { target.fabric.load(path, target.model, &target.optimizer); }) ==
+        "[Fabric.load] metadata '__precision__.scale': expected a number, got 'many'");
+  CHECK(same(target.fc->state_dict(), model_before));
+  CHECK(same(target.adam.state_dict(), optimizer_before));
+  CHECK(same(target.plugin->state_dict(), scaler_before));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("a load the model refuses after the plugin and optimizer accepted it puts both back") {
+  // Same parameter shapes and plugin, other names: the scaler and the optimizer state fit, the
+  // model's strict key check does not.
+  const auto path = temp_file("atomic_names.safetensors");
+  Fabric::seed_everything(7);
+  TrainedSixteenMixed source(0.1);
+  nn::Sequential renamed(source.fc);
+  source.fabric.save(path, source.fabric.setup_module(renamed), &source.optimizer);
+
+  Fabric::seed_everything(8);
+  TrainedSixteenMixed target(0.05);
+  target.fabric.backward(mul(sum(target.model(ones({1, 2}))), std::numeric_limits<double>::infinity()),
+                         &target.model);
+  CHECK_FALSE(target.optimizer.step());  // scale 512, tracker 0: not the file's 1024 and 1
+  target.optimizer.zero_grad();
+  const nn::TensorDict model_before = cloned(target.fc->state_dict());
+  const optim::OptimizerState optimizer_before = target.adam.state_dict();
+  const nn::TensorDict scaler_before = cloned(target.plugin->state_dict());
+  REQUIRE(target.plugin->scaler()->get_scale() == 512.0);
+  REQUIRE_FALSE(same(source.fc->state_dict(), model_before));
+  REQUIRE_FALSE(same(source.adam.state_dict(), optimizer_before));
+  REQUIRE_FALSE(same(source.plugin->state_dict(), scaler_before));
+
+  CHECK(contains(error_of([&] { target.fabric.load(path, target.model, &target.optimizer); }),
+                 "missing keys: 'weight', 'bias'"));
+  CHECK(same(target.fc->state_dict(), model_before));
+  CHECK(same(target.adam.state_dict(), optimizer_before));
+  CHECK(same(target.plugin->state_dict(), scaler_before));
+  CHECK(target.plugin->scaler()->get_scale() == 512.0);
+  CHECK(target.plugin->scaler()->growth_tracker() == 0);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("T52 a context that fails after an earlier frame was pushed propagates the error and leaks nothing") {
+  // Fabric::init_module pushes its device / skip-init frame, then asks the plugin, which pushes
+  // its float64 frame and then refuses (ReplacingPrecision with an ignore list, as bitsandbytes).
+  auto plugin = std::make_shared<testing::ReplacingPrecision>();
+  plugin->ignore_modules = {"head"};
+  Fabric fabric(with_plugin(plugin));
+  const char* refusal = "[ReplacingPrecision] Instantiating your model under the `init_module` context manager is "
+                        "not supported when used with ignore_modules";
+  const DefaultDTypeGuard outer(kFloat16);  // what the failures must come back to
+  for (const std::optional<bool> empty_init : {std::optional<bool>(), std::optional<bool>(true)}) {
+    CHECK_THROWS_WITH_AS(fabric.init_module(empty_init), refusal, Error);
+    CHECK(default_dtype() == kFloat16);
+    CHECK(default_device() == kCPU);
+    CHECK_FALSE(skip_init());
+    CHECK_FALSE(nn::current_module_frame().linear);
+  }
+  CHECK_THROWS_WITH_AS(plugin->module_init_context(), refusal, Error);
+  CHECK(default_dtype() == kFloat16);
+  nn::Linear after(2, 2);
+  CHECK(typeid(*after.get()) == typeid(nn::LinearImpl));
+  CHECK(after->weight.dtype() == kFloat16);
+  // The failure left nothing behind that changes the contexts that do work.
+  {
+    auto ctx = fabric.init_tensor();
+    CHECK(default_dtype() == kFloat64);
+  }
+  CHECK(default_dtype() == kFloat16);
 }

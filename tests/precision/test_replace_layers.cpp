@@ -1,6 +1,7 @@
 // Layer replacement: Module::replace_module, replace_layers with its ignore list (T35's shape),
-// and the init_tensor / init_module split it must respect (T39, issue #18703), with a test-only
-// plugin that swaps Linear for a marked subclass.
+// the init_tensor / init_module split it must respect (T39, issue #18703), and the machinery
+// parts of the bitsandbytes / TransformerEngine cases (T36, T40, T41), with a test-only plugin
+// that swaps Linear for a marked subclass.
 #include <doctest/doctest.h>
 
 #include <typeinfo>
@@ -54,7 +55,7 @@ TEST_CASE("Module::replace_module swaps a child; containers follow; unknown name
   CHECK_THROWS_WITH_AS(seq->replace_module("7", marked), doctest::Contains("expected a child named '7'"), Error);
 }
 
-TEST_CASE("replace_layers: built-in Linears replaced with weights copied; ignore list matches dotted prefixes") {
+TEST_CASE("T35 (machinery, test-only replacement) built-in Linears replaced with weights copied; ignore list matches dotted prefixes") {
   manual_seed(3);
   TwoBranches model;
   const Tensor l1_weight = std::dynamic_pointer_cast<nn::LinearImpl>(child(model, "l1"))->weight.clone();
@@ -114,4 +115,126 @@ TEST_CASE("T39 init_tensor never replaces a Linear; init_module does (issue #187
   nn::Linear after(2, 3);
   CHECK(is_plain_linear(after.ptr()));
   CHECK(after->weight.dtype() == kFloat32);
+}
+
+// T36, T40 and T41 describe the bitsandbytes and TransformerEngine plugins, which do not exist
+// yet. The cases below check what those plugins will build on — replace_layers and a
+// module_init_context that pushes a module frame — through the test-only ReplacingPrecision. The
+// plugins' own policies (TE's replace_layers tri-state and its divisibility warning, bnb's refusal
+// of ignore_modules at init, weights_dtype casts) are left to their issues.
+
+TEST_CASE("T36 (machinery, test-only replacement) a model built under module_init_context holds the replacement; outside, the original") {
+  ReplacingPrecision plugin;
+  std::shared_ptr<TwoBranches> inside;
+  {
+    precision::Context ctx = plugin.module_init_context();
+    CHECK(default_dtype() == kFloat64);
+    inside = std::make_shared<TwoBranches>();
+  }
+  CHECK(default_dtype() == kFloat32);
+  TwoBranches outside;
+  for (const char* name : {"l1", "l2.0", "l20"}) {
+    CAPTURE(name);
+    CHECK(is_marked(child(*inside, name)));
+    CHECK(std::dynamic_pointer_cast<nn::LinearImpl>(child(*inside, name))->weight.dtype() == kFloat64);
+    CHECK(is_plain_linear(child(outside, name)));
+    CHECK(std::dynamic_pointer_cast<nn::LinearImpl>(child(outside, name))->weight.dtype() == kFloat32);
+  }
+}
+
+namespace {
+
+struct MarkedLayerNorm : nn::LayerNormImpl {
+  using LayerNormImpl::LayerNormImpl;
+};
+
+// The converters a TE-like plugin would give replace_layers: Linear -> MarkedLinear (weights
+// copied, bias only where there is one) unless the shape does not suit the fast kernels (a null
+// answer keeps the layer), LayerNorm -> MarkedLayerNorm.
+precision::LayerConverters te_like_converters() {
+  precision::LayerConverters converters;
+  converters.linear = [](const std::shared_ptr<nn::LinearImpl>& old,
+                         const std::string&) -> std::shared_ptr<nn::Module> {
+    if (old->in_features % 8 != 0 || old->out_features % 16 != 0) return nullptr;
+    auto marked = std::make_shared<MarkedLinear>(old->in_features, old->out_features, old->bias.defined());
+    NoGradGuard no_grad;
+    marked->weight.copy_(old->weight);
+    if (old->bias.defined()) marked->bias.copy_(old->bias);
+    return marked;
+  };
+  converters.layer_norm = [](const std::shared_ptr<nn::LayerNormImpl>& old, const std::string&) {
+    return std::make_shared<MarkedLayerNorm>(old->normalized_shape, old->eps, old->elementwise_affine,
+                                             old->bias.defined());
+  };
+  return converters;
+}
+
+}  // namespace
+
+TEST_CASE("T40 (machinery, test-only replacement) Linear and LayerNorm replaced once, kept on a null answer; no bias stays no bias") {
+  manual_seed(40);
+  nn::Sequential model(nn::Linear(16, 48), nn::LayerNorm(48), nn::Linear(1, 3), nn::Linear(16, 32, false));
+  const Tensor no_bias_weight = model->at<nn::LinearImpl>(3)->weight.clone();
+  CHECK(precision::replace_layers(*model, te_like_converters()) == std::vector<std::string>{"0", "1", "3"});
+  CHECK(is_marked((*model)[0]));
+  CHECK(dynamic_cast<MarkedLayerNorm*>((*model)[1].get()) != nullptr);
+  CHECK(is_plain_linear((*model)[2]));
+  REQUIRE(is_marked((*model)[3]));
+  CHECK_FALSE(model->at<nn::LinearImpl>(3)->bias.defined());
+  CHECK(model->named_parameters().size() == 2 + 2 + 2 + 1);
+  CHECK(equal(model->at<nn::LinearImpl>(3)->weight, no_bias_weight));
+
+  // A model that already holds replacements is not converted again: only the kept built-in
+  // Linear(1, 3) is offered to the converter, which keeps it again.
+  std::vector<std::shared_ptr<nn::Module>> before;
+  for (const auto& [name, m] : model->named_children()) before.push_back(m);
+  precision::LayerConverters counting = te_like_converters();
+  std::vector<std::string> offered;
+  counting.linear = [&offered, linear = counting.linear](const std::shared_ptr<nn::LinearImpl>& old,
+                                                         const std::string& name) {
+    offered.push_back(name);
+    return linear(old, name);
+  };
+  counting.layer_norm = [&offered](const std::shared_ptr<nn::LayerNormImpl>&,
+                                   const std::string& name) -> std::shared_ptr<nn::Module> {
+    offered.push_back(name);
+    return nullptr;
+  };
+  CHECK(precision::replace_layers(*model, counting).empty());
+  CHECK(offered == std::vector<std::string>{"2"});
+  for (size_t i = 0; i < before.size(); ++i) CHECK((*model)[i] == before[i]);
+
+  // Nor is one built under module_init_context.
+  ReplacingPrecision plugin;
+  nn::Sequential built{nullptr};
+  {
+    precision::Context ctx = plugin.module_init_context();
+    built = nn::Sequential(nn::Linear(16, 48), nn::Linear(16, 32, false));
+  }
+  const auto first = (*built)[0];
+  plugin.convert_module(*built);
+  CHECK((*built)[0] == first);
+  CHECK(precision::replace_layers(*built, te_like_converters()).empty());
+  CHECK_FALSE(built->at<nn::LinearImpl>(1)->bias.defined());
+}
+
+TEST_CASE("T41 (machinery, test-only replacement) module_init_context: replacement and float64 inside, restored after, also on exception") {
+  ReplacingPrecision plugin;
+  for (const bool fail : {false, true}) {
+    CAPTURE(fail);
+    try {
+      precision::Context ctx = plugin.module_init_context();
+      CHECK(default_dtype() == kFloat64);
+      nn::Linear fc(16, 48);
+      CHECK(is_marked(fc.ptr()));
+      CHECK(fc->weight.dtype() == kFloat64);
+      if (fail) throw Error("[test] a failure inside the context");
+    } catch (const Error&) {
+    }
+    CHECK(default_dtype() == kFloat32);
+    CHECK_FALSE(nn::current_module_frame().linear);
+    nn::Linear after(16, 48);
+    CHECK(is_plain_linear(after.ptr()));
+    CHECK(after->weight.dtype() == kFloat32);
+  }
 }
