@@ -95,17 +95,6 @@ uint16_t float_to_half(float value) {
   return static_cast<uint16_t>(encode(value, kHalfFormat, 0x7C00));  // IEEE: overflow is Inf
 }
 
-float bfloat16_to_float(uint16_t bits) {
-  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
-}
-
-uint16_t float_to_bfloat16(float value) {
-  const uint32_t u = std::bit_cast<uint32_t>(value);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0;  // canonical quiet NaN, as PyTorch writes
-  const uint32_t rounding_bias = 0x7FFFu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>((u + rounding_bias) >> 16);
-}
-
 float fp8_e4m3fn_to_float(uint8_t bits) {
   static const auto table = decode_table<256>(kE4M3Format);
   return table[bits];

@@ -9,6 +9,7 @@
 // Decoding is exact (every narrow code is representable in float32).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 namespace weft {
@@ -16,8 +17,17 @@ namespace weft {
 float half_to_float(uint16_t bits);
 uint16_t float_to_half(float value);
 
-float bfloat16_to_float(uint16_t bits);
-uint16_t float_to_bfloat16(float value);
+// bfloat16 is the top half of a float32, so both directions are a few integer operations; they
+// are defined here so that conversion loops inline and vectorise them (bf16 autocast converts
+// every weight and activation of a step).
+inline float bfloat16_to_float(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
+inline uint16_t float_to_bfloat16(float value) {
+  const uint32_t u = std::bit_cast<uint32_t>(value);
+  const uint32_t rounding_bias = 0x7FFFu + ((u >> 16) & 1u);
+  const auto rounded = static_cast<uint16_t>((u + rounding_bias) >> 16);
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? uint16_t{0x7FC0} : rounded;  // NaN: canonical quiet NaN, as PyTorch
+}
 
 float fp8_e4m3fn_to_float(uint8_t bits);
 uint8_t float_to_fp8_e4m3fn(float value, bool saturate = true);
