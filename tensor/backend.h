@@ -54,6 +54,9 @@ class Backend {
   // x: (rows, n) contiguous -> out: (rows). Sum writes out's dtype (int64 for integer input),
   // ArgMax/ArgMin write int64.
   virtual void reduce(ReduceOp op, const Tensor& x, const Tensor& out) = 0;
+  // x: (n, cols) contiguous -> out: (cols), the sum down each column, accumulated as reduce's
+  // Sum (a sum over leading dims, e.g. a bias gradient, without first transposing x).
+  virtual void sum_columns(const Tensor& x, const Tensor& out) = 0;
   // a: (B, M, K) · b: (B, K, N) -> out: (B, M, N), or out += a · b when accumulating (how a
   // bias is fused into a product). a and b may be transposed views.
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) = 0;

@@ -1,5 +1,7 @@
 // Reduction front-ends. Every reduction moves the reduced dims last (a permute), makes that
 // contiguous and hands rows to the kernel; the result is then shaped with or without keepdim.
+// The one exception is a sum over the leading dims of a contiguous tensor, which a column
+// kernel reads in place.
 // Composite reductions (mean, var, std, norm, logsumexp) are built from differentiable ops, so
 // their gradients come from the parts. Under autocast sum, mean, norm and logsumexp run in
 // float32 (tensor/autocast_state.h).
@@ -65,6 +67,26 @@ ReductionLayout layout(const Tensor& x, const Shape& dims) {
           keep};
 }
 
+// A sum over the leading dims of a contiguous tensor (a bias gradient, a gradient summed back
+// over broadcast batch dims) reads x as (reduced, kept) columns in place instead of transposing
+// it first; any other sum takes the row layout.
+struct SumLayout : ReductionLayout {
+  bool columns = false;  // rows is (n, kept) and the sum runs down its columns
+};
+
+SumLayout layout_for_sum(const Tensor& x, const Shape& dims) {
+  const auto k = static_cast<int64_t>(dims.size());
+  bool leading = x.is_contiguous() && k > 0 && k < x.dim();
+  for (int64_t i = 0; leading && i < k; ++i) leading = dims[static_cast<size_t>(i)] == i;
+  if (!leading) return {layout(x, dims), false};
+  const Shape kept(x.shape().begin() + k, x.shape().end());
+  Shape keep = kept;
+  keep.insert(keep.begin(), static_cast<size_t>(k), 1);
+  const Shape columns_shape{x.numel() / std::max<int64_t>(detail::shape_numel(kept), 1), detail::shape_numel(kept)};
+  return {{detail::make_view(x, columns_shape, detail::contiguous_strides(columns_shape), x.offset()), kept, keep},
+          true};
+}
+
 Tensor run_reduce(ReduceOp op, const ReductionLayout& l, DType out_dtype, bool keepdim) {
   Tensor out = detail::make_tensor(keepdim ? l.keep_shape : l.kept_shape, out_dtype, l.rows.device());
   detail::backend(out.device()).reduce(op, l.rows, detail::make_view(out, {l.rows.size(0)}, {1}, 0));
@@ -83,8 +105,12 @@ Tensor sum(const Tensor& input, Shape dims_in, bool keepdim, std::optional<DType
   detail::check_defined(x, "sum");
   const Shape dims = normalize_dims(dims_in, x.dim(), "sum");
   const DType out_dtype = dtype ? *dtype : (is_floating(x.dtype()) ? x.dtype() : DType::Int64);
-  const auto l = layout(x, dims);
-  Tensor out = run_reduce(ReduceOp::Sum, l, is_floating(out_dtype) ? out_dtype : DType::Int64, keepdim);
+  const DType accumulator_dtype = is_floating(out_dtype) ? out_dtype : DType::Int64;
+  const auto l = layout_for_sum(x, dims);
+  Tensor out = detail::make_tensor(keepdim ? l.keep_shape : l.kept_shape, accumulator_dtype, x.device());
+  const Tensor out_flat = detail::make_view(out, {out.numel()}, {1}, 0);
+  if (l.columns) detail::backend(x.device()).sum_columns(l.rows, out_flat);
+  else detail::backend(x.device()).reduce(ReduceOp::Sum, l.rows, out_flat);
   if (out.dtype() != out_dtype) out = detail::raw_cast(out, out_dtype);
   if (autograd::needs_grad({&x})) {
     autograd::record("Sum", out, {x}, [keep = l.keep_shape, shape = x.shape()](const Tensor& g) {

@@ -15,6 +15,7 @@ class CpuBackend final : public Backend {
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void reduce(ReduceOp op, const Tensor& x, const Tensor& out) override;
+  void sum_columns(const Tensor& x, const Tensor& out) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
   void index_select(const Tensor& x, const Tensor& index, const Tensor& out) override;
   void index_add(const Tensor& out, const Tensor& index, const Tensor& src) override;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/loops.h"
@@ -39,6 +40,22 @@ void sum_rows(const T* x, Out* out, int64_t rows, int64_t n) {
       for (int64_t i = 0; i < n; ++i) acc += row[i];
       out[r] = static_cast<Out>(acc);
     }
+  });
+}
+
+// Column sums walk x row by row (contiguous, vectorisable) into one accumulator per column;
+// threads take disjoint column ranges, so the result does not depend on the thread count.
+template <class T, class Out>
+void sum_columns_of(const T* x, Out* out, int64_t n, int64_t cols) {
+  const int64_t chunks = n * cols >= kParallelGrain ? std::min<int64_t>(num_threads(), (cols + 7) / 8) : 1;
+  parallel_for(chunks, [&](int64_t c) {
+    const int64_t begin = cols * c / chunks, end = cols * (c + 1) / chunks;
+    std::vector<Accumulator<T>> acc(static_cast<size_t>(end - begin), 0);
+    for (int64_t r = 0; r < n; ++r) {
+      const T* row = x + r * cols + begin;
+      for (int64_t j = 0; j < end - begin; ++j) acc[static_cast<size_t>(j)] += row[j];
+    }
+    for (int64_t j = begin; j < end; ++j) out[j] = static_cast<Out>(acc[static_cast<size_t>(j - begin)]);
   });
 }
 
@@ -84,6 +101,19 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& x_in, const Tensor& out_in) {
   } else {
     WEFT_DISPATCH_COMPUTE(x.dtype(), T, { extreme_rows<T>(op, x.data<T>(), out.data_ptr(), rows, n); });
   }
+  store_from(out, out_in);
+}
+
+void CpuBackend::sum_columns(const Tensor& x_in, const Tensor& out_in) {
+  const Tensor x = widen_if_narrow(x_in);
+  const Tensor out = compute_target(out_in);
+  const int64_t n = x.size(0), cols = x.size(1);
+  WEFT_DISPATCH_COMPUTE(x.dtype(), T, {
+    if (out.dtype() == DType::Int64) sum_columns_of<T, int64_t>(x.data<T>(), out.data<int64_t>(), n, cols);
+    else if (out.dtype() == DType::Float64) sum_columns_of<T, double>(x.data<T>(), out.data<double>(), n, cols);
+    else if (out.dtype() == DType::Float32) sum_columns_of<T, float>(x.data<T>(), out.data<float>(), n, cols);
+    else WEFT_FAIL("[sum] internal: unsupported accumulator dtype ", out.dtype());
+  });
   store_from(out, out_in);
 }
 
