@@ -2,7 +2,9 @@
 # The example MLP against the same MLP in PyTorch, in one run: trains both for the same epochs
 # on Fashion-MNIST and prints both wall times (training + per-epoch evaluation, data loading
 # excluded for both), both test accuracies and the time ratio weft/PyTorch (below 1: weft is
-# faster). Each side runs with its own default thread count unless --threads is given.
+# faster). Each side runs with its own default thread count unless --threads is given, which
+# sets weft's, PyTorch's and PyTorch's OpenBLAS pool's (by default that pool uses every core
+# even when PyTorch itself runs one thread).
 # Usage: bench/compare_mlp.sh [--build-dir DIR] [--epochs N] [--threads N] [--precision P]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,8 +39,10 @@ python3 - "$weft_json" "$torch_json" <<'PY'
 import json, sys
 w, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 ratio = w["seconds"] / t["seconds"]
+blas = t.get("blas_threads")
+torch_threads = f"{t['threads']} threads" + (f", OpenBLAS {blas}" if blas is not None else "")
 print(f"weft {w['seconds']:.2f} s ({w['threads']} threads), accuracy {w['test_accuracy']:.4f} | "
-      f"pytorch {t['seconds']:.2f} s ({t['threads']} threads), accuracy {t['test_accuracy']:.4f} | "
+      f"pytorch {t['seconds']:.2f} s ({torch_threads}), accuracy {t['test_accuracy']:.4f} | "
       f"time ratio weft/pytorch {ratio:.2f}")
 print(json.dumps({"bench": "mlp", "weft": w, "pytorch": t, "time_ratio_weft_over_pytorch": round(ratio, 3)}))
 PY

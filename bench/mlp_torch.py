@@ -5,8 +5,13 @@ Loads Fashion-MNIST from the same IDX.gz files, keeps the whole set in memory as
 DataLoader, so PyTorch is timed at its fastest), trains 784-512-512-10 with AdamW for the given
 epochs and prints one JSON line: wall time of training (data loading excluded, evaluation
 included, as in weft's example), final test accuracy, and the settings.
+
+Threads: Debian's PyTorch runs its own ops on torch.get_num_threads() threads but hands matrix
+products to the system OpenBLAS, whose pthread pool has its own size (all cores by default,
+whatever torch says). Both counts are reported; --threads N sets both.
 """
 import argparse
+import ctypes
 import gzip
 import json
 import time
@@ -23,6 +28,16 @@ def read_idx(path):
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
 
 
+def openblas():
+    """The OpenBLAS that PyTorch's BLAS calls land in, or None when it is not OpenBLAS."""
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_num_threads.restype = ctypes.c_int
+        return lib
+    except OSError:
+        return None
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
@@ -34,8 +49,11 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed"])
     args = p.parse_args()
+    blas = openblas()
     if args.threads:
         torch.set_num_threads(args.threads)
+        if blas is not None:
+            blas.openblas_set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
     d = args.data_dir
@@ -67,6 +85,7 @@ def main():
             correct = (model(x_test).argmax(1) == y_test).sum().item()
     elapsed = time.perf_counter() - start
     print(json.dumps({"peer": "pytorch", "version": torch.__version__, "threads": torch.get_num_threads(),
+                      "blas_threads": blas.openblas_get_num_threads() if blas is not None else None,
                       "precision": args.precision, "epochs": args.epochs, "seconds": round(elapsed, 3),
                       "test_accuracy": correct / x_test.shape[0]}))
 
