@@ -46,6 +46,7 @@ struct Options {
   std::string log = "mlp_train.csv";
   std::string plot = "mlp_train.png";
   std::string precision = "32-true";
+  std::string gemm;  // empty: the build's default
   bool progress = true;
 };
 
@@ -63,6 +64,8 @@ const char* kUsage = R"(usage: mlp_train [options]
   --plot FILE          PNG plot of the curves via gnuplot (default mlp_train.png; '' to disable)
   --precision 32-true  32-true, 64-true, 16-true, bf16-true, bf16-mixed, 16-mixed (bf16-mixed on
                        the cpu), or the aliases 64, 32, 16, bf16
+  --gemm LIBRARY       openblas or eigen: which library computes matrix products (default:
+                       OpenBLAS when weft was built with it)
   --no-progress        no per-step progress line
 )";
 
@@ -116,12 +119,15 @@ Options parse(int argc, char** argv) {
     else if (flag == "--log") o.log = value;
     else if (flag == "--plot") o.plot = value;
     else if (flag == "--precision") o.precision = value;
+    else if (flag == "--gemm") o.gemm = value;
     else usage_error("unknown option " + flag);
   }
   if (o.epochs < 1) usage_error("--epochs must be at least 1");
   if (o.batch_size < 1) usage_error("--batch-size must be at least 1");
   if (!(o.lr > 0)) usage_error("--lr must be positive");
   if (o.threads < 0) usage_error("--threads must be positive");
+  if (!o.gemm.empty() && o.gemm != "openblas" && o.gemm != "eigen")
+    usage_error("--gemm expects openblas or eigen, got '" + o.gemm + "'");
   return o;
 }
 
@@ -200,6 +206,7 @@ void progress_line(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, d
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
   if (o.threads > 0) set_num_threads(o.threads);
+  if (!o.gemm.empty()) set_cpu_gemm_library(o.gemm == "eigen" ? GemmLibrary::Eigen : GemmLibrary::OpenBLAS);
   const Split train = load_split(o.data_dir, "train");
   const Split test = load_split(o.data_dir, "t10k");
 
