@@ -171,6 +171,8 @@ Tensor from_buffer(const void* data, const Shape& shape, DType dtype) {
 
 Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device) {
   WEFT_CHECK(data != nullptr || detail::shape_numel(shape) == 0, "[from_blob] null data pointer");
+  // Memory on a device this build cannot compute on is refused here, not at the first op.
+  detail::backend(device);
   auto impl = std::make_shared<detail::TensorImpl>();
   impl->storage = Storage::borrow(data, static_cast<size_t>(detail::shape_numel(shape)) * itemsize(dtype), device);
   impl->shape = shape;
