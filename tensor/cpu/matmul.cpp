@@ -7,7 +7,9 @@
 //
 // a: (B, M, K) · b: (B, K, N) -> out: (B, M, N), or out += a · b when accumulating.
 #include <Eigen/Core>
+#include <algorithm>
 #include <atomic>
+#include <limits>
 #include <optional>
 
 #ifdef WEFT_HAVE_OPENBLAS
@@ -98,19 +100,21 @@ void eigen_gemm(const Tensor& a, MatrixLayout la, const Tensor& b, MatrixLayout 
 }
 
 #ifdef WEFT_HAVE_OPENBLAS
+// The caller has checked that every size and leading dimension fits OpenBLAS's 32-bit ints.
 template <class T>
 void openblas_gemm(const Tensor& a, MatrixLayout la, const Tensor& b, MatrixLayout lb, const Tensor& out, bool accumulate) {
-  const int64_t m = out.size(1), n = out.size(2), k = a.size(2);
+  const auto m = static_cast<int>(out.size(1)), n = static_cast<int>(out.size(2)), k = static_cast<int>(a.size(2));
+  const auto lda = static_cast<int>(la.ld), ldb = static_cast<int>(lb.ld);
   const auto ta = la.transposed ? CblasTrans : CblasNoTrans, tb = lb.transposed ? CblasTrans : CblasNoTrans;
   const T beta = accumulate ? T(1) : T(0);
   for (int64_t i = 0; i < out.size(0); ++i) {
     const T* ap = a.data<T>() + i * a.stride(0);
     const T* bp = b.data<T>() + i * b.stride(0);
-    T* cp = out.data<T>() + i * m * n;
+    T* cp = out.data<T>() + i * int64_t{m} * n;
     if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, ap, la.ld, bp, lb.ld, beta, cp, n);
+      cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, ap, lda, bp, ldb, beta, cp, n);
     else
-      cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, ap, la.ld, bp, lb.ld, beta, cp, n);
+      cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, ap, lda, bp, ldb, beta, cp, n);
   }
 }
 #endif
@@ -121,7 +125,10 @@ void floating_gemm(Tensor a, Tensor b, const Tensor& out, bool accumulate) {
   if (!gemm_layout(b)) b = dense(b);
   const MatrixLayout la = *gemm_layout(a), lb = *gemm_layout(b);
 #ifdef WEFT_HAVE_OPENBLAS
-  if (cpu_gemm_library() == GemmLibrary::OpenBLAS) return openblas_gemm<T>(a, la, b, lb, out, accumulate);
+  // OpenBLAS takes 32-bit sizes and leading dimensions; a product beyond them goes to Eigen.
+  const int64_t largest = std::max({out.size(1), out.size(2), a.size(2), la.ld, lb.ld});
+  if (cpu_gemm_library() == GemmLibrary::OpenBLAS && largest <= std::numeric_limits<int>::max())
+    return openblas_gemm<T>(a, la, b, lb, out, accumulate);
 #endif
   eigen_gemm<T>(a, la, b, lb, out, accumulate);
 }
