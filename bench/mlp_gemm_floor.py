@@ -8,11 +8,12 @@ own BLAS with its default threads, and prints one JSON line with the seconds the
 program that makes these products through the same BLAS can train an epoch faster than this;
 comparing it with mlp_torch.py's whole epoch shows how much of PyTorch's time is GEMM.
 """
-import ctypes
 import json
 import time
 
 import torch
+
+from mlp_torch import openblas
 
 STEPS, BATCH, TEST = 469, 128, 10000
 SIZES = [784, 512, 512, 10]
@@ -42,12 +43,8 @@ def seconds(calls, repeats):
 
 
 def main():
-    try:
-        lib = ctypes.CDLL("libopenblas.so.0")
-        lib.openblas_get_num_threads.restype = ctypes.c_int
-        blas_threads = lib.openblas_get_num_threads()
-    except OSError:
-        blas_threads = None
+    blas = openblas()
+    blas_threads = blas.openblas_get_num_threads() if blas is not None else None
     with torch.no_grad():
         train = seconds(products(BATCH, True), 100) * STEPS
         evaluation = seconds(products(TEST, False), 3)

@@ -2,12 +2,9 @@
 // init contexts and checkpoints with the precision plugin's state.
 #include "distributed/fabric.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-
 #include "nn/checkpoint.h"
 #include "nn/clip_grad.h"
+#include "nn/optim_optimizer.h"
 #include "precision/make_precision.h"
 #include "tensor/autograd.h"
 #include "tensor/generator.h"
@@ -60,21 +57,6 @@ Tensor guard_output(const Tensor& output) {
     return std::vector<Tensor>{grad};
   });
   return guarded;
-}
-
-std::string format_number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.17g", value);
-  return text;
-}
-
-double parse_number(const std::string& key, const std::string& text) {
-  char* end = nullptr;
-  errno = 0;
-  const double value = std::strtod(text.c_str(), &end);
-  WEFT_CHECK(!text.empty() && end == text.c_str() + text.size() && errno != ERANGE, "[Fabric.load] metadata '", key,
-             "': expected a number, got '", text, "'");
-  return value;
 }
 
 }  // namespace
@@ -155,7 +137,7 @@ void Fabric::save(const std::filesystem::path& path, const FabricModule& model, 
     meta[key] = value;
   }
   meta[kPrecisionKey] = plugin_->precision();
-  for (const auto& [key, value] : plugin_->state_dict()) meta[prefix + key] = format_number(value.item<double>());
+  for (const auto& [key, value] : plugin_->state_dict()) meta[prefix + key] = optim::detail::format_scalar(value.item<double>());
   nn::save_checkpoint(path, *model.module(), optimizer != nullptr ? &optimizer->optimizer() : nullptr, meta);
 }
 
@@ -171,10 +153,13 @@ nn::SafetensorsMetadata Fabric::load(const std::filesystem::path& path, const Fa
   nn::SafetensorsMetadata user;
   nn::TensorDict state;
   for (const auto& [key, value] : checkpoint.metadata) {
-    if (key.rfind(prefix, 0) == 0)
-      state.insert(key.substr(prefix.size()), scalar_tensor(parse_number(key, value), kFloat64));
-    else if (key != kPrecisionKey)
+    if (key.rfind(prefix, 0) == 0) {
+      double number = 0;
+      optim::detail::parse_scalar(key, value, number, "[Fabric.load] metadata");
+      state.insert(key.substr(prefix.size()), scalar_tensor(number, kFloat64));
+    } else if (key != kPrecisionKey) {
       user[key] = value;
+    }
   }
 
   const nn::TensorDict previous = plugin_->state_dict();

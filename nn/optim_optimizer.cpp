@@ -38,11 +38,11 @@ std::string format_scalar(const std::pair<double, double>& value) {
   return format_scalar(value.first) + "," + format_scalar(value.second);
 }
 
-void parse_scalar(const std::string& key, const std::string& text, double& out) {
+void parse_scalar(const std::string& key, const std::string& text, double& out, const std::string& where) {
   errno = 0;
   char* end = nullptr;
   out = std::strtod(text.c_str(), &end);
-  WEFT_CHECK(!text.empty() && end == text.c_str() + text.size() && errno != ERANGE, "[load_state_dict] '", key,
+  WEFT_CHECK(!text.empty() && end == text.c_str() + text.size() && errno != ERANGE, where, " '", key,
              "': expected a number, got '", text, "'");
 }
 

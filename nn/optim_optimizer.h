@@ -86,12 +86,14 @@ struct ParamGroup {
 
 namespace detail {
 
-// Scalar codecs for the state dict; parse errors name the key.
+// Scalar codecs for the state dict; parse errors name the key (and, for numbers read elsewhere
+// than an optimizer's load_state_dict, the place given as `where`).
 std::string format_scalar(double value);
 std::string format_scalar(bool value);
 std::string format_scalar(int64_t value);
 std::string format_scalar(const std::pair<double, double>& value);
-void parse_scalar(const std::string& key, const std::string& text, double& out);
+void parse_scalar(const std::string& key, const std::string& text, double& out,
+                  const std::string& where = "[load_state_dict]");
 void parse_scalar(const std::string& key, const std::string& text, bool& out);
 void parse_scalar(const std::string& key, const std::string& text, int64_t& out);
 void parse_scalar(const std::string& key, const std::string& text, std::pair<double, double>& out);
