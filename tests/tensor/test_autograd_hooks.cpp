@@ -4,12 +4,12 @@
 #include <doctest/doctest.h>
 
 #include "gradcheck.h"
+#include "tensor_test_helpers.h"
 
 using namespace weft;
+using testing::values;
 
 namespace {
-
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
 Tensor leaf(std::initializer_list<double> v) { return tensor(v, kFloat64).requires_grad_(); }
 

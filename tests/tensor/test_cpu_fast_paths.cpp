@@ -7,13 +7,11 @@
 
 #include <cstdint>
 
+#include "tensor_test_helpers.h"
 #include "weft.h"
 
 using namespace weft;
-
-namespace {
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-}  // namespace
+using testing::values;
 
 TEST_CASE("elementwise kernels agree across contiguous, broadcast and strided operands") {
   const Tensor a = tensor({1, 2, 3, 4, 5, 6}).view({2, 3});

@@ -9,31 +9,17 @@
 #include <numbers>
 #include <vector>
 
+#include "tensor_test_helpers.h"
 #include "weft.h"
 
 using namespace weft;
+using testing::values;
+using testing::check_close;
 
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-
-// Element-wise equality where NaN equals NaN and values agree to `tol` (relative).
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    CAPTURE(i);
-    if (std::isnan(want[i])) {
-      CHECK(std::isnan(got[i]));
-    } else if (std::isinf(want[i])) {
-      CHECK(got[i] == want[i]);
-    } else {
-      CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol).scale(1.0));
-    }
-  }
-}
 
 const std::vector<double> kPoints = {-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0};
 

@@ -9,9 +9,12 @@
 #include <functional>
 #include <vector>
 
+#include "tensor_test_helpers.h"
 #include "weft.h"
 
 using namespace weft;
+using testing::check_close;
+using testing::random;
 
 namespace {
 
@@ -43,20 +46,6 @@ std::vector<double> naive_mm(const Tensor& a, const Tensor& b) {
       for (int64_t p = 0; p < k; ++p)
         c[static_cast<size_t>(i * n + j)] += av[static_cast<size_t>(i * k + p)] * bv[static_cast<size_t>(p * n + j)];
   return c;
-}
-
-void check_close(const Tensor& got, const std::vector<double>& want, double tol) {
-  const auto g = got.contiguous().to_vector<double>();
-  REQUIRE(g.size() == want.size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    CAPTURE(i);
-    CHECK(g[i] == doctest::Approx(want[i]).epsilon(tol).scale(1.0));
-  }
-}
-
-Tensor random(const Shape& shape, uint64_t seed, DType dtype) {
-  Generator g(seed);
-  return randn(shape, dtype, &g);
 }
 
 }  // namespace

@@ -5,9 +5,12 @@
 #include <cmath>
 #include <vector>
 
+#include "tensor_test_helpers.h"
 #include "weft.h"
 
 using namespace weft;
+using testing::check_close;
+using testing::random;
 
 namespace {
 
@@ -24,19 +27,6 @@ std::vector<double> naive_bmm(const std::vector<double>& a, const std::vector<do
         c[static_cast<size_t>((s * m + i) * n + j)] = acc;
       }
   return c;
-}
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    CAPTURE(i);
-    CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol).scale(1.0));
-  }
-}
-
-Tensor random(const Shape& shape, uint64_t seed, DType dtype = kFloat64) {
-  Generator g(seed);
-  return randn(shape, dtype, &g);
 }
 
 }  // namespace

@@ -8,24 +8,16 @@
 #include <vector>
 
 #include "golden_functional.h"
+#include "tensor_test_helpers.h"
 #include "weft.h"
 
 using namespace weft;
+using testing::values;
+using testing::check_close;
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    CAPTURE(i);
-    if (std::isnan(want[i])) CHECK(std::isnan(got[i]));
-    else CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol).scale(1.0));
-  }
-}
 
 template <class T, size_t N>
 Tensor from_array(const T (&a)[N], const Shape& shape, DType dtype) {

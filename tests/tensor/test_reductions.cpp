@@ -7,30 +7,22 @@
 #include <limits>
 #include <vector>
 
+#include "tensor_test_helpers.h"
 #include "weft.h"
 
 using namespace weft;
+using testing::values;
+using testing::check_close;
 
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 std::vector<int64_t> ints(const Tensor& t) { return t.to_vector<int64_t>(); }
 
 // [[1, 2, 3], [4, 5, 6]] in float64.
 Tensor m23() { return tensor({1, 2, 3, 4, 5, 6}, kFloat64).view({2, 3}); }
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    CAPTURE(i);
-    if (std::isnan(want[i])) CHECK(std::isnan(got[i]));
-    else if (std::isinf(want[i])) CHECK(got[i] == want[i]);
-    else CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol).scale(1.0));
-  }
-}
 
 }  // namespace
 

@@ -4,13 +4,14 @@
 
 #include <vector>
 
+#include "tensor_test_helpers.h"
 #include "weft.h"
 
 using namespace weft;
+using testing::values;
 
 namespace {
 
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 Tensor idx(std::initializer_list<double> v) { return tensor(v, kInt64); }
 
 }  // namespace
