@@ -4,6 +4,7 @@
 #include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
 #include "tensor/cpu/gemm_library.h"
+#include "tensor/cpu/isa.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"

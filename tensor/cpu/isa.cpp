@@ -1,0 +1,140 @@
+// CPUID/XGETBV feature detection and the process-wide active instruction-set level.
+//
+// Detection follows the CPU vendors' rules: a vector extension is usable only when CPUID reports it
+// *and* the OS saves its registers on a context switch (XCR0 bits 1-2 for ymm, 5-7 for zmm).
+// __builtin_cpu_supports is not used because clang 14 rejects several of the names needed here.
+#include "tensor/cpu/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "tensor/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace weft {
+namespace {
+
+constexpr std::string_view kIsaNames[] = {"scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16"};
+
+#if defined(__x86_64__) || defined(__i386__)
+uint64_t read_xcr0() {
+  uint32_t eax = 0, edx = 0;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (uint64_t{edx} << 32) | eax;
+}
+
+CpuFeatures detect_features() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27);
+  const bool fma = c & (1u << 12), f16c = c & (1u << 29), avx = c & (1u << 28);
+  if (!osxsave || !avx) return f;
+  const uint64_t xcr0 = read_xcr0();
+  const bool ymm_saved = (xcr0 & 0x6) == 0x6;
+  const bool zmm_saved = (xcr0 & 0xE6) == 0xE6;
+  if (!ymm_saved) return f;
+  f.fma = fma;
+  f.f16c = f16c;
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = b & (1u << 5);
+  if (zmm_saved) {
+    f.avx512f = b & (1u << 16);
+    f.avx512dq = b & (1u << 17);
+    f.avx512bw = b & (1u << 30);
+    f.avx512vl = b & (1u << 31);
+    f.avx512_vnni = c & (1u << 11);
+  }
+  __cpuid_count(7, 1, a, b, c, d);
+  f.avx_vnni = a & (1u << 4);
+  if (zmm_saved) f.avx512_bf16 = a & (1u << 5);
+  return f;
+}
+#else
+CpuFeatures detect_features() { return {}; }
+#endif
+
+CpuIsa highest_level(const CpuFeatures& f) {
+  if (!(f.avx2 && f.fma && f.f16c)) return CpuIsa::Scalar;
+  if (!(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)) return CpuIsa::Avx2;
+  if (!f.avx512_vnni) return CpuIsa::Avx512;
+  if (!f.avx512_bf16) return CpuIsa::Avx512Vnni;
+  return CpuIsa::Avx512Bf16;
+}
+
+void check_supported(CpuIsa isa, const char* where) {
+  WEFT_CHECK(isa <= cpu_isa_supported(), "[", where, "] this CPU supports instruction sets up to ",
+             cpu_isa_name(cpu_isa_supported()), ", got a request for ", cpu_isa_name(isa));
+}
+
+// The active level; kUnset until the first query reads WEFT_CPU_ISA.
+constexpr int kUnset = -1;
+std::atomic<int> active_level{kUnset};
+std::once_flag env_once;
+
+void read_environment() {
+  CpuIsa level = cpu_isa_supported();
+  if (const char* env = std::getenv("WEFT_CPU_ISA"); env && *env) {
+    level = cpu_isa_from_name(env);
+    check_supported(level, "WEFT_CPU_ISA");
+  }
+  int expected = kUnset;
+  active_level.compare_exchange_strong(expected, static_cast<int>(level));
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect_features();
+  return features;
+}
+
+std::string_view cpu_isa_name(CpuIsa isa) { return kIsaNames[static_cast<int>(isa)]; }
+
+CpuIsa cpu_isa_from_name(std::string_view name) {
+  for (int i = 0; i < static_cast<int>(std::size(kIsaNames)); ++i)
+    if (kIsaNames[i] == name) return static_cast<CpuIsa>(i);
+  WEFT_FAIL("[cpu_isa] expected one of scalar, avx2, avx512, avx512_vnni, avx512_bf16, got '", name, "'");
+}
+
+bool cpu_isa_emulated() {
+#ifdef WEFT_SIMD_EMULATION
+  return true;
+#else
+  return false;
+#endif
+}
+
+CpuIsa cpu_isa_supported() {
+  // Emulated AVX-512 units run on AVX2, so emulation needs a CPU with AVX2 itself.
+  static const CpuIsa hardware = highest_level(cpu_features());
+  return cpu_isa_emulated() && hardware >= CpuIsa::Avx2 ? CpuIsa::Avx512Bf16 : hardware;
+}
+
+std::vector<CpuIsa> cpu_isas_supported() {
+  std::vector<CpuIsa> levels;
+  for (int i = 0; i <= static_cast<int>(cpu_isa_supported()); ++i) levels.push_back(static_cast<CpuIsa>(i));
+  return levels;
+}
+
+CpuIsa cpu_isa() {
+  int level = active_level.load(std::memory_order_relaxed);
+  if (level == kUnset) {
+    std::call_once(env_once, read_environment);
+    level = active_level.load();
+  }
+  return static_cast<CpuIsa>(level);
+}
+
+void set_cpu_isa(CpuIsa isa) {
+  check_supported(isa, "set_cpu_isa");
+  std::call_once(env_once, [] {});  // an explicit choice wins over the environment
+  active_level.store(static_cast<int>(isa));
+}
+
+}  // namespace weft

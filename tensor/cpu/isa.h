@@ -1,0 +1,67 @@
+// Which vector instruction set the CPU kernels run with, chosen at run time.
+//
+// One binary must be fast on every x86-64 CPU it meets (an AVX2-only EPYC, an AVX-512 Xeon, a Zen 5
+// with VNNI and BF16), so kernels are compiled once per instruction set and picked here, never by
+// -march=native. The levels are ordered; every CPU that has a level has all the levels below it:
+//
+//   Scalar      portable C++, the reference every fast kernel is tested against
+//   Avx2        AVX2 + FMA + F16C (Haswell, Zen 1-3)
+//   Avx512      AVX-512 F/BW/VL/DQ (Skylake-SP)
+//   Avx512Vnni  + VNNI int8 dot products (Cascade Lake, Ice Lake)
+//   Avx512Bf16  + BF16 dot products (Cooper Lake, Sapphire Rapids, Zen 4/5)
+//
+// The supported level is read once from CPUID and XGETBV (the OS must save the zmm state). The
+// active level starts there, or lower where the environment variable WEFT_CPU_ISA names a lower one
+// (scalar, avx2, avx512, avx512_vnni, avx512_bf16), and set_cpu_isa() moves it for tests and users.
+// Neither may go above what the CPU supports: that would be a SIGILL, so it is an error instead.
+//
+// In a build with WEFT_SIMD_EMULATION the AVX-512 kernel units are compiled through SIMDe onto
+// AVX2, so every level is "supported": that is how an AVX2-only machine tests the AVX-512 paths'
+// logic (see Note [ISA kernel units] in tensor/cpu/simd.h).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace weft {
+
+enum class CpuIsa : uint8_t { Scalar, Avx2, Avx512, Avx512Vnni, Avx512Bf16 };
+
+// What CPUID and XGETBV report, feature by feature (all false off x86-64).
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512_vnni = false, avx512_bf16 = false, avx_vnni = false;
+};
+
+const CpuFeatures& cpu_features();
+
+std::string_view cpu_isa_name(CpuIsa isa);  // "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16"
+// Parses the names above; throws weft::Error listing them otherwise.
+CpuIsa cpu_isa_from_name(std::string_view name);
+
+// The highest level this CPU and OS can run (every level in an emulation build).
+CpuIsa cpu_isa_supported();
+// Every level from Scalar up to cpu_isa_supported(): what a test runs each kernel at.
+std::vector<CpuIsa> cpu_isas_supported();
+bool cpu_isa_emulated();
+
+// The level kernels use now. Throws on first use if WEFT_CPU_ISA is malformed or above what is supported.
+CpuIsa cpu_isa();
+// Throws weft::Error, naming the supported level, when isa is above it. Process-wide.
+void set_cpu_isa(CpuIsa isa);
+
+// Sets a level for a scope and restores the previous one (tests, benchmarks).
+class CpuIsaGuard {
+ public:
+  explicit CpuIsaGuard(CpuIsa isa) : previous_(cpu_isa()) { set_cpu_isa(isa); }
+  ~CpuIsaGuard() { set_cpu_isa(previous_); }
+  CpuIsaGuard(const CpuIsaGuard&) = delete;
+  CpuIsaGuard& operator=(const CpuIsaGuard&) = delete;
+
+ private:
+  CpuIsa previous_;
+};
+
+}  // namespace weft
