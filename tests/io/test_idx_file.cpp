@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "io/idx_file.h"
 #include "io/all.h"
 
 using namespace weft;

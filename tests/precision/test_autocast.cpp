@@ -5,7 +5,6 @@
 
 #include <thread>
 
-#include "precision/autocast.h"
 #include "precision/all.h"
 
 using namespace weft;

@@ -8,7 +8,6 @@
 #include <tuple>
 #include <vector>
 
-#include "precision/convert.h"
 #include "precision/all.h"
 
 using namespace weft;

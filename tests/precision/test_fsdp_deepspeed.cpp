@@ -6,9 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "precision/deepspeed_precision.h"
-#include "precision/fsdp_precision.h"
-#include "precision/warnings.h"
 #include "precision/all.h"
 
 using namespace weft;

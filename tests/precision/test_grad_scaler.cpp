@@ -6,7 +6,6 @@
 #include <cmath>
 #include <limits>
 
-#include "precision/grad_scaler.h"
 #include "precision/all.h"
 
 using namespace weft;

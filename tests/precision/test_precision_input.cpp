@@ -5,8 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "precision/precision_input.h"
-#include "precision/warnings.h"
 #include "precision/all.h"
 
 using namespace weft;
