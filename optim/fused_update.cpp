@@ -10,8 +10,8 @@ Tensor fused_update_grad(const std::string& op, const Tensor& param) {
   const Tensor grad = param.grad();
   WEFT_CHECK(!param.is_uninitialized(), "[", op, "] a parameter has a gradient but no shape; this is not possible "
              "for a lazy parameter before its first forward");
-  WEFT_CHECK(param.device().is_cpu(), "[", op, "] the fused update runs on the CPU; got a parameter on ",
-             param.device());
+  WEFT_CHECK(grad.device() == param.device(), "[", op, "] a parameter on ", param.device(), " has a gradient on ",
+             grad.device());
   WEFT_CHECK(param.is_contiguous(), "[", op, "] parameters must be contiguous to be updated in place, got one of "
              "shape ", param.shape(), " with strides ", param.strides());
   WEFT_CHECK(grad.dtype() == param.dtype(), "[", op, "] a ", param.dtype(), " parameter has a ", grad.dtype(),
