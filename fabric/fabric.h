@@ -48,7 +48,7 @@ struct FabricOptions {
   std::string strategy = "auto";  // "auto" or "single_device"
   // At most one of these; neither means "32-true".
   std::optional<precision::PrecisionInput> precision;
-  std::shared_ptr<precision::Precision> plugin;
+  std::shared_ptr<precision::Precision> plugin{};  // {}: designated initializers may leave it out
 };
 
 class Fabric;
