@@ -81,7 +81,12 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
              ", end ", end, ", step ", step);
   const bool integral = is_whole(start) && is_whole(end) && is_whole(step);
   const auto r = resolve(o, integral ? DType::Int64 : default_dtype());
-  const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  // Counted in double and checked before the conversion: a count beyond int64 would otherwise
+  // convert to garbage (undefined behaviour) and surface as a negative size.
+  const double count = std::ceil((end - start) / step);
+  WEFT_CHECK(count * static_cast<double>(itemsize(r.dtype)) < 0x1p63, "[arange] the range from ", start, " to ", end,
+             " in steps of ", step, " has ", count, " values, more than a tensor can hold");
+  const auto n = static_cast<int64_t>(count);
   return generated({n}, r, o, [=](int64_t i) { return start + static_cast<double>(i) * step; });
 }
 
