@@ -26,7 +26,8 @@
 //   fabric/fabric.cpp            "inside Fabric::backward" (Note [Backward guard])
 // A new thread starts at every bottom: float32, cpu, autocast off, grad on, no replacement. What
 // is process-wide instead, and so shared by every thread: the thread count, the CPU GEMM library
-// and instruction-set level, the backends, and the default random generator.
+// and instruction-set level, the backends, and the default random generator (which locks, so
+// threads may draw from it at once; tensor/generator.h).
 #pragma once
 
 #include <optional>
