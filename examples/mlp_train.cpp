@@ -220,8 +220,7 @@ int main(int argc, char** argv) try {
     return build_model(o, train.images.size(1), 10);
   }();
   const fabric::FabricModule model = fabric.setup_module(net);
-  optim::AdamW adamw(net->parameters(), {.lr = o.lr});
-  const fabric::FabricOptimizer optimizer = fabric.setup_optimizer(adamw);
+  const fabric::FabricOptimizer optimizer = fabric.setup_optimizer(optim::AdamW(net->parameters(), {.lr = o.lr}));
   int64_t first_epoch = 1;
   if (!o.resume.empty()) {
     const auto meta = fabric.load(o.resume, model, &optimizer);

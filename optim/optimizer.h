@@ -73,6 +73,8 @@ class Optimizer {
 
  protected:
   explicit Optimizer(std::string name) : name_(std::move(name)) {}
+  // Movable through its concrete type only (so that Fabric can take one over; fabric/fabric.h).
+  Optimizer(Optimizer&&) = default;
 
  private:
   std::string name_;
