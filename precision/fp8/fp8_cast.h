@@ -12,6 +12,8 @@
 // instruction set (precision/fp8/fp8_kernels.h) and split over the CPU threads.
 #pragma once
 
+#include <utility>
+
 #include "tensor/tensor.h"
 
 namespace weft::precision {
@@ -22,6 +24,10 @@ float fp8_max(DType fp8_dtype);
 // A quantized operand as the FP8 GEMM takes it (precision/fp8/fp8_gemm.h): codes and the factor
 // that brings them back, x ≈ value(data) · scale_inv.
 struct Fp8Tensor {
+  Fp8Tensor() = default;
+  explicit Fp8Tensor(Tensor data_, float scale_inv_ = 1.0f, Tensor decoded_ = Tensor())
+      : data(std::move(data_)), scale_inv(scale_inv_), decoded(std::move(decoded_)) {}
+
   Tensor data;  // float8_e4m3fn or float8_e5m2
   float scale_inv = 1.0f;
   // Optional: the exact bfloat16 copy of data's values, same layout, when the cast made one; the
