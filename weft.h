@@ -32,6 +32,7 @@
 #include "precision/fp8/fp8_cast.h"
 #include "precision/fp8/fp8_gemm.h"
 #include "precision/fp8/fp8_linear.h"
+#include "precision/fp8/te_layer_norm.h"
 #include "precision/fsdp_precision.h"
 #include "precision/grad_scaler.h"
 #include "precision/make_precision.h"
@@ -39,6 +40,7 @@
 #include "precision/precision.h"
 #include "precision/precision_input.h"
 #include "precision/replace_layers.h"
+#include "precision/transformer_engine_precision.h"
 #include "precision/true_precision.h"
 #include "precision/warnings.h"
 

@@ -2,6 +2,7 @@
 #include "precision/make_precision.h"
 
 #include "precision/mixed_precision.h"
+#include "precision/transformer_engine_precision.h"
 #include "precision/true_precision.h"
 
 namespace weft::precision {
@@ -12,9 +13,10 @@ std::unique_ptr<Precision> make_precision(const PrecisionInput& precision, const
   if (chosen == "64-true") return std::make_unique<DoublePrecision>();
   if (chosen == "16-true" || chosen == "bf16-true") return std::make_unique<HalfPrecision>(chosen);
   if (chosen == "16-mixed" || chosen == "bf16-mixed") return std::make_unique<MixedPrecision>(chosen, accelerator);
-  WEFT_FAIL("[make_precision] precision '", chosen,
-            "' needs the FP8 (transformer-engine) plugin, which this build does not have; choose one of "
-            "32-true, 64-true, 16-true, bf16-true, 16-mixed, bf16-mixed");
+  TransformerEngineOptions fp8;
+  fp8.weights_dtype = precision_dtype(chosen);
+  fp8.device = accelerator;
+  return std::make_unique<TransformerEnginePrecision>(std::move(fp8));
 }
 
 }  // namespace weft::precision
