@@ -12,8 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "precision/fp8/fp8_cast.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using precision::fp8_amax;

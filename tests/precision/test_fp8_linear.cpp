@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using namespace weft::precision;

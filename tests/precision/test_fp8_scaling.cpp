@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using namespace weft::precision;

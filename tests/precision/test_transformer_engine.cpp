@@ -1,6 +1,6 @@
 // TransformerEnginePrecision (reference §3.9): convert_module (T40), module_init_context (T41),
-// recipes from mappings (T42), the three-level forward context, the input/output casts, the
-// precision strings, and an FP8 training step through Fabric.
+// recipes from mappings (T42), the three-level forward context, the input/output casts and the
+// precision strings. The training step through Fabric is in tests/fabric/test_fabric_fp8.cpp.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "plugin_test_helpers.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using namespace weft::precision;
@@ -234,37 +234,4 @@ TEST_CASE("TeLayerNorm returns the activation dtype: the autocast dtype under au
   CHECK(builtin(x).dtype() == kFloat32);  // autocast runs layer norm in float32
   CHECK(te(x).dtype() == kBFloat16);
   CHECK(equal(te(x), builtin(x).to(kBFloat16)));
-}
-
-TEST_CASE("an FP8 training step through Fabric: layers converted, FP8 forward, scales move, parameters stay bfloat16") {
-  manual_seed(1);
-  distributed::FabricOptions options;
-  options.precision = "transformer-engine";
-  distributed::Fabric fabric(options);
-  CHECK(fabric.precision().precision() == "transformer-engine");
-  nn::Sequential net(nn::Linear(32, 64), nn::ReLU(), nn::Linear(64, 10));
-  CaptureWarnings warnings;
-  const distributed::FabricModule model = fabric.setup_module(net);
-  CHECK(warnings.messages().size() == 1);  // the 64 -> 10 layer
-  CHECK(is<Fp8LinearImpl>((*net)[0]));
-  CHECK(is<nn::LinearImpl>((*net)[2]));  // 10 outputs: kept
-  optim::AdamW adamw(net->parameters(), {.lr = 1e-2});
-  const distributed::FabricOptimizer optimizer = fabric.setup_optimizer(adamw);
-  auto fc = std::dynamic_pointer_cast<Fp8LinearImpl>((*net)[0]);
-  const Tensor x = randn({16, 32});
-  const Tensor labels = randint(0, 10, {16});
-  double first_loss = 0, last_loss = 0;
-  for (int step = 0; step < 20; ++step) {
-    const Tensor out = model(x);
-    CHECK(out.dtype() == kFloat32);  // convert_output
-    const Tensor loss = cross_entropy(out, labels);
-    optimizer.zero_grad();
-    fabric.backward(loss, &model);
-    optimizer.step();
-    (step == 0 ? first_loss : last_loss) = loss.item();
-  }
-  CHECK(last_loss < first_loss);
-  CHECK(fc->weight.dtype() == kBFloat16);
-  CHECK(fc->fp8_meta().scale_of(Fp8Role::Input) == doctest::Approx(448.0 / amax(abs(x)).item<double>()).epsilon(1e-2));
-  CHECK(fc->fp8_meta().scale_of(Fp8Role::GradOutput) > 57344.0f);  // E5M2, gradients well below 1
 }
