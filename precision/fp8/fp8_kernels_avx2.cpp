@@ -73,7 +73,8 @@ __m256i decode8(__m256i code) {
   using L = Layout<E5M2>;
   const __m256i mag = _mm256_and_si256(code, set1(0x7F));
   const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(code, set1(0x80)), 24);
-  const __m256 normal = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(mag, L::kDropped), set1(L::kRebias << L::kDropped)));
+  const __m256i rebiased = _mm256_add_epi32(_mm256_slli_epi32(mag, L::kDropped), set1(L::kRebias << L::kDropped));
+  const __m256 normal = _mm256_castsi256_ps(rebiased);
   const __m256 subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(L::kSubnormalStep));
   const __m256i is_subnormal = _mm256_cmpgt_epi32(set1(L::kMinNormalCode), mag);
   __m256i bits = _mm256_castps_si256(_mm256_blendv_ps(normal, subnormal, _mm256_castsi256_ps(is_subnormal)));
@@ -119,8 +120,8 @@ constexpr int64_t kBlock = 32;
 
 // One block of 32 elements at src + i.
 template <bool E5M2, bool BF16>
-void encode_block(const void* src, int64_t i, uint8_t* codes, uint16_t* decoded, __m256 scale, __m256i overflow,
-                  __m256i& amax) {
+[[gnu::always_inline]] inline void encode_block(const void* src, int64_t i, uint8_t* codes, uint16_t* decoded,
+                                               __m256 scale, __m256i overflow, __m256i& amax) {
   __m256i c[4];
   for (int k = 0; k < 4; ++k) {
     const __m256 x = load8<BF16>(src, i + 8 * k);
@@ -136,7 +137,7 @@ void encode_block(const void* src, int64_t i, uint8_t* codes, uint16_t* decoded,
 }
 
 template <bool E5M2, bool BF16>
-float encode(const Fp8EncodeArgs& a) {
+float encode(const Fp8EncodeArgs a) {  // by value: the output stores cannot alias it
   using L = Layout<E5M2>;
   const __m256 scale = _mm256_set1_ps(a.scale);
   const __m256i overflow = set1(a.saturate ? L::kMaxCode : L::kNonSaturatedOverflow);
@@ -161,41 +162,51 @@ float encode(const Fp8EncodeArgs& a) {
   return float_of_bits(horizontal_max(amax));
 }
 
+// What a decode writes: float32 values · scale_inv, those rounded to bfloat16, or (scale_inv = 1)
+// the exact bfloat16 values, which need neither the product nor the rounding.
+enum class Output { F32, Bf16, Bf16Exact };
+
 // 16 codes at codes[0..16) -> 16 outputs.
-template <bool E5M2>
-void decode_block(const uint8_t* codes, float* out_f32, uint16_t* out_bf16, __m256 scale_inv) {
+template <bool E5M2, Output OUT>
+[[gnu::always_inline]] inline void decode_block(const uint8_t* codes, void* out, __m256 scale_inv) {
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes));
-  __m256i v[2];
-  v[0] = _mm256_cvtepu8_epi32(bytes);
-  v[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8));
-  for (__m256i& x : v) x = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(decode8<E5M2>(x)), scale_inv));
-  if (out_f32) {
-    _mm256_storeu_ps(out_f32, _mm256_castsi256_ps(v[0]));
-    _mm256_storeu_ps(out_f32 + 8, _mm256_castsi256_ps(v[1]));
+  __m256i v[2] = {decode8<E5M2>(_mm256_cvtepu8_epi32(bytes)),
+                  decode8<E5M2>(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8)))};
+  if constexpr (OUT == Output::Bf16Exact) {
+    const __m256i words = pack_words(_mm256_srli_epi32(v[0], 16), _mm256_srli_epi32(v[1], 16));
+    _mm256_storeu_si256(static_cast<__m256i*>(out), words);
+    return;
+  }
+  for (__m256i& x : v) x = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(x), scale_inv));
+  if constexpr (OUT == Output::F32) {
+    _mm256_storeu_si256(static_cast<__m256i*>(out), v[0]);
+    _mm256_storeu_si256(static_cast<__m256i*>(out) + 1, v[1]);
   } else {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_bf16), pack_words(to_bf16(v[0]), to_bf16(v[1])));
+    _mm256_storeu_si256(static_cast<__m256i*>(out), pack_words(to_bf16(v[0]), to_bf16(v[1])));
   }
 }
 
-template <bool E5M2>
-void decode(const Fp8DecodeArgs& a) {
-  const __m256 scale_inv = _mm256_set1_ps(a.scale_inv);
+template <bool E5M2, Output OUT>
+void decode(const uint8_t* codes, void* out, int64_t n, float scale_inv) {
   constexpr int64_t kStep = 16;
-  const int64_t full = a.n - a.n % kStep;
-  for (int64_t i = 0; i < full; i += kStep)
-    decode_block<E5M2>(a.codes + i, a.out_f32 ? a.out_f32 + i : nullptr, a.out_bf16 ? a.out_bf16 + i : nullptr,
-                       scale_inv);
-  if (full == a.n) return;
-  alignas(32) uint8_t codes[kStep] = {};
-  alignas(32) float out_f32[kStep];
-  alignas(32) uint16_t out_bf16[kStep];
-  const int64_t rest = a.n - full;
-  for (int64_t j = 0; j < rest; ++j) codes[j] = a.codes[full + j];
-  decode_block<E5M2>(codes, a.out_f32 ? out_f32 : nullptr, a.out_f32 ? nullptr : out_bf16, scale_inv);
-  for (int64_t j = 0; j < rest; ++j) {
-    if (a.out_f32) a.out_f32[full + j] = out_f32[j];
-    else a.out_bf16[full + j] = out_bf16[j];
-  }
+  constexpr int64_t kItem = OUT == Output::F32 ? 4 : 2;
+  const __m256 scale = _mm256_set1_ps(scale_inv);
+  auto* dst = static_cast<uint8_t*>(out);
+  const int64_t full = n - n % kStep;
+  for (int64_t i = 0; i < full; i += kStep) decode_block<E5M2, OUT>(codes + i, dst + i * kItem, scale);
+  if (full == n) return;
+  alignas(32) uint8_t tail_codes[kStep] = {};
+  alignas(32) uint8_t tail_out[kStep * kItem];
+  for (int64_t j = 0; j < n - full; ++j) tail_codes[j] = codes[full + j];
+  decode_block<E5M2, OUT>(tail_codes, tail_out, scale);
+  for (int64_t b = 0; b < (n - full) * kItem; ++b) dst[full * kItem + b] = tail_out[b];
+}
+
+template <bool E5M2>
+void decode_to(const Fp8DecodeArgs& a) {
+  if (a.out_f32) decode<E5M2, Output::F32>(a.codes, a.out_f32, a.n, a.scale_inv);
+  else if (a.scale_inv == 1.0f) decode<E5M2, Output::Bf16Exact>(a.codes, a.out_bf16, a.n, 1.0f);
+  else decode<E5M2, Output::Bf16>(a.codes, a.out_bf16, a.n, a.scale_inv);
 }
 
 template <bool BF16>
@@ -221,8 +232,8 @@ float fp8_encode_avx2(const Fp8EncodeArgs& a) {
 }
 
 void fp8_decode_avx2(const Fp8DecodeArgs& a) {
-  if (a.e5m2) decode<true>(a);
-  else decode<false>(a);
+  if (a.e5m2) decode_to<true>(a);
+  else decode_to<false>(a);
 }
 
 float fp8_amax_avx2(const void* src, bool src_bf16, int64_t n) {

@@ -69,7 +69,8 @@ __m512i decode16(__m512i code) {
   using L = Layout<E5M2>;
   const __m512i mag = _mm512_and_si512(code, set1(0x7F));
   const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(code, set1(0x80)), 24);
-  const __m512 normal = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(mag, L::kDropped), set1(L::kRebias << L::kDropped)));
+  const __m512i rebiased = _mm512_add_epi32(_mm512_slli_epi32(mag, L::kDropped), set1(L::kRebias << L::kDropped));
+  const __m512 normal = _mm512_castsi512_ps(rebiased);
   const __m512 subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(mag), _mm512_set1_ps(L::kSubnormalStep));
   __m512i bits = _mm512_castps_si512(
       _mm512_mask_blend_ps(_mm512_cmpgt_epi32_mask(set1(L::kMinNormalCode), mag), normal, subnormal));
@@ -101,8 +102,8 @@ __m512i max_magnitude(__m512i running, __m512 x) {
 }
 
 template <bool E5M2, bool BF16>
-void encode_block(const void* src, int64_t i, uint8_t* codes, uint16_t* decoded, __m512 scale, __m512i overflow,
-                  __m512i& amax) {
+[[gnu::always_inline]] inline void encode_block(const void* src, int64_t i, uint8_t* codes, uint16_t* decoded,
+                                               __m512 scale, __m512i overflow, __m512i& amax) {
   const __m512 x = load16<BF16>(src, i);
   amax = max_magnitude(amax, x);
   const __m512i c = encode16<E5M2>(x, scale, overflow);
@@ -113,7 +114,7 @@ void encode_block(const void* src, int64_t i, uint8_t* codes, uint16_t* decoded,
 }
 
 template <bool E5M2, bool BF16>
-float encode(const Fp8EncodeArgs& a) {
+float encode(const Fp8EncodeArgs a) {  // by value: the output stores cannot alias it
   using L = Layout<E5M2>;
   const __m512 scale = _mm512_set1_ps(a.scale);
   const __m512i overflow = set1(a.saturate ? L::kMaxCode : L::kNonSaturatedOverflow);
@@ -138,32 +139,42 @@ float encode(const Fp8EncodeArgs& a) {
   return float_of_bits(horizontal_max(amax));
 }
 
-template <bool E5M2>
-void decode_block(const uint8_t* codes, float* out_f32, uint16_t* out_bf16, __m512 scale_inv) {
-  const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
-  const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(decode16<E5M2>(c)), scale_inv);
-  if (out_f32) _mm512_storeu_ps(out_f32, v);
-  else _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_bf16), _mm512_cvtepi32_epi16(to_bf16(_mm512_castps_si512(v))));
+// What a decode writes: float32 values · scale_inv, those rounded to bfloat16, or (scale_inv = 1)
+// the exact bfloat16 values, which need neither the product nor the rounding.
+enum class Output { F32, Bf16, Bf16Exact };
+
+template <bool E5M2, Output OUT>
+[[gnu::always_inline]] inline void decode_block(const uint8_t* codes, void* out, __m512 scale_inv) {
+  const __m512i v = decode16<E5M2>(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes))));
+  if constexpr (OUT == Output::Bf16Exact) {
+    _mm256_storeu_si256(static_cast<__m256i*>(out), _mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+    return;
+  }
+  const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(v), scale_inv);
+  if constexpr (OUT == Output::F32) _mm512_storeu_ps(out, scaled);
+  else _mm256_storeu_si256(static_cast<__m256i*>(out), _mm512_cvtepi32_epi16(to_bf16(_mm512_castps_si512(scaled))));
+}
+
+template <bool E5M2, Output OUT>
+void decode(const uint8_t* codes, void* out, int64_t n, float scale_inv) {
+  constexpr int64_t kItem = OUT == Output::F32 ? 4 : 2;
+  const __m512 scale = _mm512_set1_ps(scale_inv);
+  auto* dst = static_cast<uint8_t*>(out);
+  const int64_t full = n - n % kLanes;
+  for (int64_t i = 0; i < full; i += kLanes) decode_block<E5M2, OUT>(codes + i, dst + i * kItem, scale);
+  if (full == n) return;
+  alignas(64) uint8_t tail_codes[kLanes] = {};
+  alignas(64) uint8_t tail_out[kLanes * kItem];
+  for (int64_t j = 0; j < n - full; ++j) tail_codes[j] = codes[full + j];
+  decode_block<E5M2, OUT>(tail_codes, tail_out, scale);
+  for (int64_t b = 0; b < (n - full) * kItem; ++b) dst[full * kItem + b] = tail_out[b];
 }
 
 template <bool E5M2>
-void decode(const Fp8DecodeArgs& a) {
-  const __m512 scale_inv = _mm512_set1_ps(a.scale_inv);
-  const int64_t full = a.n - a.n % kLanes;
-  for (int64_t i = 0; i < full; i += kLanes)
-    decode_block<E5M2>(a.codes + i, a.out_f32 ? a.out_f32 + i : nullptr, a.out_bf16 ? a.out_bf16 + i : nullptr,
-                       scale_inv);
-  if (full == a.n) return;
-  alignas(64) uint8_t codes[kLanes] = {};
-  alignas(64) float out_f32[kLanes];
-  alignas(64) uint16_t out_bf16[kLanes];
-  const int64_t rest = a.n - full;
-  for (int64_t j = 0; j < rest; ++j) codes[j] = a.codes[full + j];
-  decode_block<E5M2>(codes, a.out_f32 ? out_f32 : nullptr, a.out_f32 ? nullptr : out_bf16, scale_inv);
-  for (int64_t j = 0; j < rest; ++j) {
-    if (a.out_f32) a.out_f32[full + j] = out_f32[j];
-    else a.out_bf16[full + j] = out_bf16[j];
-  }
+void decode_to(const Fp8DecodeArgs& a) {
+  if (a.out_f32) decode<E5M2, Output::F32>(a.codes, a.out_f32, a.n, a.scale_inv);
+  else if (a.scale_inv == 1.0f) decode<E5M2, Output::Bf16Exact>(a.codes, a.out_bf16, a.n, 1.0f);
+  else decode<E5M2, Output::Bf16>(a.codes, a.out_bf16, a.n, a.scale_inv);
 }
 
 template <bool BF16>
@@ -189,8 +200,8 @@ float fp8_encode_avx512(const Fp8EncodeArgs& a) {
 }
 
 void fp8_decode_avx512(const Fp8DecodeArgs& a) {
-  if (a.e5m2) decode<true>(a);
-  else decode<false>(a);
+  if (a.e5m2) decode_to<true>(a);
+  else decode_to<false>(a);
 }
 
 float fp8_amax_avx512(const void* src, bool src_bf16, int64_t n) {

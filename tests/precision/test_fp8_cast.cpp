@@ -30,7 +30,9 @@ uint8_t reference_code(float x, float scale, DType fp8, bool saturate) {
   return fp8 == kFloat8E4M3FN ? float_to_fp8_e4m3fn(v, saturate) : float_to_fp8_e5m2(v, saturate);
 }
 
-float code_value(uint8_t code, DType fp8) { return fp8 == kFloat8E4M3FN ? fp8_e4m3fn_to_float(code) : fp8_e5m2_to_float(code); }
+float code_value(uint8_t code, DType fp8) {
+  return fp8 == kFloat8E4M3FN ? fp8_e4m3fn_to_float(code) : fp8_e5m2_to_float(code);
+}
 
 std::vector<uint8_t> codes_of(const Tensor& q) {
   std::vector<uint8_t> out(static_cast<size_t>(q.numel()));
@@ -136,7 +138,8 @@ TEST_CASE("fp8 casts equal the scalar conversion on every code, tie and boundary
 
 TEST_CASE("fp8 casts equal the scalar conversion on a sweep of float32 bit patterns, on every path") {
   std::vector<float> xs;
-  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 9973) xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 9973)
+    xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
   for (CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);
     CAPTURE(isa_label(isa));

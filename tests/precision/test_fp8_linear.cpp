@@ -257,8 +257,8 @@ TEST_CASE("Fp8Linear's shape rule names the dimension; bad inputs are refused") 
   CHECK(fp8_linear_shape_problem(784, 512).empty());
   Fp8Linear fc(16, 16);
   Fp8AutocastGuard fp8(true);
-  CHECK_THROWS_WITH_AS(fc(ones({2, 8})), "[Fp8Linear] expected an input with 16 features in its last dimension, got (2, 8)",
-                       Error);
+  CHECK_THROWS_WITH_AS(fc(ones({2, 8})),
+                       "[Fp8Linear] expected an input with 16 features in its last dimension, got (2, 8)", Error);
   CHECK(fc(zeros({0, 16})).shape() == Shape{0, 16});
 }
 
