@@ -13,7 +13,7 @@ using precision::Fp8AutocastState;
 struct Region {
   Fp8UpdateSet forward;
   std::shared_ptr<Fp8BackwardGroup> backward;
-  AmaxReducer reducer;
+  precision::AmaxReducer reducer;
 };
 
 struct ThreadState {
@@ -70,7 +70,8 @@ Fp8AutocastGuard::~Fp8AutocastGuard() {
 
 namespace weft::detail {
 
-void Fp8UpdateSet::add(const std::shared_ptr<Fp8Metadata>& meta, Fp8Role role, const DelayedScaling& recipe) {
+void Fp8UpdateSet::add(const std::shared_ptr<precision::Fp8Metadata>& meta, precision::Fp8Role role,
+                       const precision::DelayedScaling& recipe) {
   for (const Entry& e : entries_)
     if (e.meta == meta && e.role == role) return;
   entries_.push_back({meta, role, recipe});
@@ -89,7 +90,8 @@ void Fp8UpdateSet::update() {
   for (const Entry& e : entries_) e.meta->update(e.role, e.recipe);
 }
 
-void fp8_region_add(const std::shared_ptr<Fp8Metadata>& meta, Fp8Role role, const DelayedScaling& recipe) {
+void fp8_region_add(const std::shared_ptr<precision::Fp8Metadata>& meta, precision::Fp8Role role,
+                    const precision::DelayedScaling& recipe) {
   open_region("fp8_autocast").forward.add(meta, role, recipe);
 }
 

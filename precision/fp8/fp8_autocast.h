@@ -71,29 +71,25 @@ class Fp8AutocastGuard {
 
 namespace weft::detail {
 
-using precision::AmaxReducer;
-using precision::DelayedScaling;
-using precision::Fp8Metadata;
-using precision::Fp8Role;
-
 // Tensors (a layer's metadata and one role each) whose DelayedScaling scales are updated
 // together, with one amax reduction for all of them.
 class Fp8UpdateSet {
  public:
-  explicit Fp8UpdateSet(AmaxReducer reducer) : reducer_(std::move(reducer)) {}
+  explicit Fp8UpdateSet(precision::AmaxReducer reducer) : reducer_(std::move(reducer)) {}
   // Remembers the tensor once, however often it is added.
-  void add(const std::shared_ptr<Fp8Metadata>& meta, Fp8Role role, const DelayedScaling& recipe);
+  void add(const std::shared_ptr<precision::Fp8Metadata>& meta, precision::Fp8Role role,
+           const precision::DelayedScaling& recipe);
   // Reduces the current amaxes of the tensors whose recipe asks for it, then updates every scale.
   void update();
   bool empty() const { return entries_.empty(); }
 
  private:
   struct Entry {
-    std::shared_ptr<Fp8Metadata> meta;
-    Fp8Role role;
-    DelayedScaling recipe;
+    std::shared_ptr<precision::Fp8Metadata> meta;
+    precision::Fp8Role role;
+    precision::DelayedScaling recipe;
   };
-  AmaxReducer reducer_;
+  precision::AmaxReducer reducer_;
   std::vector<Entry> entries_;
 };
 
@@ -110,7 +106,8 @@ class Fp8BackwardGroup : public Fp8UpdateSet {
 
 // For FP8 layers inside a scope: remember a forward tensor for the region's update, and the
 // region's backward group. Both throw outside every scope.
-void fp8_region_add(const std::shared_ptr<Fp8Metadata>& meta, Fp8Role role, const DelayedScaling& recipe);
+void fp8_region_add(const std::shared_ptr<precision::Fp8Metadata>& meta, precision::Fp8Role role,
+                    const precision::DelayedScaling& recipe);
 std::shared_ptr<Fp8BackwardGroup> fp8_region_backward_group();
 // Rethrows (once) the error an earlier region's update left on this thread.
 void fp8_rethrow_deferred_error();
