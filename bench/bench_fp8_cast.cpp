@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "precision/fp8/fp8_kernels.h"
+#include "precision/fp8/fp8_dispatch.h"
 #include "weft.h"
 
 namespace {
@@ -58,17 +58,6 @@ class Timer {
   std::vector<double> calls_;
   double total_ = 0;
 };
-
-struct Kernels {
-  float (*encode)(const wd::Fp8EncodeArgs&);
-  void (*decode)(const wd::Fp8DecodeArgs&);
-};
-
-Kernels kernels_for(CpuIsa isa) {
-  if (isa >= CpuIsa::Avx512) return {wd::fp8_encode_avx512, wd::fp8_decode_avx512};
-  if (isa == CpuIsa::Avx2) return {wd::fp8_encode_avx2, wd::fp8_decode_avx2};
-  return {wd::fp8_encode_scalar, wd::fp8_decode_scalar};
-}
 
 struct Row {
   std::string op, isa;
@@ -147,7 +136,8 @@ int main(int argc, char** argv) {
       const double api_gbs = time_api(api, op.moved, min_time);
       for (CpuIsa isa : weft::cpu_isas_supported()) {
         if (isa > CpuIsa::Avx512) continue;  // the FP8 kernels have no VNNI/BF16 variants
-        const Kernels k = kernels_for(isa);
+        const weft::CpuIsaGuard level(isa);
+        const wd::Fp8KernelTable k = wd::fp8_kernels();
         std::function<void()> kernel;
         if (op.decode) {
           kernel = [&, k] { k.decode({codes.data(), nullptr, decoded.data(), n, 1.0f, false}); };

@@ -1,34 +1,17 @@
-// Scaled FP8 casts: argument checks, the choice of kernel set from the active instruction set, and
-// the split of long tensors into chunks that run on the CPU threads (precision/fp8/fp8_cast.h).
+// Scaled FP8 casts: argument checks and the split of long tensors into chunks that run on the CPU
+// threads, each through the kernel set of the active instruction set (precision/fp8/fp8_cast.h).
 #include "precision/fp8/fp8_cast.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "precision/fp8/fp8_kernels.h"
-#include "tensor/cpu/isa.h"
+#include "precision/fp8/fp8_dispatch.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 
 namespace weft::precision {
 namespace {
-
-struct Kernels {
-  float (*encode)(const detail::Fp8EncodeArgs&);
-  void (*decode)(const detail::Fp8DecodeArgs&);
-  float (*amax)(const void*, bool, int64_t);
-};
-
-const Kernels& kernels() {
-  static constexpr Kernels kScalar{detail::fp8_encode_scalar, detail::fp8_decode_scalar, detail::fp8_amax_scalar};
-  static constexpr Kernels kAvx2{detail::fp8_encode_avx2, detail::fp8_decode_avx2, detail::fp8_amax_avx2};
-  static constexpr Kernels kAvx512{detail::fp8_encode_avx512, detail::fp8_decode_avx512, detail::fp8_amax_avx512};
-  const CpuIsa isa = cpu_isa();
-  if (isa >= CpuIsa::Avx512) return kAvx512;
-  if (isa == CpuIsa::Avx2) return kAvx2;
-  return kScalar;
-}
 
 // Elements per task: large enough that a task outweighs its scheduling, a multiple of every
 // kernel's block so that only the last chunk has a tail.
@@ -82,7 +65,7 @@ float fp8_amax(const Tensor& x) {
   const Tensor source = kernel_source(x, "fp8_amax");
   const int64_t n = source.numel();
   std::vector<float> parts(static_cast<size_t>((n + kChunk - 1) / kChunk));
-  const Kernels& k = kernels();
+  const detail::Fp8KernelTable& k = detail::fp8_kernels();
   for_chunks(n, [&](int64_t begin, int64_t count) {
     parts[static_cast<size_t>(begin / kChunk)] = k.amax(byte_offset(source, begin), source.dtype() == kBFloat16, count);
   });
@@ -97,7 +80,7 @@ Fp8CastResult fp8_cast_with_amax(const Tensor& x, DType fp8_dtype, float scale, 
   result.codes = empty(source.shape(), TensorOptions(fp8_dtype).device(source.device()));
   if (decode_bf16) result.decoded = empty(source.shape(), TensorOptions(kBFloat16).device(source.device()));
   std::vector<float> parts(static_cast<size_t>((n + kChunk - 1) / kChunk));
-  const Kernels& k = kernels();
+  const detail::Fp8KernelTable& k = detail::fp8_kernels();
   auto* codes = static_cast<uint8_t*>(result.codes.data_ptr());
   auto* decoded = decode_bf16 ? static_cast<uint16_t*>(result.decoded.data_ptr()) : nullptr;
   for_chunks(n, [&](int64_t begin, int64_t count) {
@@ -121,7 +104,7 @@ Tensor fp8_dequantize(const Tensor& q, float scale_inv, DType dtype) {
              "bfloat16, got ", dtype);
   const Tensor codes = q.contiguous();
   Tensor out = empty(codes.shape(), TensorOptions(dtype).device(codes.device()));
-  const Kernels& k = kernels();
+  const detail::Fp8KernelTable& k = detail::fp8_kernels();
   const auto* in = static_cast<const uint8_t*>(codes.data_ptr());
   for_chunks(codes.numel(), [&](int64_t begin, int64_t count) {
     detail::Fp8DecodeArgs args{in + begin, nullptr, nullptr, count, scale_inv, q.dtype() == kFloat8E5M2};

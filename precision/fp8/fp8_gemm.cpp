@@ -3,12 +3,10 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <mutex>
-#include <vector>
 
+#include "precision/fp8/fp8_dispatch.h"
 #include "tensor/backend.h"
-#include "tensor/float_formats.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 
@@ -27,32 +25,24 @@ Tensor decoded_operand(const Fp8Tensor& t) {
   return fp8_decode_bf16(t.data.t()).t();  // the transpose of a contiguous matrix
 }
 
-// acc: (M, N) float32 -> out: (M, N) = fma(acc, scale, bias): one rounding to float32 (which the
-// compiler could not otherwise be kept from fusing or not), then to bfloat16 where asked.
-template <class Store>
-void run_epilogue(const float* acc, int64_t m, int64_t n, float scale, const std::vector<float>& bias, Store store) {
-  constexpr int64_t kRowsPerTask = 16;
-  parallel_for((m + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
-    const int64_t end = std::min(m, (task + 1) * kRowsPerTask);
-    for (int64_t i = task * kRowsPerTask; i < end; ++i)
-      for (int64_t j = 0; j < n; ++j) store(i * n + j, std::fma(acc[i * n + j], scale, bias[static_cast<size_t>(j)]));
-  });
-}
-
+// acc: (M, N) float32 -> out: (M, N) = fma(acc, scale, bias) in float32 (one rounding, the same
+// on every instruction set), then rounded to bfloat16 where asked; in place for float32.
 Tensor epilogue(const Tensor& acc, float scale, const Tensor& bias, DType out_dtype) {
   const int64_t m = acc.size(0), n = acc.size(1);
-  std::vector<float> b(static_cast<size_t>(n), 0.0f);
-  if (bias.defined()) b = bias.detach().to(kFloat32).contiguous().to_vector<float>();
-  const float* a = acc.data<float>();
-  if (out_dtype == kBFloat16) {
-    Tensor out = empty({m, n}, TensorOptions(kBFloat16).device(acc.device()));
-    auto* o = static_cast<uint16_t*>(out.data_ptr());
-    run_epilogue(a, m, n, scale, b, [o](int64_t i, float v) { o[i] = float_to_bfloat16(v); });
-    return out;
-  }
-  float* o = acc.data<float>();  // in place: acc is our own scratch
-  run_epilogue(a, m, n, scale, b, [o](int64_t i, float v) { o[i] = v; });
-  return out_dtype == kFloat32 ? acc : acc.to(out_dtype);
+  const Tensor bias32 = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();
+  const bool bf16 = out_dtype == kBFloat16;
+  const Tensor out = bf16 ? empty({m, n}, TensorOptions(kBFloat16).device(acc.device())) : acc;
+  const detail::Fp8KernelTable& k = detail::fp8_kernels();
+  constexpr int64_t kRowsPerTask = 16;
+  parallel_for((m + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
+    const int64_t begin = task * kRowsPerTask, rows = std::min(kRowsPerTask, m - begin);
+    detail::Fp8EpilogueArgs args{acc.data<float>() + begin * n, bias32.defined() ? bias32.data<float>() : nullptr,
+                                 nullptr, nullptr, rows, n, scale};
+    if (bf16) args.out_bf16 = static_cast<uint16_t*>(out.data_ptr()) + begin * n;
+    else args.out_f32 = acc.data<float>() + begin * n;
+    k.epilogue(args);
+  });
+  return bf16 || out_dtype == kFloat32 ? out : acc.to(out_dtype);
 }
 
 Tensor cpu_fp8_gemm(const Fp8Tensor& a, const Fp8Tensor& b, DType out_dtype, const Tensor& bias) {

@@ -1,6 +1,7 @@
-// The FP8 cast kernels' entry points, one set per instruction set (Note [ISA kernel units] in
+// The FP8 kernels' entry points, one set per instruction set (Note [ISA kernel units] in
 // tensor/cpu/simd.h): the scalar reference (fp8_kernels_scalar.cpp) and the AVX2 and AVX-512
-// units. precision/fp8/fp8_cast.cpp picks one set from cpu_isa() and splits the work over threads.
+// units. fp8_dispatch.h picks one set from cpu_isa(); the callers (fp8_cast.cpp, fp8_gemm.cpp)
+// split the work over threads.
 //
 // Every kernel computes exactly what the scalar reference computes, bit for bit: the FP8 encode
 // rounds to nearest even (tensor/float_formats.h is the reference of the reference), the decode is
@@ -43,17 +44,33 @@ struct Fp8DecodeArgs {
   bool e5m2;
 };
 
+// The FP8 GEMM's epilogue over rows of its float32 accumulator acc (rows, cols), row-major:
+// out[i, j] = fma(acc[i, j], scale, bias[j]), one rounding (bias null: 0), written as float32
+// (out_f32, which may be acc itself) or rounded to nearest even bfloat16 (out_bf16).
+struct Fp8EpilogueArgs {
+  const float* acc;
+  const float* bias;
+  float* out_f32;
+  uint16_t* out_bf16;
+  int64_t rows;
+  int64_t cols;
+  float scale;
+};
+
 // Each encode returns the amax of its source (Note [FP8 amax]); fp8_amax_* compute only that.
 float fp8_encode_scalar(const Fp8EncodeArgs& args);
 void fp8_decode_scalar(const Fp8DecodeArgs& args);
 float fp8_amax_scalar(const void* src, bool src_bf16, int64_t n);
+void fp8_epilogue_scalar(const Fp8EpilogueArgs& args);
 
 float fp8_encode_avx2(const Fp8EncodeArgs& args);
 void fp8_decode_avx2(const Fp8DecodeArgs& args);
 float fp8_amax_avx2(const void* src, bool src_bf16, int64_t n);
+void fp8_epilogue_avx2(const Fp8EpilogueArgs& args);
 
 float fp8_encode_avx512(const Fp8EncodeArgs& args);
 void fp8_decode_avx512(const Fp8DecodeArgs& args);
 float fp8_amax_avx512(const void* src, bool src_bf16, int64_t n);
+void fp8_epilogue_avx512(const Fp8EpilogueArgs& args);
 
 }  // namespace weft::detail

@@ -224,6 +224,42 @@ float amax(const void* src, int64_t n) {
   return float_of_bits(horizontal_max(m));
 }
 
+// 8 values of one row: fma(acc, scale, bias) stored as float32 or bfloat16.
+template <bool BF16_OUT>
+[[gnu::always_inline]] inline void epilogue8(const float* acc, const float* bias, void* out, __m256 scale) {
+  const __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(acc), scale, bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps());
+  if constexpr (BF16_OUT) {
+    const __m256i words = to_bf16(_mm256_castps_si256(v));
+    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+    _mm_storeu_si128(static_cast<__m128i*>(out), packed);
+  } else {
+    _mm256_storeu_ps(static_cast<float*>(out), v);
+  }
+}
+
+template <bool BF16_OUT>
+void epilogue(const Fp8EpilogueArgs a) {  // by value, as encode
+  constexpr int64_t kItem = BF16_OUT ? 2 : 4;
+  const __m256 scale = _mm256_set1_ps(a.scale);
+  auto* out = BF16_OUT ? static_cast<void*>(a.out_bf16) : static_cast<void*>(a.out_f32);
+  const int64_t full = a.cols - a.cols % 8;
+  for (int64_t i = 0; i < a.rows; ++i) {
+    const float* acc = a.acc + i * a.cols;
+    auto* row = static_cast<uint8_t*>(out) + i * a.cols * kItem;
+    for (int64_t j = 0; j < full; j += 8)
+      epilogue8<BF16_OUT>(acc + j, a.bias ? a.bias + j : nullptr, row + j * kItem, scale);
+    if (full == a.cols) continue;
+    alignas(32) float tail_acc[8] = {}, tail_bias[8] = {};
+    alignas(32) uint8_t tail_out[8 * kItem];
+    for (int64_t j = full; j < a.cols; ++j) {
+      tail_acc[j - full] = acc[j];
+      tail_bias[j - full] = a.bias ? a.bias[j] : 0.0f;
+    }
+    epilogue8<BF16_OUT>(tail_acc, tail_bias, tail_out, scale);
+    for (int64_t b = 0; b < (a.cols - full) * kItem; ++b) row[full * kItem + b] = tail_out[b];
+  }
+}
+
 }  // namespace
 
 float fp8_encode_avx2(const Fp8EncodeArgs& a) {
@@ -238,6 +274,11 @@ void fp8_decode_avx2(const Fp8DecodeArgs& a) {
 
 float fp8_amax_avx2(const void* src, bool src_bf16, int64_t n) {
   return src_bf16 ? amax<true>(src, n) : amax<false>(src, n);
+}
+
+void fp8_epilogue_avx2(const Fp8EpilogueArgs& a) {
+  if (a.out_bf16) epilogue<true>(a);
+  else epilogue<false>(a);
 }
 
 }  // namespace weft::detail

@@ -192,6 +192,39 @@ float amax(const void* src, int64_t n) {
   return float_of_bits(horizontal_max(m));
 }
 
+// 16 values of one row: fma(acc, scale, bias) stored as float32 or bfloat16.
+template <bool BF16_OUT>
+[[gnu::always_inline]] inline void epilogue16(const float* acc, const float* bias, void* out, __m512 scale) {
+  const __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(acc), scale, bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps());
+  if constexpr (BF16_OUT)
+    _mm256_storeu_si256(static_cast<__m256i*>(out), _mm512_cvtepi32_epi16(to_bf16(_mm512_castps_si512(v))));
+  else
+    _mm512_storeu_ps(out, v);
+}
+
+template <bool BF16_OUT>
+void epilogue(const Fp8EpilogueArgs a) {  // by value, as encode
+  constexpr int64_t kItem = BF16_OUT ? 2 : 4;
+  const __m512 scale = _mm512_set1_ps(a.scale);
+  auto* out = BF16_OUT ? static_cast<void*>(a.out_bf16) : static_cast<void*>(a.out_f32);
+  const int64_t full = a.cols - a.cols % kLanes;
+  for (int64_t i = 0; i < a.rows; ++i) {
+    const float* acc = a.acc + i * a.cols;
+    auto* row = static_cast<uint8_t*>(out) + i * a.cols * kItem;
+    for (int64_t j = 0; j < full; j += kLanes)
+      epilogue16<BF16_OUT>(acc + j, a.bias ? a.bias + j : nullptr, row + j * kItem, scale);
+    if (full == a.cols) continue;
+    alignas(64) float tail_acc[kLanes] = {}, tail_bias[kLanes] = {};
+    alignas(64) uint8_t tail_out[kLanes * kItem];
+    for (int64_t j = full; j < a.cols; ++j) {
+      tail_acc[j - full] = acc[j];
+      tail_bias[j - full] = a.bias ? a.bias[j] : 0.0f;
+    }
+    epilogue16<BF16_OUT>(tail_acc, tail_bias, tail_out, scale);
+    for (int64_t b = 0; b < (a.cols - full) * kItem; ++b) row[full * kItem + b] = tail_out[b];
+  }
+}
+
 }  // namespace
 
 float fp8_encode_avx512(const Fp8EncodeArgs& a) {
@@ -206,6 +239,11 @@ void fp8_decode_avx512(const Fp8DecodeArgs& a) {
 
 float fp8_amax_avx512(const void* src, bool src_bf16, int64_t n) {
   return src_bf16 ? amax<true>(src, n) : amax<false>(src, n);
+}
+
+void fp8_epilogue_avx512(const Fp8EpilogueArgs& a) {
+  if (a.out_bf16) epilogue<true>(a);
+  else epilogue<false>(a);
 }
 
 }  // namespace weft::detail

@@ -49,4 +49,13 @@ float fp8_amax_scalar(const void* src, bool src_bf16, int64_t n) {
   return amax;
 }
 
+void fp8_epilogue_scalar(const Fp8EpilogueArgs& a) {
+  for (int64_t i = 0; i < a.rows; ++i)
+    for (int64_t j = 0; j < a.cols; ++j) {
+      const float v = std::fma(a.acc[i * a.cols + j], a.scale, a.bias ? a.bias[j] : 0.0f);
+      if (a.out_f32) a.out_f32[i * a.cols + j] = v;
+      else a.out_bf16[i * a.cols + j] = float_to_bfloat16(v);
+    }
+}
+
 }  // namespace weft::detail

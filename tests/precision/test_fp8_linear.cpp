@@ -85,10 +85,15 @@ TEST_CASE("fp8_gemm equals fp64 on the decoded operands, with transposed operand
   const Tensor bias = random_tensor({32}, 3);
   const Matrix am = rounded(a32, kFloat8E4M3FN, 20.0f), bm = rounded(b32, kFloat8E5M2, 0.5f);
   const std::vector<double> bias_v = matrix_of(bias.reshape({1, 32})).v;
+  std::vector<std::vector<float>> per_path;  // every path's epilogue is the same fma: the same bits
   for (CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);
     CAPTURE(cpu_isa_name(isa));
     const Tensor y = fp8_gemm(a, b, kFloat32, bias);
+    per_path.push_back(y.to_vector<float>());
+    per_path.push_back(fp8_gemm(a, b, kBFloat16, bias).to_vector<float>());
+    CHECK(per_path[per_path.size() - 2] == per_path[0]);
+    CHECK(per_path.back() == per_path[1]);
     CHECK(y.dtype() == kFloat32);
     CHECK(y.shape() == Shape{7, 32});
     check_product(y, am, bm, true, std::ldexp(1.0, -23), bias_v);
