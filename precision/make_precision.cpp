@@ -8,13 +8,17 @@
 namespace weft::precision {
 
 std::unique_ptr<Precision> make_precision(const PrecisionInput& precision, const std::string& accelerator) {
-  const std::string chosen = precision_for_accelerator(normalize_precision(precision), accelerator);
-  if (chosen == "32-true") return std::make_unique<Precision>();
-  if (chosen == "64-true") return std::make_unique<DoublePrecision>();
-  if (chosen == "16-true" || chosen == "bf16-true") return std::make_unique<HalfPrecision>(chosen);
-  if (chosen == "16-mixed" || chosen == "bf16-mixed") return std::make_unique<MixedPrecision>(chosen, accelerator);
+  const PrecisionMode mode = precision_for_accelerator(parse_precision(precision), accelerator);
+  const std::string name(precision_name(mode));
+  switch (precision_traits(mode).plugin) {
+    case PluginKind::Float32: return std::make_unique<Precision>();
+    case PluginKind::Double: return std::make_unique<DoublePrecision>();
+    case PluginKind::Half: return std::make_unique<HalfPrecision>(name);
+    case PluginKind::Mixed: return std::make_unique<MixedPrecision>(name, accelerator);
+    case PluginKind::TransformerEngine: break;
+  }
   TransformerEngineOptions fp8;
-  fp8.weights_dtype = precision_dtype(chosen);
+  fp8.weights_dtype = precision_traits(mode).param_dtype;
   fp8.device = accelerator;
   return std::make_unique<TransformerEnginePrecision>(std::move(fp8));
 }

@@ -101,8 +101,8 @@ TransformerEnginePrecision::TransformerEnginePrecision(TransformerEngineOptions 
              fallback_compute_dtype_);
 }
 
-std::string TransformerEnginePrecision::precision() const {
-  return weights_dtype_ == kFloat16 ? "transformer-engine-float16" : "transformer-engine";
+PrecisionMode TransformerEnginePrecision::mode() const {
+  return weights_dtype_ == kFloat16 ? PrecisionMode::TransformerEngineFloat16 : PrecisionMode::TransformerEngine;
 }
 
 void TransformerEnginePrecision::convert_module(nn::Module& module) {

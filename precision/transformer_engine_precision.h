@@ -60,8 +60,9 @@ class TransformerEnginePrecision : public Precision {
  public:
   explicit TransformerEnginePrecision(TransformerEngineOptions options);
 
-  // "transformer-engine-float16" for float16 weights, "transformer-engine" otherwise.
-  std::string precision() const override;
+  // TransformerEngineFloat16 ("transformer-engine-float16") for float16 weights,
+  // TransformerEngine ("transformer-engine") otherwise.
+  PrecisionMode mode() const override;
   DType weights_dtype() const { return weights_dtype_; }
   const Fp8Recipe& recipe() const { return recipe_; }
   std::optional<bool> replace_layers() const { return replace_layers_; }

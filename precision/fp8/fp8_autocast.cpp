@@ -23,6 +23,7 @@ struct ThreadState {
   std::exception_ptr deferred_error;
 };
 
+// Note [Thread-local state] in tensor/init_context.h.
 thread_local ThreadState tls;
 
 Region& open_region(const char* op) {

@@ -7,8 +7,9 @@
 //   }                               // leaving the outermost scope updates the forward scales
 //   loss(y).backward();             // after the first FP8 layer's backward: the gradient scales
 //
-// Scopes nest (RAII, strictly, per thread): an inner scope sets its own enabled flag, recipe and
-// calibrating flag, and the outer ones come back when it ends. The outermost scope is a *region*:
+// Scopes nest (RAII, strictly, per thread; Note [Thread-local state] in tensor/init_context.h):
+// an inner scope sets its own enabled flag, recipe and calibrating flag, and the outer ones come
+// back when it ends. The outermost scope is a *region*:
 // every DelayedScaling tensor an FP8 layer casts inside it (input, weight) is remembered, and when
 // the region ends their amaxes are all-reduced over the ranks (max) through the region's
 // AmaxReducer, then each scale is updated (precision/fp8/fp8_meta.h). The gradient tensors of the
