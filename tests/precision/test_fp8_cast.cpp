@@ -36,11 +36,13 @@ float code_value(uint8_t code, DType fp8) {
 
 std::vector<uint8_t> codes_of(const Tensor& q) {
   std::vector<uint8_t> out(static_cast<size_t>(q.numel()));
-  std::memcpy(out.data(), q.contiguous().data_ptr(), out.size());
+  if (!out.empty()) std::memcpy(out.data(), q.contiguous().data_ptr(), out.size());
   return out;
 }
 
-std::string isa_label(CpuIsa isa) { return std::string(cpu_isa_name(isa)) + (cpu_isa_emulated() ? " (emulated)" : ""); }
+std::string isa_label(CpuIsa isa) {
+  return std::string(cpu_isa_name(isa)) + (cpu_isa_emulated() && isa >= CpuIsa::Avx512 ? " (emulated)" : "");
+}
 
 // Every code's value, the exact midpoints between neighbouring codes (ties, which round to the
 // even code), one float step either side of each midpoint and of each value, the overflow
