@@ -23,6 +23,8 @@
 //   precision/warnings.cpp       the warning handler (CaptureWarnings, WarningHandlerGuard)
 //   precision/context.cpp        the open precision Contexts, so that ending one out of order
 //                                is detected and still restores (Note [Context order])
+//   precision/fp8/fp8_autocast.cpp  fp8_autocast (enabled, recipe, calibrating), its open region,
+//                                an amax-reduction error deferred to the next FP8 call
 //   fabric/fabric.cpp            "inside Fabric::backward" (Note [Backward guard])
 // A new thread starts at every bottom: float32, cpu, autocast off, grad on, no replacement. What
 // is process-wide instead, and so shared by every thread: the thread count, the CPU GEMM library
