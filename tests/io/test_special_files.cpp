@@ -49,7 +49,7 @@ TEST_CASE("every file reader refuses a named pipe at once, naming what the path 
   TempDir dir;
   const auto fifo = dir / "pipe";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  const std::string expected = "'" + fifo.string() + "' is a named pipe (FIFO); expected a regular file";
+  const std::string expected = "'" + fifo.native() + "' is a named pipe (FIFO); expected a regular file";
   CHECK(contains(error_within_deadline([&] { io::load_safetensors(fifo); }, fifo), "[load_safetensors] " + expected));
   CHECK(contains(error_within_deadline([&] { io::read_checkpoint(fifo); }, fifo), expected));
   nn::Linear model(2, 1);
@@ -62,7 +62,7 @@ TEST_CASE("file readers refuse a directory and a device") {
   for (const std::filesystem::path& path : {dir.path(), std::filesystem::path("/dev/null")}) {
     CAPTURE(path);
     const std::string kind = path == dir.path() ? "a directory" : "a character device";
-    const std::string expected = "'" + path.string() + "' is " + kind + "; expected a regular file";
+    const std::string expected = "'" + path.native() + "' is " + kind + "; expected a regular file";
     CHECK(error_of([&] { io::load_safetensors(path); }) == "[load_safetensors] " + expected);
     CHECK(error_of([&] { io::read_idx(path.string()); }) == "[read_idx] " + expected);
     nn::Linear model(2, 1);
