@@ -174,6 +174,12 @@ void check_options(const Options& o) {
                  std::to_string(*o.threads));
   if (!o.gemm.empty() && o.gemm != "openblas" && o.gemm != "eigen")
     option_error("--gemm expects openblas or eigen, got '" + o.gemm + "'");
+  try {
+    precision::CaptureWarnings quiet;  // Fabric parses it again below and warns then
+    precision::parse_precision(o.precision);
+  } catch (const Error& e) {
+    option_error(std::string("--precision: ") + e.what());
+  }
   if (o.gemm == "openblas" && !cpu_gemm_library_available(GemmLibrary::OpenBLAS))
     option_error("--gemm openblas: this build of weft has no OpenBLAS (install libopenblas-openmp-dev and rebuild)");
   const char* kinds[] = {"images-idx3", "labels-idx1"};
