@@ -17,7 +17,11 @@
 //
 // Output: a progress line per step (loss, throughput), the test accuracy per epoch, a CSV log,
 // a PNG plot of the curves when gnuplot is installed, and a final JSON summary line that the
-// benchmark script reads.
+// benchmark script reads. The log and the plot go to the current directory unless --log and
+// --plot say otherwise.
+//
+// Every flag and path is checked before any data is read (check_options): a run never fails
+// half way, or silently skips its log, for a reason known at the start.
 #include <unistd.h>
 
 #include <chrono>
@@ -26,10 +30,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "option_checks.h"
 #include "weft.h"
 
 using namespace weft;
@@ -42,12 +49,13 @@ struct Options {
   int64_t batch_size = 128;
   double lr = 1e-3;
   uint64_t seed = 0;
-  int threads = 0;  // 0: leave the default
+  std::optional<int> threads;  // unset: leave the default
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::string checkpoint;  // saved after every epoch when set
   std::string resume;      // checkpoint to continue from
   std::string log = "mlp_train.csv";
   std::string plot = "mlp_train.png";
+  bool plot_given = false;  // --plot on the command line, not the default
   std::string precision = "32-true";
   std::string gemm;  // empty: the build's default
   bool progress = true;
@@ -59,12 +67,13 @@ const char* kUsage = R"(usage: mlp_train [options]
   --batch-size 128     mini-batch size
   --lr 0.001           AdamW learning rate
   --seed 0             seed for initialisation and shuffling
-  --threads N          CPU threads (default: all cores)
+  --threads N          CPU threads, 1 to 4 x the hardware threads (default: all cores)
   --data-dir DIR       folder with the Fashion-MNIST IDX .gz files
   --checkpoint FILE    save model + optimizer after every epoch (safetensors)
   --resume FILE        continue training from a checkpoint
   --log FILE           CSV log of per-epoch figures (default mlp_train.csv; '' to disable)
-  --plot FILE          PNG plot of the curves via gnuplot (default mlp_train.png; '' to disable)
+  --plot FILE          PNG plot of the curves via gnuplot (default mlp_train.png when gnuplot is
+                       installed; '' to disable)
   --precision 32-true  32-true, 64-true, 16-true, bf16-true, bf16-mixed, 16-mixed (bf16-mixed on
                        the cpu), transformer-engine, transformer-engine-float16 (FP8 training),
                        or the aliases 64, 32, 16, bf16
@@ -78,11 +87,21 @@ const char* kUsage = R"(usage: mlp_train [options]
   std::exit(2);
 }
 
+// A flag whose value is well-formed but unusable: the message says what was expected.
+[[noreturn]] void option_error(const std::string& message) {
+  std::cerr << "mlp_train: " << message << "\n(mlp_train --help lists the options)\n";
+  std::exit(2);
+}
+
 template <class T>
 T parse_number(const std::string& flag, const std::string& text) {
   std::istringstream is(text);
   T value{};
-  if (!(is >> value) || !is.eof()) usage_error(flag + " expects a number, got '" + text + "'");
+  // An unsigned read accepts "-1" as 2^64 - 1: a sign is refused before the read.
+  const bool negative_unsigned = std::is_unsigned_v<T> && text.find('-') != std::string::npos;
+  if (negative_unsigned || !(is >> value) || !is.eof())
+    usage_error(flag + " expects " + (std::is_unsigned_v<T> ? "a non-negative whole number" : "a number") + ", got '" +
+                text + "'");
   return value;
 }
 
@@ -121,18 +140,80 @@ Options parse(int argc, char** argv) {
     else if (flag == "--checkpoint") o.checkpoint = value;
     else if (flag == "--resume") o.resume = value;
     else if (flag == "--log") o.log = value;
-    else if (flag == "--plot") o.plot = value;
+    else if (flag == "--plot") {
+      o.plot = value;
+      o.plot_given = true;
+    }
     else if (flag == "--precision") o.precision = value;
     else if (flag == "--gemm") o.gemm = value;
     else usage_error("unknown option " + flag);
   }
-  if (o.epochs < 1) usage_error("--epochs must be at least 1");
-  if (o.batch_size < 1) usage_error("--batch-size must be at least 1");
-  if (!(o.lr > 0)) usage_error("--lr must be positive");
-  if (o.threads < 0) usage_error("--threads must be positive");
-  if (!o.gemm.empty() && o.gemm != "openblas" && o.gemm != "eigen")
-    usage_error("--gemm expects openblas or eigen, got '" + o.gemm + "'");
   return o;
+}
+
+// The epoch a checkpoint of this program was saved after (its "epoch" metadata).
+int64_t saved_epoch(const io::SafetensorsMetadata& meta, const std::string& path) {
+  const auto it = meta.find("epoch");
+  if (it == meta.end()) option_error("--resume: '" + path + "' has no 'epoch' entry; expected a checkpoint saved by "
+                                     "mlp_train --checkpoint");
+  return parse_number<int64_t>("the checkpoint's epoch", it->second);
+}
+
+bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
+
+// Every value and path, before any data is read or any epoch runs. A new flag adds its check here.
+void check_options(const Options& o) {
+  if (o.epochs < 1) option_error("--epochs expects at least 1, got " + std::to_string(o.epochs));
+  if (o.batch_size < 1) option_error("--batch-size expects at least 1, got " + std::to_string(o.batch_size));
+  if (!(o.lr > 0)) option_error("--lr expects a positive number, got " + std::to_string(o.lr));
+  // More threads than a few per hardware thread never helps a compute-bound run, and a huge count
+  // exhausts the process (OpenMP starts them all).
+  const int max_threads = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.threads && (*o.threads < 1 || *o.threads > max_threads))
+    option_error("--threads expects 1 to " + std::to_string(max_threads) + " (4 x the hardware threads), got " +
+                 std::to_string(*o.threads));
+  if (!o.gemm.empty() && o.gemm != "openblas" && o.gemm != "eigen")
+    option_error("--gemm expects openblas or eigen, got '" + o.gemm + "'");
+  try {
+    precision::CaptureWarnings quiet;  // Fabric parses it again below and warns then
+    precision::parse_precision(o.precision);
+  } catch (const Error& e) {
+    option_error(std::string("--precision: ") + e.what());
+  }
+  if (o.gemm == "openblas" && !cpu_gemm_library_available(GemmLibrary::OpenBLAS))
+    option_error("--gemm openblas: this build of weft has no OpenBLAS (install libopenblas-openmp-dev and rebuild)");
+  const char* kinds[] = {"images-idx3", "labels-idx1"};
+  for (const char* split : {"train", "t10k"})
+    for (const char* kind : kinds) {
+      const std::string file = o.data_dir + "/" + split + "-" + kind + "-ubyte.gz";
+      if (const std::string why = examples::unreadable_reason(file); !why.empty())
+        option_error("--data-dir: " + why + "; expected a folder with the Fashion-MNIST IDX .gz files\n"
+                     "Install them with:  apt-get install dataset-fashion-mnist");
+    }
+  if (!o.checkpoint.empty())
+    if (const std::string why = examples::unwritable_reason(o.checkpoint); !why.empty())
+      option_error("--checkpoint: " + why);
+  if (!o.resume.empty()) {
+    if (const std::string why = examples::unreadable_reason(o.resume); !why.empty()) option_error("--resume: " + why);
+    io::SafetensorsMetadata meta;
+    try {
+      meta = io::read_checkpoint(o.resume).metadata;
+    } catch (const Error& e) {
+      option_error(std::string("--resume: ") + e.what());
+    }
+    const int64_t done = saved_epoch(meta, o.resume);
+    if (done >= o.epochs)
+      option_error("--resume: '" + o.resume + "' was saved after epoch " + std::to_string(done) + " and --epochs is " +
+                   std::to_string(o.epochs) + ", so there is nothing left to train; expected --epochs above " +
+                   std::to_string(done));
+  }
+  if (!o.log.empty())
+    if (const std::string why = examples::unappendable_reason(o.log); !why.empty()) option_error("--log: " + why);
+  if (o.plot_given && !o.plot.empty()) {
+    if (o.log.empty()) option_error("--plot draws the CSV log, which --log '' turned off");
+    if (!have_gnuplot()) option_error("--plot needs gnuplot (apt-get install gnuplot-nox), or --plot '' for no plot");
+    if (const std::string why = examples::unwritable_reason(o.plot); !why.empty()) option_error("--plot: " + why);
+  }
 }
 
 struct Split {
@@ -143,12 +224,6 @@ struct Split {
 Split load_split(const std::string& dir, const std::string& prefix) {
   const std::string images = dir + "/" + prefix + "-images-idx3-ubyte.gz";
   const std::string labels = dir + "/" + prefix + "-labels-idx1-ubyte.gz";
-  if (!std::filesystem::exists(images) || !std::filesystem::exists(labels)) {
-    std::cerr << "mlp_train: Fashion-MNIST not found in " << dir << " (looked for " << images << ").\n"
-              << "Install it with:  apt-get install dataset-fashion-mnist\n"
-              << "or point --data-dir at a folder holding the four IDX .gz files.\n";
-    std::exit(1);
-  }
   const Tensor x = io::read_idx(images);
   const Tensor y = io::read_idx(labels);
   WEFT_CHECK(x.dim() == 3 && y.dim() == 1 && x.size(0) == y.size(0), "[mlp_train] ", prefix,
@@ -183,7 +258,11 @@ double evaluate(const fabric::FabricModule& model, const Split& test) {
 }
 
 void render_plot(const std::string& csv, const std::string& png) {
-  if (png.empty() || csv.empty() || std::system("command -v gnuplot > /dev/null 2>&1") != 0) return;
+  if (png.empty() || csv.empty()) return;
+  if (!have_gnuplot()) {
+    std::cout << "no plot: gnuplot is not installed (apt-get install gnuplot-nox)\n";
+    return;
+  }
   const std::string script = png + ".gp";
   std::ofstream(script) << "set terminal pngcairo size 900,400\nset output '" << png << "'\n"
                         << "set datafile separator ','\nset multiplot layout 1,2\n"
@@ -193,6 +272,7 @@ void render_plot(const std::string& csv, const std::string& png) {
                         << "plot '" << csv << "' using 1:3 skip 1 with linespoints title 'accuracy'\n"
                         << "unset multiplot\n";
   if (std::system(("gnuplot '" + script + "' 2> /dev/null").c_str()) == 0) std::cout << "plot: " << png << "\n";
+  else std::cerr << "mlp_train: gnuplot could not draw " << png << "\n";
   std::filesystem::remove(script);
 }
 
@@ -209,7 +289,8 @@ void progress_line(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, d
 
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
-  if (o.threads > 0) set_num_threads(o.threads);
+  check_options(o);
+  if (o.threads) set_num_threads(*o.threads);
   if (!o.gemm.empty()) set_cpu_gemm_library(o.gemm == "eigen" ? GemmLibrary::Eigen : GemmLibrary::OpenBLAS);
   const Split train = load_split(o.data_dir, "train");
   const Split test = load_split(o.data_dir, "t10k");
@@ -224,12 +305,11 @@ int main(int argc, char** argv) try {
     return build_model(o, train.images.size(1), 10);
   }();
   const fabric::FabricModule model = fabric.setup_module(net);
-  optim::AdamW adamw(net->parameters(), {.lr = o.lr});
-  const fabric::FabricOptimizer optimizer = fabric.setup_optimizer(adamw);
+  const fabric::FabricOptimizer optimizer = fabric.setup_optimizer(optim::AdamW(net->parameters(), {.lr = o.lr}));
   int64_t first_epoch = 1;
   if (!o.resume.empty()) {
     const auto meta = fabric.load(o.resume, model, &optimizer);
-    first_epoch = parse_number<int64_t>("checkpoint epoch", meta.at("epoch")) + 1;
+    first_epoch = saved_epoch(meta, o.resume) + 1;
     std::cout << "resumed from " << o.resume << " after epoch " << first_epoch - 1 << "\n";
   }
   std::cout << *net << "\n";
@@ -238,6 +318,7 @@ int main(int argc, char** argv) try {
   if (!o.log.empty()) {
     const bool append = !o.resume.empty() && std::filesystem::exists(o.log);
     log.open(o.log, append ? std::ios::app : std::ios::trunc);
+    WEFT_CHECK(log.is_open(), "[mlp_train] cannot open the log '", o.log, "' for writing");
     if (!append) log << "epoch,train_loss,test_accuracy,seconds,samples_per_second\n";
   }
 

@@ -94,6 +94,11 @@ FabricModule Fabric::setup_module(std::shared_ptr<nn::Module> module) {
   return FabricModule(std::move(module), plugin_);
 }
 
+FabricOptimizer Fabric::wrap_optimizer(std::shared_ptr<optim::Optimizer> optimizer) {
+  WEFT_CHECK(optimizer != nullptr, "[Fabric.setup] expected an optimizer, got an empty pointer");
+  return FabricOptimizer(std::move(optimizer), plugin_);
+}
+
 void Fabric::backward(const Tensor& loss, const FabricModule* model) {
   nn::Module* module = model != nullptr ? model->module().get() : nullptr;
   FabricBackwardScope scope;

@@ -2,7 +2,7 @@
 // precision plugin and routes every precision-relevant step through it:
 //
 //   fabric::Fabric fabric({.precision = "bf16-mixed"});
-//   auto [model, optimizer] = fabric.setup(net, adamw);     // convert_module, then wrap
+//   auto [model, optimizer] = fabric.setup(net, std::move(adamw));  // convert_module, then wrap
 //   Tensor loss = cross_entropy(model(x), y);               // convert_input → autocast → convert_output
 //   fabric.backward(loss);                                  // loss scaling under 16-mixed
 //   fabric.clip_gradients(model, optimizer, std::nullopt, 1.0);  // by norm; unscales first
@@ -25,6 +25,7 @@
 // that fails leaves the model, the optimizer and the plugin as they were.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -48,7 +49,7 @@ struct FabricOptions {
   std::string strategy = "auto";  // "auto" or "single_device"
   // At most one of these; neither means "32-true".
   std::optional<precision::PrecisionInput> precision;
-  std::shared_ptr<precision::Precision> plugin;
+  std::shared_ptr<precision::Precision> plugin{};  // {}: designated initializers may leave it out
 };
 
 class Fabric;
@@ -70,21 +71,30 @@ class FabricModule {
   std::shared_ptr<precision::Precision> plugin_;
 };
 
-// An optimizer set up by Fabric: step() is the plugin's optimizer_step (which may skip).
+// An optimizer set up by Fabric: step() is the plugin's optimizer_step (which may skip). It shares
+// ownership of the optimizer, as FabricModule does of the module, so it can never outlive it.
 class FabricOptimizer {
  public:
   // Returns whether the optimizer stepped.
   bool step() const { return plugin_->optimizer_step(*optimizer_); }
   void zero_grad(bool set_to_none = true) const { optimizer_->zero_grad(set_to_none); }
   optim::Optimizer& optimizer() const { return *optimizer_; }
+  optim::Optimizer* operator->() const { return optimizer_.get(); }
 
  private:
   friend class Fabric;
-  FabricOptimizer(optim::Optimizer& optimizer, std::shared_ptr<precision::Precision> plugin)
-      : optimizer_(&optimizer), plugin_(std::move(plugin)) {}
-  optim::Optimizer* optimizer_;
+  FabricOptimizer(std::shared_ptr<optim::Optimizer> optimizer, std::shared_ptr<precision::Precision> plugin)
+      : optimizer_(std::move(optimizer)), plugin_(std::move(plugin)) {}
+  std::shared_ptr<optim::Optimizer> optimizer_;
   std::shared_ptr<precision::Precision> plugin_;
 };
+
+// What Fabric::setup_optimizer takes: an optimizer moved in (`std::move(adamw)`, or a temporary)
+// or a std::shared_ptr to one. A plain reference is refused at compile time: the wrapper would
+// hold a pointer that dangles once that optimizer goes out of scope.
+template <class T>
+concept OptimizerHandover =
+    std::derived_from<T, optim::Optimizer> || std::convertible_to<T, std::shared_ptr<optim::Optimizer>>;
 
 class Fabric {
  public:
@@ -100,11 +110,20 @@ class Fabric {
   FabricModule setup_module(const nn::ModuleHolder<Impl>& holder) {
     return setup_module(std::static_pointer_cast<nn::Module>(holder.ptr()));
   }
-  FabricOptimizer setup_optimizer(optim::Optimizer& optimizer) { return FabricOptimizer(optimizer, plugin_); }
-  template <class Model>
-  std::pair<FabricModule, FabricOptimizer> setup(const Model& model, optim::Optimizer& optimizer) {
+  // `Opt&&` binds an lvalue as Opt = T&, which OptimizerHandover refuses (see above).
+  template <class Opt>
+    requires OptimizerHandover<Opt>
+  FabricOptimizer setup_optimizer(Opt&& optimizer) {
+    if constexpr (std::derived_from<Opt, optim::Optimizer>)
+      return wrap_optimizer(std::make_shared<Opt>(std::move(optimizer)));
+    else
+      return wrap_optimizer(std::shared_ptr<optim::Optimizer>(std::forward<Opt>(optimizer)));
+  }
+  template <class Model, class Opt>
+    requires OptimizerHandover<Opt>
+  std::pair<FabricModule, FabricOptimizer> setup(const Model& model, Opt&& optimizer) {
     FabricModule wrapped = setup_module(model);
-    return {std::move(wrapped), setup_optimizer(optimizer)};
+    return {std::move(wrapped), setup_optimizer(std::forward<Opt>(optimizer))};
   }
 
   // pre_backward → the plugin's backward (loss scaling) → post_backward.
@@ -132,6 +151,8 @@ class Fabric {
   static void seed_everything(uint64_t seed);
 
  private:
+  FabricOptimizer wrap_optimizer(std::shared_ptr<optim::Optimizer> optimizer);
+
   std::string accelerator_;
   std::shared_ptr<precision::Precision> plugin_;
 };

@@ -285,16 +285,11 @@ TensorDict Module::state_dict() const {
 
 void Module::before_load_state_dict(const TensorDict&, const std::string&) {}
 
-IncompatibleKeys Module::load_state_dict(const TensorDict& state, bool strict) {
-  walk(false, [&](const std::string& prefix, const std::shared_ptr<Module>& m) {
-    m->before_load_state_dict(state, prefix.empty() ? prefix : prefix + ".");
-  });
-
-  const std::vector<NamedTensor> entries = state_entries();
-  IncompatibleKeys result;
+std::vector<std::string> Module::state_dict_errors(const TensorDict& state, bool strict, bool lazy_fits,
+                                                   IncompatibleKeys& result) const {
   std::vector<std::string> errors;
   std::set<std::string> expected;
-  for (const auto& [name, local] : entries) {
+  for (const auto& [name, local] : state_entries()) {
     expected.insert(name);
     const Tensor* incoming = state.find(name);
     if (incoming == nullptr) {
@@ -304,8 +299,9 @@ IncompatibleKeys Module::load_state_dict(const TensorDict& state, bool strict) {
                        "' is uninitialized in the state dict (it comes from a lazy module that has not run "
                        "forward); run a forward pass on the source module first");
     } else if (!incoming->is_uninitialized() && local.is_uninitialized()) {
-      errors.push_back(weft::detail::cat("'", name, "' is uninitialized in the module and its shape could not be ",
-                                         "inferred from the state dict's ", incoming->shape()));
+      if (!lazy_fits)
+        errors.push_back(weft::detail::cat("'", name, "' is uninitialized in the module and its shape could not be ",
+                                           "inferred from the state dict's ", incoming->shape()));
     } else if (!local.is_uninitialized() && incoming->shape() != local.shape()) {
       errors.push_back(weft::detail::cat("shape mismatch for '", name, "': the module has ", local.shape(),
                                          ", the state dict has ", incoming->shape()));
@@ -318,14 +314,32 @@ IncompatibleKeys Module::load_state_dict(const TensorDict& state, bool strict) {
     errors.insert(errors.begin(), "unexpected keys: " + quoted_list(result.unexpected_keys));
   if (strict && !result.missing_keys.empty())
     errors.insert(errors.begin(), "missing keys: " + quoted_list(result.missing_keys));
-  if (!errors.empty()) {
-    std::string message = "[load_state_dict] cannot load the state dict into " + type_name() + ":";
-    for (const auto& e : errors) message += "\n  " + e;
-    throw Error(message);
-  }
+  return errors;
+}
+
+void Module::throw_load_errors(const std::vector<std::string>& errors) const {
+  std::string message = "[load_state_dict] cannot load the state dict into " + type_name() + ":";
+  for (const auto& e : errors) message += "\n  " + e;
+  throw Error(message);
+}
+
+void Module::check_state_dict(const TensorDict& state, bool strict) const {
+  IncompatibleKeys keys;
+  const std::vector<std::string> errors = state_dict_errors(state, strict, /*lazy_fits=*/true, keys);
+  if (!errors.empty()) throw_load_errors(errors);
+}
+
+IncompatibleKeys Module::load_state_dict(const TensorDict& state, bool strict) {
+  walk(false, [&](const std::string& prefix, const std::shared_ptr<Module>& m) {
+    m->before_load_state_dict(state, prefix.empty() ? prefix : prefix + ".");
+  });
+
+  IncompatibleKeys result;
+  const std::vector<std::string> errors = state_dict_errors(state, strict, /*lazy_fits=*/false, result);
+  if (!errors.empty()) throw_load_errors(errors);
 
   NoGradGuard no_grad;
-  for (const auto& [name, local] : entries) {
+  for (const auto& [name, local] : state_entries()) {
     const Tensor* incoming = state.find(name);
     if (incoming != nullptr && !incoming->is_uninitialized()) Tensor(local).copy_(*incoming);
   }

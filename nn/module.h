@@ -98,6 +98,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // and with `strict` any missing or unexpected key, fails before anything is copied, with one
   // error naming every offending key. Lazy modules materialise from the incoming shapes.
   IncompatibleKeys load_state_dict(const TensorDict& state, bool strict = true);
+  // Throws the error load_state_dict would throw for `state`, changing nothing. An uninitialized
+  // (lazy) parameter fits any shape here, as load_state_dict materialises it from the incoming one.
+  void check_state_dict(const TensorDict& state, bool strict = true) const;
 
   // The module tree, printed as PyTorch prints it.
   std::string to_string() const;
@@ -154,6 +157,11 @@ class Module : public std::enable_shared_from_this<Module> {
   std::shared_ptr<Module> self() const;
   // Parameters and persistent buffers by dotted name, live handles, every path.
   std::vector<NamedTensor> state_entries() const;
+  // What keeps `state` from loading (load_state_dict's checks), with its incompatible keys in
+  // `keys`; `lazy_fits` lets an uninitialized parameter take any incoming shape.
+  std::vector<std::string> state_dict_errors(const TensorDict& state, bool strict, bool lazy_fits,
+                                             IncompatibleKeys& keys) const;
+  [[noreturn]] void throw_load_errors(const std::vector<std::string>& errors) const;
 
   std::vector<Slot> parameters_;
   std::vector<Slot> buffers_;

@@ -39,7 +39,7 @@ std::shared_ptr<nn::Module> child(const nn::Module& m, const std::string& dotted
 
 template <class T>
 bool is(const std::shared_ptr<nn::Module>& m) {
-  return typeid(*m) == typeid(T);
+  return testing::has_type<T>(*m);
 }
 
 TransformerEnginePrecision plugin_with(std::optional<bool> replace_layers, DType weights = kBFloat16) {
