@@ -171,12 +171,14 @@ void dequantize_dynamic(const uint8_t* codes, const float* absmax, int64_t n, in
 
 // ---- LLM.int8() rows ----
 
-// round-half-even(x · (127 / absmax)) as a signed byte; a zero row gives zeros.
+// round-half-even(x · (127 / absmax)) as a signed byte; a zero row gives zeros. PyTorch evaluates
+// `127.0 / tensor` as reciprocal(tensor) · 127, two roundings, and so does this.
 void quantize_int8_rows(const float* x, int64_t n, int64_t row, uint8_t* codes, float* absmax) {
   for (int64_t start = 0, r = 0; start < n; start += row, ++r) {
     const int64_t len = std::min(row, n - start);
     absmax[r] = block_absmax(x + start, len);
-    const float scale = 127.0f / absmax[r];
+    const float reciprocal = 1.0f / absmax[r];
+    const float scale = reciprocal * 127.0f;
     for (int64_t i = 0; i < len; ++i) {
       const float scaled = x[start + i] * scale;
       const float q = std::nearbyint(scaled);  // the default rounding mode: half to even

@@ -143,3 +143,8 @@ static inline simde__m512bh castsi512_pbh(simde__m512i v) { return from_lanes<si
 #define _mm512_cvtne2ps_pbh weft_simd_emulation::cvtne2ps_pbh
 #define _mm512_cvtneps_pbh weft_simd_emulation::cvtneps_pbh
 #define _mm512_castsi512_pbh weft_simd_emulation::castsi512_pbh
+
+// ---- Quantized kernels (precision/quant/) ----
+// SIMDe 0.7's native alias for vpmaddwd takes the masked form's four arguments.
+#undef _mm512_madd_epi16
+#define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
