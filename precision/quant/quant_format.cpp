@@ -52,8 +52,9 @@ uint8_t nearest_4bit(float v, const SortedTable& t) {
 float block_absmax(const float* x, int64_t n) {
   float m = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(m)) break;  // NaN propagates, as torch.max does
     const float a = std::fabs(x[i]);
-    if (!(a <= m)) m = a;  // NaN propagates, as torch.max does
+    if (a > m || std::isnan(a)) m = a;
   }
   return m;
 }

@@ -1,0 +1,155 @@
+// The fused 4-bit product: activation preparation, the int8 tables, the choice of kernel,
+// threading, and the scalar reference.
+#include "precision/quant/gemm_4bit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "precision/quant/codebooks.h"
+#include "precision/quant/gemm_4bit_kernels.h"
+#include "tensor/error.h"
+#include "tensor/parallel.h"
+
+namespace weft::precision::quant {
+namespace {
+
+constexpr int64_t kChunk = 64;         // values per kernel step (Note [4-bit product layout])
+constexpr int64_t kRowsPerItem = 16;   // weight rows per parallel work item
+
+// round(127 · table[code]) per code.
+std::vector<int8_t> int8_table(QuantKind type) {
+  const auto& table = type == QuantKind::NF4 ? nf4_code() : fp4_code();
+  std::vector<int8_t> t(16);
+  for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(std::nearbyint(127.0f * table[i]));
+  return t;
+}
+
+// The activations, quantized per block and permuted (Note [4-bit product layout]).
+struct Prepared {
+  std::vector<int8_t> q;
+  std::vector<uint8_t> q_abs;
+  std::vector<int32_t> q_sum;
+  std::vector<float> scale;
+};
+
+Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
+  const int64_t blocks = k / blocksize;
+  Prepared p;
+  p.q.resize(static_cast<size_t>(m * k));
+  p.q_abs.resize(p.q.size());
+  p.q_sum.resize(static_cast<size_t>(m * blocks));
+  p.scale.resize(p.q_sum.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* xb = x + i * k + b * blocksize;
+      float amax = 0.0f;
+      for (int64_t j = 0; j < blocksize; ++j)
+        if (const float a = std::fabs(xb[j]); a > amax || std::isnan(a)) amax = a;  // NaN sticks
+      // A zero block has codes 0; a block holding NaN or Inf has codes 0 and that scale, so its
+      // outputs come out NaN as a float product's would.
+      const float inverse = amax > 0.0f && std::isfinite(amax) ? 127.0f / amax : 0.0f;
+      int32_t sum = 0;
+      for (int64_t j = 0; j < blocksize; ++j) {
+        const auto q = static_cast<int8_t>(std::nearbyint(xb[j] * inverse));
+        // Value j of its 64-value chunk goes to position j/2 (even) or 32 + j/2 (odd).
+        const int64_t within = j % kChunk;
+        const int64_t at = i * k + b * blocksize + (j - within) + (within % 2) * (kChunk / 2) + within / 2;
+        p.q[static_cast<size_t>(at)] = q;
+        p.q_abs[static_cast<size_t>(at)] = static_cast<uint8_t>(q < 0 ? -q : q);
+        sum += q;
+      }
+      p.q_sum[static_cast<size_t>(i * blocks + b)] = sum;
+      p.scale[static_cast<size_t>(i * blocks + b)] = amax / 16129.0f;
+    }
+  return p;
+}
+
+using Panel = void (*)(const kernels::Gemm4bitArgs&);
+
+Panel panel_for(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::Scalar: return nullptr;
+    case CpuIsa::Avx2: return kernels::gemm_4bit_panel_avx2;
+    case CpuIsa::Avx512: return kernels::gemm_4bit_panel_avx512;
+    case CpuIsa::Avx512Vnni:
+    case CpuIsa::Avx512Bf16: return kernels::gemm_4bit_panel_avx512vnni;
+  }
+  return nullptr;
+}
+
+// The scalar kernel on the prepared activations: the arithmetic every vector kernel follows.
+void reference_panel(const kernels::Gemm4bitArgs& p) {
+  const int64_t blocks = p.k / p.blocksize;
+  for (int64_t n = 0; n < p.rows; ++n) {
+    const uint8_t* w = p.w + n * (p.k / 2);
+    for (int64_t i = 0; i < p.m; ++i) {
+      float y = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        int32_t dot = 0;
+        for (int64_t v = b * p.blocksize; v < (b + 1) * p.blocksize; v += kChunk)
+          for (int64_t j = 0; j < kChunk / 2; ++j) {
+            const uint8_t byte = w[(v + 2 * j) / 2];
+            const int64_t at = i * p.k + v;
+            dot += int32_t{p.table[byte >> 4]} * p.q[at + j];
+            dot += int32_t{p.table[byte & 0x0F]} * p.q[at + kChunk / 2 + j];
+          }
+        const float s = p.absmax[n * blocks + b] * p.scale[i * blocks + b];
+        y += static_cast<float>(dot) * s;
+      }
+      p.y[i * p.y_stride + n] = y;
+    }
+  }
+}
+
+void check(const Weights4bit& w, int64_t m) {
+  WEFT_CHECK(w.type == QuantKind::NF4 || w.type == QuantKind::FP4, "[gemm_4bit] expected nf4 or fp4 weights");
+  WEFT_CHECK(m >= 0 && w.n >= 0 && w.k > 0, "[gemm_4bit] expected non-negative sizes and K > 0, got M=", m,
+             ", N=", w.n, ", K=", w.k);
+  WEFT_CHECK(gemm_4bit_supported(w.k, w.blocksize), "[gemm_4bit] the fused kernels need K a multiple of the block ",
+             "size and blocks of a multiple of 64 values, got K=", w.k, ", blocksize=", w.blocksize,
+             "; dequantize and multiply instead");
+}
+
+void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel) {
+  check(w, m);
+  if (m == 0 || w.n == 0) return;
+  const Prepared p = prepare(x, m, w.k, w.blocksize);
+  const std::vector<int8_t> table = int8_table(w.type);
+  const int64_t blocks = w.k / w.blocksize;
+  const int64_t items = (w.n + kRowsPerItem - 1) / kRowsPerItem;
+  parallel_for(items, [&](int64_t item) {
+    const int64_t n0 = item * kRowsPerItem;
+    kernels::Gemm4bitArgs args;
+    args.w = w.packed + n0 * (w.k / 2);
+    args.absmax = w.absmax + n0 * blocks;
+    args.rows = std::min(kRowsPerItem, w.n - n0);
+    args.k = w.k;
+    args.blocksize = w.blocksize;
+    args.table = table.data();
+    args.q = p.q.data();
+    args.q_abs = p.q_abs.data();
+    args.q_sum = p.q_sum.data();
+    args.scale = p.scale.data();
+    args.m = m;
+    args.y = y + n0;
+    args.y_stride = w.n;
+    (panel ? panel : reference_panel)(args);
+  });
+}
+
+}  // namespace
+
+bool gemm_4bit_supported(int64_t k, int64_t blocksize) {
+  return blocksize >= kChunk && blocksize % kChunk == 0 && k % blocksize == 0;
+}
+
+void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  WEFT_CHECK(isa <= cpu_isa_supported(), "[gemm_4bit] this CPU supports instruction sets up to ",
+             cpu_isa_name(cpu_isa_supported()), ", got a request for ", cpu_isa_name(isa));
+  run(x, m, w, y, panel_for(isa));
+}
+
+void gemm_4bit_reference(const float* x, int64_t m, const Weights4bit& w, float* y) { run(x, m, w, y, nullptr); }
+
+}  // namespace weft::precision::quant

@@ -1,0 +1,82 @@
+// Fused 4-bit dequantize-and-multiply for AVX2: vpshufb table lookup, vpmaddubsw sign trick.
+//
+// Per 32 bytes of a weight row (64 values): split the nibbles (high = even values, low = odd),
+// look both halves up in the int8 table with vpshufb, and for every activation row multiply them
+// with its int8 codes: vpmaddubsw(|q|, t·sign(q)) then vpmaddwd with ones (|q|, |t| <= 127, so no
+// int16 saturation). The int32 lanes of a block are converted once per block and added, scaled
+// by absmax · scale, into a float accumulator; the 8 lanes are summed at the end of the row
+// (Note [4-bit product layout] in gemm_4bit_kernels.h).
+//
+// The weight bytes are split once and used by up to 4 activation rows.
+#include "precision/quant/gemm_4bit_kernels.h"
+#include "tensor/cpu/simd.h"
+
+namespace weft::precision::quant::kernels {
+namespace {
+
+constexpr int64_t kMr = 4;
+
+inline float horizontal_sum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// acc += Σ t·q over 32 byte lanes, in 8 int32 lanes.
+inline __m256i dot(__m256i acc, __m256i t, const int8_t* q, const uint8_t* q_abs, __m256i ones) {
+  const __m256i pairs = _mm256_maddubs_epi16(load(q_abs), _mm256_sign_epi8(t, load(q)));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+}
+
+// Weight row n against activation rows i0 .. i0 + kRows - 1.
+template <int kRows>
+void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table)));
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t blocks = p.k / p.blocksize;
+  const uint8_t* w = p.w + n * (p.k / 2);
+  const float* absmax = p.absmax + n * blocks;
+  __m256 sum[kRows];
+  for (int r = 0; r < kRows; ++r) sum[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256i acc[kRows];
+    for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
+    for (int64_t v = b * p.blocksize; v < (b + 1) * p.blocksize; v += 64) {
+      const __m256i bytes = load(w + v / 2);
+      const __m256i t_even = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble));
+      const __m256i t_odd = _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, nibble));
+      for (int r = 0; r < kRows; ++r) {
+        const int8_t* q = p.q + (i0 + r) * p.k + v;
+        const uint8_t* q_abs = p.q_abs + (i0 + r) * p.k + v;
+        acc[r] = dot(acc[r], t_even, q, q_abs, ones);
+        acc[r] = dot(acc[r], t_odd, q + 32, q_abs + 32, ones);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const float s = absmax[b] * p.scale[(i0 + r) * blocks + b];
+      sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), _mm256_set1_ps(s), sum[r]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n] = horizontal_sum(sum[r]);
+}
+
+}  // namespace
+
+void gemm_4bit_panel_avx2(const Gemm4bitArgs& args) {
+  for (int64_t n = 0; n < args.rows; ++n) {
+    int64_t i = 0;
+    for (; i + kMr <= args.m; i += kMr) row_tile<kMr>(args, n, i);
+    switch (args.m - i) {
+      case 3: row_tile<3>(args, n, i); break;
+      case 2: row_tile<2>(args, n, i); break;
+      case 1: row_tile<1>(args, n, i); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace weft::precision::quant::kernels

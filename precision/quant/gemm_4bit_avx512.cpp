@@ -1,0 +1,70 @@
+// Fused 4-bit dequantize-and-multiply for AVX-512 (F/BW, no VNNI): one zmm per 64 values.
+//
+// As the AVX2 kernel (gemm_4bit_avx2.cpp): 32 weight bytes are split into their even and odd
+// values, which form one zmm (even values in the low half, odd in the high half — the order of
+// the prepared activations), looked up with vpshufb and multiplied with vpmaddubsw. AVX-512 has
+// no vpsignb, so t·sign(q) is t subtracted from zero under the mask of q's sign bits.
+#include "precision/quant/gemm_4bit_kernels.h"
+#include "tensor/cpu/simd.h"
+
+namespace weft::precision::quant::kernels {
+namespace {
+
+constexpr int64_t kMr = 4;
+
+// The 64 table values of 32 packed bytes: even values (high nibbles), then odd (low nibbles).
+inline __m512i lookup(const uint8_t* bytes32, __m512i table) {
+  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes32));
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i even = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+  const __m256i odd = _mm256_and_si256(bytes, nibble);
+  const __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(even), odd, 1);
+  return _mm512_shuffle_epi8(table, codes);
+}
+
+template <int kRows>
+void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
+  const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table)));
+  const __m512i ones = _mm512_set1_epi16(1);
+  const __m512i zero = _mm512_setzero_si512();
+  const int64_t blocks = p.k / p.blocksize;
+  const uint8_t* w = p.w + n * (p.k / 2);
+  const float* absmax = p.absmax + n * blocks;
+  __m512 sum[kRows];
+  for (int r = 0; r < kRows; ++r) sum[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512i acc[kRows];
+    for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_si512();
+    for (int64_t v = b * p.blocksize; v < (b + 1) * p.blocksize; v += 64) {
+      const __m512i t = lookup(w + v / 2, table);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512i q = _mm512_loadu_si512(p.q + (i0 + r) * p.k + v);
+        const __m512i q_abs = _mm512_loadu_si512(p.q_abs + (i0 + r) * p.k + v);
+        const __m512i signed_t = _mm512_mask_sub_epi8(t, _mm512_movepi8_mask(q), zero, t);
+        acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(_mm512_maddubs_epi16(q_abs, signed_t), ones));
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const float s = absmax[b] * p.scale[(i0 + r) * blocks + b];
+      sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_set1_ps(s), sum[r]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n] = _mm512_reduce_add_ps(sum[r]);
+}
+
+}  // namespace
+
+void gemm_4bit_panel_avx512(const Gemm4bitArgs& args) {
+  for (int64_t n = 0; n < args.rows; ++n) {
+    int64_t i = 0;
+    for (; i + kMr <= args.m; i += kMr) row_tile<kMr>(args, n, i);
+    switch (args.m - i) {
+      case 3: row_tile<3>(args, n, i); break;
+      case 2: row_tile<2>(args, n, i); break;
+      case 1: row_tile<1>(args, n, i); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace weft::precision::quant::kernels
