@@ -23,10 +23,10 @@ void check_input(const Tensor& x, const char* op) {
 Tensor table_tensor(QuantKind type) {
   if (type == QuantKind::Int8Dynamic) {
     const auto& c = dynamic_code();
-    return from_vector(std::vector<float>(c.begin(), c.end()), {256});
+    return from_vector(std::vector<float>(c.begin(), c.end()), {256}, kFloat32);
   }
   const auto& c = type == QuantKind::NF4 ? nf4_code() : fp4_code();
-  return from_vector(std::vector<float>(c.begin(), c.end()), {16});
+  return from_vector(std::vector<float>(c.begin(), c.end()), {16}, kFloat32);
 }
 
 Tensor as_float32(const Tensor& x) { return x.to(kFloat32).contiguous(); }

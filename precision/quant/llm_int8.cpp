@@ -62,7 +62,7 @@ Int8Rows int8_vectorwise_quant(const Tensor& a, double threshold) {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c : cols) codes[r * k + c] = 0;
   }
-  out.outlier_cols = from_vector(cols, {static_cast<int64_t>(cols.size())});
+  out.outlier_cols = from_vector(cols, {static_cast<int64_t>(cols.size())}, kInt64);
   return out;
 }
 
