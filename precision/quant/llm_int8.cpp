@@ -88,6 +88,16 @@ Tensor int8_linear_matmul(const Tensor& a, const Tensor& b) {
   return c;
 }
 
+Tensor int8_linear_matmul(const Tensor& a, const PackedInt8Matrix& b) {
+  check_matrix(a, kInt8, "A", "int8_linear_matmul");
+  WEFT_CHECK(a.size(1) == b.cols(), "[int8_linear_matmul] A (M, K) and the packed B (N, K) must share K, got ",
+             a.shape(), " and (", b.rows(), ", ", b.cols(), ")");
+  const Tensor ac = a.contiguous();
+  Tensor c = empty({a.size(0), b.rows()}, kInt32);
+  int8_gemm(ac.data<int8_t>(), a.size(0), b, c.data<int32_t>());
+  return c;
+}
+
 Tensor int8_mm_dequant(const Tensor& c, const Tensor& row_stats, const Tensor& col_stats, DType dtype,
                        const Tensor& bias) {
   check_matrix(c, kInt32, "the int32 product", "int8_mm_dequant");
@@ -115,12 +125,13 @@ Tensor int8_mm_dequant(const Tensor& c, const Tensor& row_stats, const Tensor& c
 }
 
 Tensor int8_mixed_scaled_mm(const Tensor& a, const Int8Rows& q, const Tensor& cb, const Tensor& scb,
-                            const Tensor& bias) {
+                            const Tensor& bias, const PackedInt8Matrix* packed_cb) {
   check_matrix(a, a.defined() ? a.dtype() : kFloat32, "A", "int8_mixed_scaled_mm");
   WEFT_CHECK(a.is_floating_point() && q.codes.defined() && q.codes.shape() == a.shape(), "[int8_mixed_scaled_mm] ",
              "expected A floating and its quantization of the same shape, got ", a.shape(), " ", a.dtype(), " and ",
              q.codes.defined() ? weft::detail::cat(q.codes.shape()) : std::string("none"));
-  Tensor out = int8_mm_dequant(int8_linear_matmul(q.codes, cb), q.stats, scb, a.dtype(), bias);
+  const Tensor c = packed_cb != nullptr ? int8_linear_matmul(q.codes, *packed_cb) : int8_linear_matmul(q.codes, cb);
+  Tensor out = int8_mm_dequant(c, q.stats, scb, a.dtype(), bias);
   const int64_t outliers = q.outlier_cols.numel();
   if (outliers == 0) return out;
   // The outlier columns in floating point: out += a[:, cols] · (cb[:, cols] · scb / 127)ᵀ, each

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "precision/quant/int8_gemm.h"
 #include "tensor/tensor.h"
 
 namespace weft::precision::quant {
@@ -35,12 +36,15 @@ Int8Rows int8_vectorwise_quant(const Tensor& a, double threshold = 0.0);
 Tensor int8_vectorwise_dequant(const Tensor& codes, const Tensor& stats);
 // a: (M, K) int8 · b: (N, K) int8 -> int32 (M, N), exact (precision/quant/int8_gemm.h).
 Tensor int8_linear_matmul(const Tensor& a, const Tensor& b);
+// The same with B packed once (a layer's frozen weight).
+Tensor int8_linear_matmul(const Tensor& a, const PackedInt8Matrix& b);
 // c: (M, N) int32, row_stats: (M,), col_stats: (N,) -> (M, N) in dtype, plus bias (N,) if defined.
 Tensor int8_mm_dequant(const Tensor& c, const Tensor& row_stats, const Tensor& col_stats, DType dtype,
                        const Tensor& bias = Tensor());
 // The full LLM.int8() product of a: (M, K) (any floating dtype; the result has it) with the
-// quantized weight (cb, scb); `q` is a's vector-wise quantization.
+// quantized weight (cb, scb); `q` is a's vector-wise quantization. `packed_cb`, when given, is
+// cb packed for the int8 GEMM.
 Tensor int8_mixed_scaled_mm(const Tensor& a, const Int8Rows& q, const Tensor& cb, const Tensor& scb,
-                            const Tensor& bias = Tensor());
+                            const Tensor& bias = Tensor(), const PackedInt8Matrix* packed_cb = nullptr);
 
 }  // namespace weft::precision::quant
