@@ -25,6 +25,7 @@
 #include "nn/safetensors.h"
 
 #include "precision/autocast.h"
+#include "precision/bitsandbytes_precision.h"
 #include "precision/context.h"
 #include "precision/convert.h"
 #include "precision/deepspeed_precision.h"
@@ -34,6 +35,7 @@
 #include "precision/mixed_precision.h"
 #include "precision/precision.h"
 #include "precision/precision_input.h"
+#include "precision/quant/quant.h"
 #include "precision/replace_layers.h"
 #include "precision/true_precision.h"
 #include "precision/warnings.h"

@@ -16,6 +16,9 @@ namespace {
 
 constexpr int64_t kChunk = 64;         // values per kernel step (Note [4-bit product layout])
 constexpr int64_t kRowsPerItem = 16;   // weight rows per parallel work item
+// Below this many multiply-adds a product runs on the calling thread: waking the other threads
+// would cost more than it saves (and far more on a machine whose cores are busy).
+constexpr int64_t kParallelWork = int64_t{1} << 20;
 
 // round(127 · table[code]) per code.
 std::vector<int8_t> int8_table(QuantKind type) {
@@ -118,7 +121,7 @@ void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel)
   const std::vector<int8_t> table = int8_table(w.type);
   const int64_t blocks = w.k / w.blocksize;
   const int64_t items = (w.n + kRowsPerItem - 1) / kRowsPerItem;
-  parallel_for(items, [&](int64_t item) {
+  auto panel_item = [&](int64_t item) {
     const int64_t n0 = item * kRowsPerItem;
     kernels::Gemm4bitArgs args;
     args.w = w.packed + n0 * (w.k / 2);
@@ -135,7 +138,12 @@ void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel)
     args.y = y + n0;
     args.y_stride = w.n;
     (panel ? panel : reference_panel)(args);
-  });
+  };
+  if (m * w.n * w.k < kParallelWork) {
+    for (int64_t item = 0; item < items; ++item) panel_item(item);
+  } else {
+    parallel_for(items, panel_item);
+  }
 }
 
 }  // namespace

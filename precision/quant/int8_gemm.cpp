@@ -44,6 +44,19 @@ void check_sizes(int64_t m, int64_t n, int64_t k) {
 
 // Rows of work per parallel item (a multiple of every kernel's mr).
 constexpr int64_t kRowBlock = 64;
+// Below this many multiply-adds a product runs on the calling thread: waking the other threads
+// would cost more than it saves (and far more on a machine whose cores are busy).
+constexpr int64_t kParallelWork = int64_t{1} << 20;
+
+// parallel_for when the work is large enough, else a plain loop.
+template <class Fn>
+void for_items(int64_t items, int64_t work, Fn&& fn) {
+  if (work < kParallelWork) {
+    for (int64_t i = 0; i < items; ++i) fn(i);
+  } else {
+    parallel_for(items, fn);
+  }
+}
 
 }  // namespace
 
@@ -99,7 +112,7 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
   WEFT_CHECK(b.isa_ <= cpu_isa_supported(), "[int8_gemm] B was packed for ", cpu_isa_name(b.isa_),
              ", which this CPU does not support");
   if (kernel.panel == nullptr) {
-    parallel_for((m + kRowBlock - 1) / kRowBlock, [&](int64_t block) {
+    for_items((m + kRowBlock - 1) / kRowBlock, m * n * k, [&](int64_t block) {
       const int64_t row0 = block * kRowBlock, rows = std::min(kRowBlock, m - row0);
       int8_gemm_reference(a + row0 * k, b.data_.data(), c + row0 * n, rows, n, k);
     });
@@ -116,7 +129,7 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
   const int64_t groups = kp / 4;
   const int64_t panels = round_up(n, kernel.nr) / kernel.nr;
   const int64_t row_blocks = (mp + kRowBlock - 1) / kRowBlock;
-  parallel_for(row_blocks * panels, [&](int64_t item) {
+  for_items(row_blocks * panels, m * n * k, [&](int64_t item) {
     const int64_t block = item / panels, panel = item % panels;
     const int64_t row0 = block * kRowBlock;
     kernels::Int8PanelArgs args;
