@@ -3,7 +3,7 @@
 // every key to be taken, and a load that fails anywhere changes nothing anywhere.
 #include <doctest/doctest.h>
 
-#include "weft.h"
+#include "nn/all.h"
 
 using namespace weft;
 

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "weft.h"
+#include "precision/all.h"
 
 namespace quant_test {
 
@@ -24,7 +24,7 @@ inline std::filesystem::path data_dir() {
 inline const weft::nn::TensorDict& golden(const std::string& name) {
   static std::map<std::string, weft::nn::TensorDict> cache;
   auto it = cache.find(name);
-  if (it == cache.end()) it = cache.emplace(name, weft::nn::load_safetensors(data_dir() / (name + ".safetensors")).tensors).first;
+  if (it == cache.end()) it = cache.emplace(name, weft::io::load_safetensors(data_dir() / (name + ".safetensors")).tensors).first;
   return it->second;
 }
 

@@ -1,6 +1,7 @@
-// BitsandbytesPrecision (fabric-precision.md §3.8, cases T35–T39): modes, defaults and errors,
-// layer replacement with ignore_modules, the init_tensor / init_module split, and the plugin at
-// work on the CPU through Fabric (where the reference refuses to run).
+// BitsandbytesPrecision (fabric-precision.md §3.8, cases T35–T37, T39): modes, defaults and errors,
+// layer replacement with ignore_modules, and the tensor / module init-context split. The plugin
+// at work through Fabric (T38, T39 through init_tensor / init_module) is in
+// tests/fabric/test_bitsandbytes_fabric.cpp.
 #include <doctest/doctest.h>
 
 #include <typeinfo>
@@ -9,7 +10,7 @@
 #include "precision/bitsandbytes_precision.h"
 #include "precision/quant/linear_4bit.h"
 #include "precision/quant/linear_8bit.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using precision::BitsandbytesPrecision;
@@ -148,44 +149,18 @@ TEST_CASE("T37 int8 modes need float16 and default to it; 4-bit modes default to
   CHECK(default_dtype() == kFloat32);
 }
 
-TEST_CASE("T38 (deliberate difference) the plugin runs on the CPU through Fabric; the reference requires a CUDA GPU") {
+TEST_CASE("T39 tensor_init_context builds plain Linear layers in the plugin's dtype; module_init_context the quantized ones") {
   for (const char* mode : kModes) {
     CAPTURE(mode);
-    distributed::FabricOptions options;
-    options.accelerator = "cpu";
-    options.plugin = std::make_shared<BitsandbytesPrecision>(mode);
-    distributed::Fabric fabric(options);
-    manual_seed(38);
-    nn::Sequential net(nn::Linear(128, 64), nn::ReLU(), nn::Linear(64, 10));
-    distributed::FabricModule model = fabric.setup_module(net);
-    CHECK(is_mode_layer(mode, (*net)[0]));
-    const Tensor x = randn({4, 128});
-    const Tensor y = model(x);
-    CHECK(y.shape() == Shape{4, 10});
-    CHECK(y.dtype() == kFloat32);
-    CHECK(isfinite(y).to(kInt64).sum().item<int64_t>() == 40);
-    // Gradients reach the trainable parts: biases (and the float weights in int8-training).
-    fabric.backward(sum(y));
-    auto first = std::dynamic_pointer_cast<nn::LinearImpl>((*net)[0]);
-    CHECK(first->bias.grad().defined());
-    CHECK(first->weight.grad().defined() == (std::string(mode) == "int8-training"));
-  }
-}
-
-TEST_CASE("T39 init_tensor builds plain Linear layers in the plugin's dtype; init_module builds the quantized ones") {
-  for (const char* mode : kModes) {
-    CAPTURE(mode);
-    distributed::FabricOptions options;
-    options.plugin = std::make_shared<BitsandbytesPrecision>(mode);
-    distributed::Fabric fabric(options);
+    BitsandbytesPrecision plugin(mode);
     {
-      precision::Context ctx = fabric.init_tensor();
+      precision::Context ctx = plugin.tensor_init_context();
       nn::Linear fc(64, 8);
       CHECK(is_plain_linear(fc.ptr()));
-      CHECK(fc->weight.dtype() == (std::string(mode).starts_with("int8") ? kFloat16 : kBFloat16));
+      CHECK(fc->weight.dtype() == plugin.dtype());
     }
     {
-      precision::Context ctx = fabric.init_module();
+      precision::Context ctx = plugin.module_init_context();
       nn::Linear fc(64, 8);
       CHECK(is_mode_layer(mode, fc.ptr()));
     }

@@ -27,7 +27,7 @@ std::filesystem::path export_dir() {
 }
 
 void export_layer(const std::filesystem::path& dir, const std::string& name, nn::Module& layer,
-                  nn::SafetensorsMetadata meta, int64_t in_features, DType input_dtype) {
+                  io::SafetensorsMetadata meta, int64_t in_features, DType input_dtype) {
   const Tensor x = randn({4, in_features}).to(input_dtype);
   Tensor y;
   {
@@ -36,11 +36,11 @@ void export_layer(const std::filesystem::path& dir, const std::string& name, nn:
     y = layer.forward(x);
   }
   meta["in_features"] = std::to_string(in_features);
-  nn::save_safetensors(dir / (name + ".safetensors"), layer.state_dict(), meta);
+  io::save_safetensors(dir / (name + ".safetensors"), layer.state_dict(), meta);
   nn::TensorDict io;
   io.insert("x", x);
   io.insert("y", y);
-  nn::save_safetensors(dir / (name + ".io.safetensors"), io);
+  io::save_safetensors(dir / (name + ".io.safetensors"), io);
 }
 
 }  // namespace
@@ -65,7 +65,7 @@ TEST_CASE("quantized layers export for bitsandbytes: files in its layout that lo
                  192, kFloat32);
     // Read back by weft: the same state, strictly.
     Linear4bit back(192, 72, true, Linear4bitOptions{QuantKind::FP4, false, 4096, kFloat32});
-    back->load_state_dict(nn::load_safetensors(dir / (std::string(f.name) + ".safetensors")).tensors);
+    back->load_state_dict(io::load_safetensors(dir / (std::string(f.name) + ".safetensors")).tensors);
     for (const auto& [key, tensor] : layer->state_dict()) quant_test::check_bitwise(back->state_dict().at(key), tensor, key);
   }
   for (const double threshold : {6.0, 0.0}) {
@@ -76,7 +76,7 @@ TEST_CASE("quantized layers export for bitsandbytes: files in its layout that lo
                   {"threshold", threshold > 0 ? "6.0" : "0.0"}},
                  96, kFloat16);
     Linear8bitLt back(96, 40, true, Linear8bitLtOptions{false, threshold});
-    back->load_state_dict(nn::load_safetensors(dir / (name + ".safetensors")).tensors);
+    back->load_state_dict(io::load_safetensors(dir / (name + ".safetensors")).tensors);
     for (const auto& [key, tensor] : layer->state_dict()) quant_test::check_bitwise(back->state_dict().at(key), tensor, key);
   }
   if (std::getenv("WEFT_BNB_EXPORT_DIR") == nullptr) std::filesystem::remove_all(dir);

@@ -7,7 +7,7 @@
 
 #include "precision/quant/blockwise.h"
 #include "precision/quant/gemm_4bit.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using namespace weft::precision::quant;

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "precision/quant/int8_gemm.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using namespace weft::precision::quant;

@@ -33,7 +33,7 @@ const LayerCase kCases[] = {
 };
 
 const nn::TensorDict& bnb_state(const LayerCase& c) { return quant_test::golden(std::string("bnb_") + c.name); }
-Tensor io(const LayerCase& c, const std::string& what) { return get("bnb_linear_io", std::string(c.name) + "." + what); }
+Tensor case_io(const LayerCase& c, const std::string& what) { return get("bnb_linear_io", std::string(c.name) + "." + what); }
 
 // A layer configured as the case's bitsandbytes layer (the format then comes from the file anyway).
 Linear4bit make_layer(const LayerCase& c) {
@@ -42,8 +42,8 @@ Linear4bit make_layer(const LayerCase& c) {
 
 nn::TensorDict float_checkpoint(const LayerCase& c) {
   nn::TensorDict d;
-  d.insert("weight", io(c, "float.weight").to(kFloat32));
-  if (c.bias) d.insert("bias", io(c, "float.bias").to(kFloat32));
+  d.insert("weight", case_io(c, "float.weight").to(kFloat32));
+  if (c.bias) d.insert("bias", case_io(c, "float.bias").to(kFloat32));
   return d;
 }
 
@@ -95,16 +95,16 @@ TEST_CASE("Linear4bit forward and input gradient agree with bitsandbytes") {
     INFO(c.name);
     Linear4bit layer = make_layer(c);
     layer->load_state_dict(bnb_state(c));
-    const Tensor x = io(c, "x").detach().clone().requires_grad_(true);
+    const Tensor x = case_io(c, "x").detach().clone().requires_grad_(true);
     const Tensor y = layer(x);
-    const Tensor expected = io(c, "y");
+    const Tensor expected = case_io(c, "y");
     const double scale = quant_test::max_abs(expected);
     // The fused kernel rounds activations and table to int8 (up to ~0.5 % of max|y|); shapes it
     // does not take (50 inputs) are dequantized and multiplied in float32.
     const double tolerance = (c.in % 64 == 0 ? 1e-2 : 1e-5) * scale;
     CHECK(quant_test::max_abs_diff(y, expected) <= tolerance);
     sum(y).backward();
-    CHECK(quant_test::max_abs_diff(x.grad(), io(c, "x_grad")) <= 1e-5 * quant_test::max_abs(io(c, "x_grad")));
+    CHECK(quant_test::max_abs_diff(x.grad(), case_io(c, "x_grad")) <= 1e-5 * quant_test::max_abs(case_io(c, "x_grad")));
     if (c.bias) CHECK(equal(layer->bias.grad(), full({c.out}, static_cast<double>(x.size(0)))));
     CHECK_FALSE(layer->weight.requires_grad());
     CHECK(layer->weight.dtype() == kUInt8);

@@ -29,7 +29,7 @@ const LayerCase kCases[] = {
 };
 
 const nn::TensorDict& bnb_state(const LayerCase& c) { return quant_test::golden(std::string("bnb_") + c.name); }
-Tensor io(const LayerCase& c, const std::string& what) { return get("bnb_linear_io", std::string(c.name) + "." + what); }
+Tensor case_io(const LayerCase& c, const std::string& what) { return get("bnb_linear_io", std::string(c.name) + "." + what); }
 
 Linear8bitLt make_layer(const LayerCase& c) {
   TensorFrameGuard frame(TensorFrame{c.dtype, {}, {}});
@@ -60,8 +60,8 @@ TEST_CASE("Linear8bitLt quantizes a float checkpoint on load into bitsandbytes' 
     INFO(c.name);
     Linear8bitLt layer = make_layer(c);
     nn::TensorDict d;
-    d.insert("weight", io(c, "float.weight").to(kFloat32));
-    if (c.bias) d.insert("bias", io(c, "float.bias").to(kFloat32));
+    d.insert("weight", case_io(c, "float.weight").to(kFloat32));
+    if (c.bias) d.insert("bias", case_io(c, "float.bias").to(kFloat32));
     layer->load_state_dict(d);
     const nn::TensorDict saved = layer->state_dict();
     std::vector<std::string> keys;
@@ -81,12 +81,12 @@ TEST_CASE("Linear8bitLt forward equals bitsandbytes bit for bit; the input gradi
     layer->load_state_dict(bnb_state(c));
     for (const CpuIsa isa : cpu_isas_supported()) {
       CpuIsaGuard guard(isa);
-      const Tensor x = io(c, "x").detach().clone().requires_grad_(true);
+      const Tensor x = case_io(c, "x").detach().clone().requires_grad_(true);
       const Tensor y = layer(x);
-      check_bitwise(y, io(c, "y"), std::string("forward at ") + std::string(cpu_isa_name(isa)));
+      check_bitwise(y, case_io(c, "y"), std::string("forward at ") + std::string(cpu_isa_name(isa)));
       sum(y.to(kFloat32)).backward();
       // bitsandbytes multiplies the gradient in the input's dtype; weft in float32, then rounds.
-      const Tensor expected = io(c, "x_grad");
+      const Tensor expected = case_io(c, "x_grad");
       CHECK(quant_test::max_abs_diff(x.grad(), expected) <= 2e-3 * quant_test::max_abs(expected));
       if (c.bias) CHECK(quant_test::max_abs_diff(layer->bias.grad(), full({c.out}, 5.0)) == 0.0);
       layer->zero_grad();

@@ -6,7 +6,7 @@
 #include "precision/quant/linear_4bit.h"
 #include "precision/quant/linear_8bit.h"
 #include "precision/quant/lora.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using namespace weft::precision::quant;
