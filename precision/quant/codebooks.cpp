@@ -76,6 +76,15 @@ const std::array<float, 16>& fp4_code() {
   return code;
 }
 
+const std::array<float, 16>& fp4_cpu_decode_code() {
+  static const std::array<float, 16> code = [] {
+    std::array<float, 16> c = fp4_code();
+    c[8] = -0.0f;
+    return c;
+  }();
+  return code;
+}
+
 const std::array<float, 256>& dynamic_code() {
   static const std::array<float, 256> code = make_dynamic_code();
   return code;

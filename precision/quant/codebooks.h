@@ -18,6 +18,9 @@ namespace weft::precision::quant {
 // Indexed by the 4-bit code.
 const std::array<float, 16>& nf4_code();
 const std::array<float, 16>& fp4_code();
+// What bitsandbytes' CPU dequantize kernel decodes FP4 with: fp4_code() but with the sign bit
+// applied to zero too, so code 0b1000 gives -0 (the quant_map holds +0 there).
+const std::array<float, 16>& fp4_cpu_decode_code();
 
 // Sorted ascending; index = 8-bit code.
 const std::array<float, 256>& dynamic_code();

@@ -1,5 +1,5 @@
-// The fused 4-bit product: activation preparation, the int8 tables, the choice of kernel,
-// threading, and the scalar reference.
+// The 4-bit product: the fused kernel's activation preparation, int8 tables, kernel choice,
+// threading and scalar reference; the dequantizing regime; row dequantization.
 #include "precision/quant/gemm_4bit.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include "precision/quant/codebooks.h"
 #include "precision/quant/gemm_4bit_kernels.h"
 #include "tensor/error.h"
+#include "tensor/ops.h"
 #include "tensor/parallel.h"
 
 namespace weft::precision::quant {
@@ -107,15 +108,19 @@ void reference_panel(const kernels::Gemm4bitArgs& p) {
 
 void check(const Weights4bit& w, int64_t m) {
   WEFT_CHECK(w.type == QuantKind::NF4 || w.type == QuantKind::FP4, "[gemm_4bit] expected nf4 or fp4 weights");
-  WEFT_CHECK(m >= 0 && w.n >= 0 && w.k > 0, "[gemm_4bit] expected non-negative sizes and K > 0, got M=", m,
-             ", N=", w.n, ", K=", w.k);
-  WEFT_CHECK(gemm_4bit_supported(w.k, w.blocksize), "[gemm_4bit] the fused kernels need K a multiple of the block ",
-             "size and blocks of a multiple of 64 values, got K=", w.k, ", blocksize=", w.blocksize,
-             "; dequantize and multiply instead");
+  WEFT_CHECK(m >= 0 && w.n >= 0 && w.k > 0 && w.blocksize > 0, "[gemm_4bit] expected non-negative sizes, K > 0 and ",
+             "a positive block size, got M=", m, ", N=", w.n, ", K=", w.k, ", blocksize=", w.blocksize);
+}
+
+void check_isa(CpuIsa isa) {
+  WEFT_CHECK(isa <= cpu_isa_supported(), "[gemm_4bit] this CPU supports instruction sets up to ",
+             cpu_isa_name(cpu_isa_supported()), ", got a request for ", cpu_isa_name(isa));
 }
 
 void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel) {
   check(w, m);
+  WEFT_CHECK(gemm_4bit_fused_supported(w.k, w.blocksize), "[gemm_4bit] the fused kernel needs K a multiple of the ",
+             "block size and blocks of a multiple of 64 values, got K=", w.k, ", blocksize=", w.blocksize);
   if (m == 0 || w.n == 0) return;
   const Prepared p = prepare(x, m, w.k, w.blocksize);
   const std::vector<int8_t> table = int8_table(w.type);
@@ -146,18 +151,81 @@ void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel)
   }
 }
 
+const std::array<float, 16>& decode_table(QuantKind type) {
+  return type == QuantKind::NF4 ? nf4_code() : fp4_cpu_decode_code();
+}
+
+// Values [begin, end) of the flat weight array, as the scalar reference decodes them.
+void dequantize_reference(const kernels::Dequant4bitArgs& p) {
+  for (int64_t i = p.begin; i < p.end; ++i) {
+    const uint8_t byte = p.packed[i / 2];
+    p.out[i - p.begin] = p.table[i % 2 == 0 ? byte >> 4 : byte & 0x0F] * p.absmax[i / p.blocksize];
+  }
+}
+
+// Float32 bytes of one dequantized tile in the compute-bound regime: a few MiB, so the tile stays
+// in the last-level cache between being written and being multiplied.
+constexpr int64_t kTileValues = int64_t{1} << 20;
+
+void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  const int64_t tile_rows = std::max<int64_t>(1, std::min(w.n, kTileValues / w.k));
+  Tensor tile = empty({tile_rows, w.k}, kFloat32);
+  const Tensor xs = from_blob(const_cast<float*>(x), {m, w.k}, kFloat32);
+  const Tensor ys = from_blob(y, {m, w.n}, kFloat32);
+  for (int64_t n0 = 0; n0 < w.n; n0 += tile_rows) {
+    const int64_t rows = std::min(tile_rows, w.n - n0);
+    dequantize_4bit_rows(w, n0, rows, tile.data<float>(), isa);
+    ys.narrow(1, n0, rows).copy_(matmul(xs, tile.narrow(0, 0, rows).t()));
+  }
+}
+
 }  // namespace
 
-bool gemm_4bit_supported(int64_t k, int64_t blocksize) {
+bool gemm_4bit_fused_supported(int64_t k, int64_t blocksize) {
   return blocksize >= kChunk && blocksize % kChunk == 0 && k % blocksize == 0;
 }
 
-void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
-  WEFT_CHECK(isa <= cpu_isa_supported(), "[gemm_4bit] this CPU supports instruction sets up to ",
-             cpu_isa_name(cpu_isa_supported()), ", got a request for ", cpu_isa_name(isa));
+void gemm_4bit_fused(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  check_isa(isa);
   run(x, m, w, y, panel_for(isa));
 }
 
-void gemm_4bit_reference(const float* x, int64_t m, const Weights4bit& w, float* y) { run(x, m, w, y, nullptr); }
+void gemm_4bit_fused_reference(const float* x, int64_t m, const Weights4bit& w, float* y) { run(x, m, w, y, nullptr); }
+
+void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  check_isa(isa);
+  check(w, m);
+  if (m == 0 || w.n == 0) return;
+  if (m <= kFusedMaxRows && gemm_4bit_fused_supported(w.k, w.blocksize)) {
+    run(x, m, w, y, panel_for(isa));
+  } else {
+    gemm_dequantized(x, m, w, y, isa);
+  }
+}
+
+void dequantize_4bit_rows(const Weights4bit& w, int64_t row0, int64_t rows, float* out, CpuIsa isa) {
+  check_isa(isa);
+  check(w, 0);
+  WEFT_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= w.n, "[dequantize_4bit_rows] rows [", row0, ", ", row0 + rows,
+             ") are not within the ", w.n, " rows of the weight");
+  auto kernel = isa >= CpuIsa::Avx512 ? kernels::dequantize_4bit_avx512
+                : isa == CpuIsa::Avx2 ? kernels::dequantize_4bit_avx2
+                                      : dequantize_reference;
+  // Split into chunks of whole blocks for the threads.
+  const int64_t begin = row0 * w.k, end = (row0 + rows) * w.k;
+  const int64_t chunk = std::max<int64_t>(w.blocksize, (int64_t{1} << 16) / w.blocksize * w.blocksize);
+  const int64_t first = begin / chunk, last = (end + chunk - 1) / chunk;
+  auto part = [&](int64_t c) {
+    kernels::Dequant4bitArgs args{w.packed, w.absmax, decode_table(w.type).data(), w.blocksize,
+                                  std::max(begin, (first + c) * chunk), std::min(end, (first + c + 1) * chunk), nullptr};
+    args.out = out + (args.begin - begin);
+    if (args.begin < args.end) kernel(args);
+  };
+  if (end - begin < kParallelWork) {
+    for (int64_t c = 0; c < last - first; ++c) part(c);
+  } else {
+    parallel_for(last - first, part);
+  }
+}
 
 }  // namespace weft::precision::quant

@@ -80,3 +80,47 @@ void gemm_4bit_panel_avx2(const Gemm4bitArgs& args) {
 }
 
 }  // namespace weft::precision::quant::kernels
+
+namespace weft::precision::quant::kernels {
+namespace {
+
+// The 16 float values of 8 packed bytes, in element order (each byte's high nibble first):
+// vpermps looks the codes up in both halves of the table, bit 3 of the code chooses.
+inline void decode16(const uint8_t* bytes8, __m256 table_lo, __m256 table_hi, __m256 scale, float* out) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes8));
+  const __m128i nibble = _mm_set1_epi8(0x0F);
+  const __m128i codes = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), nibble), _mm_and_si128(bytes, nibble));
+  for (int half = 0; half < 2; ++half) {
+    const __m256i idx = _mm256_cvtepu8_epi32(half == 0 ? codes : _mm_srli_si128(codes, 8));
+    const __m256 lo = _mm256_permutevar8x32_ps(table_lo, idx);
+    const __m256 hi = _mm256_permutevar8x32_ps(table_hi, idx);
+    const __m256 value = _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+    _mm256_storeu_ps(out + 8 * half, _mm256_mul_ps(value, scale));
+  }
+}
+
+inline float decode_one(const Dequant4bitArgs& p, int64_t i) {
+  const uint8_t byte = p.packed[i / 2];
+  return p.table[i % 2 == 0 ? byte >> 4 : byte & 0x0F] * p.absmax[i / p.blocksize];
+}
+
+}  // namespace
+
+void dequantize_4bit_avx2(const Dequant4bitArgs& p) {
+  const __m256 table_lo = _mm256_loadu_ps(p.table), table_hi = _mm256_loadu_ps(p.table + 8);
+  // Block by block: 16 values at a time from an even index, the block's rest one by one.
+  int64_t i = p.begin;
+  while (i < p.end) {
+    const int64_t block_end = (i / p.blocksize + 1) * p.blocksize < p.end ? (i / p.blocksize + 1) * p.blocksize : p.end;
+    if (i % 2 != 0) {  // an odd start: one value alone, then whole bytes
+      p.out[i - p.begin] = decode_one(p, i);
+      ++i;
+      continue;
+    }
+    const __m256 scale = _mm256_set1_ps(p.absmax[i / p.blocksize]);
+    for (; i + 16 <= block_end; i += 16) decode16(p.packed + i / 2, table_lo, table_hi, scale, p.out + (i - p.begin));
+    for (; i < block_end; ++i) p.out[i - p.begin] = decode_one(p, i);
+  }
+}
+
+}  // namespace weft::precision::quant::kernels

@@ -68,3 +68,41 @@ void gemm_4bit_panel_avx512(const Gemm4bitArgs& args) {
 }
 
 }  // namespace weft::precision::quant::kernels
+
+namespace weft::precision::quant::kernels {
+namespace {
+
+// The 16 float values of 8 packed bytes, in element order: one vpermps over the 16-entry table.
+inline void decode16(const uint8_t* bytes8, __m512 table, __m512 scale, float* out) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes8));
+  const __m128i nibble = _mm_set1_epi8(0x0F);
+  const __m128i codes = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), nibble), _mm_and_si128(bytes, nibble));
+  const __m512 value = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), table);
+  _mm512_storeu_ps(out, _mm512_mul_ps(value, scale));
+}
+
+inline float decode_one(const Dequant4bitArgs& p, int64_t i) {
+  const uint8_t byte = p.packed[i / 2];
+  return p.table[i % 2 == 0 ? byte >> 4 : byte & 0x0F] * p.absmax[i / p.blocksize];
+}
+
+}  // namespace
+
+void dequantize_4bit_avx512(const Dequant4bitArgs& p) {
+  const __m512 table = _mm512_loadu_ps(p.table);
+  // Block by block: 16 values at a time from an even index, the block's rest one by one.
+  int64_t i = p.begin;
+  while (i < p.end) {
+    const int64_t block_end = (i / p.blocksize + 1) * p.blocksize < p.end ? (i / p.blocksize + 1) * p.blocksize : p.end;
+    if (i % 2 != 0) {  // an odd start: one value alone, then whole bytes
+      p.out[i - p.begin] = decode_one(p, i);
+      ++i;
+      continue;
+    }
+    const __m512 scale = _mm512_set1_ps(p.absmax[i / p.blocksize]);
+    for (; i + 16 <= block_end; i += 16) decode16(p.packed + i / 2, table, scale, p.out + (i - p.begin));
+    for (; i < block_end; ++i) p.out[i - p.begin] = decode_one(p, i);
+  }
+}
+
+}  // namespace weft::precision::quant::kernels

@@ -42,4 +42,20 @@ void gemm_4bit_panel_avx2(const Gemm4bitArgs& args);
 void gemm_4bit_panel_avx512(const Gemm4bitArgs& args);
 void gemm_4bit_panel_avx512vnni(const Gemm4bitArgs& args);
 
+// Dequantization of a run of values of a packed 4-bit array, in float32:
+//   out[i - begin] = table[code(i)] · absmax[i / blocksize]   for begin <= i < end
+// where code(i) is the high nibble of byte i/2 for even i and the low nibble for odd i. One
+// rounding per value, so every kernel gives the scalar reference's bits.
+struct Dequant4bitArgs {
+  const uint8_t* packed;
+  const float* absmax;
+  const float* table;  // 16 float32 values
+  int64_t blocksize;
+  int64_t begin, end;
+  float* out;
+};
+
+void dequantize_4bit_avx2(const Dequant4bitArgs& args);
+void dequantize_4bit_avx512(const Dequant4bitArgs& args);
+
 }  // namespace weft::precision::quant::kernels

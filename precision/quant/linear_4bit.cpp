@@ -16,6 +16,10 @@ namespace {
 
 std::string format_name(QuantKind type) { return std::string(quant_format(type).name); }
 
+Weights4bit weights_of(const Tensor& packed, const Tensor& absmax, const QuantState& state) {
+  return {packed.data<uint8_t>(), absmax.data<float>(), state.shape[0], state.shape[1], state.blocksize, state.type};
+}
+
 }  // namespace
 
 Linear4bitImpl::Linear4bitImpl(int64_t in, int64_t out, bool with_bias, Linear4bitOptions options)
@@ -100,18 +104,11 @@ Tensor Linear4bitImpl::forward(const Tensor& input) {
   Shape out_shape = input.shape();
   out_shape.back() = out_features;
 
-  // x rounded to the compute dtype, multiplied in float32.
+  // x rounded to the compute dtype, multiplied in float32 (precision/quant/gemm_4bit.h).
   const Tensor x = input.detach().to(compute).to(kFloat32).reshape({rows, in_features}).contiguous();
-  Tensor y;
-  if (gemm_4bit_supported(in_features, state_.blocksize) && rows > 0) {
-    y = empty({rows, out_features}, kFloat32);
-    const Weights4bit w{weight.contiguous().data<uint8_t>(), block_absmax_.data<float>(), out_features, in_features,
-                        state_.blocksize, state_.type};
-    gemm_4bit(x.data<float>(), rows, w, y.data<float>());
-  } else {
-    NoGradGuard no_grad;
-    y = matmul(x, dequantize_weight().to(kFloat32).t());
-  }
+  Tensor y = empty({rows, out_features}, kFloat32);
+  const Tensor packed = weight.detach();
+  gemm_4bit(x.data<float>(), rows, weights_of(packed, block_absmax_, state_), y.data<float>());
   if (bias.defined()) {
     NoGradGuard no_grad;
     y = add(y, bias.detach().to(compute).to(kFloat32));
@@ -121,12 +118,17 @@ Tensor Linear4bitImpl::forward(const Tensor& input) {
   if (autograd::needs_grad({&input, &bias})) {
     const bool input_grad = input.requires_grad(), bias_grad = bias.defined() && bias.requires_grad();
     autograd::record("Linear4bit", out, {input, bias},
-                     [packed = weight.detach(), state = state_, input_grad, bias_grad, rows,
-                      out_features = out_features, input_shape = input.shape()](const Tensor& g) {
-                       const Tensor g_rows = g.reshape({rows, out_features}).to(kFloat32);
+                     [packed, absmax = block_absmax_, state = state_, input_grad, bias_grad, rows,
+                      input_shape = input.shape()](const Tensor& g) {
+                       const int64_t n = state.shape[0], k = state.shape[1];
+                       const Tensor g_rows = g.reshape({rows, n}).to(kFloat32);
                        std::vector<Tensor> grads(2);
-                       if (input_grad)
-                         grads[0] = matmul(g_rows, dequantize_4bit(packed, state).to(kFloat32)).reshape(input_shape);
+                       if (input_grad) {
+                         // dL/dx = g · W, with W dequantized exactly (bitsandbytes' MatMul4Bit).
+                         Tensor w = empty({n, k}, kFloat32);
+                         dequantize_4bit_rows(weights_of(packed, absmax, state), 0, n, w.data<float>());
+                         grads[0] = matmul(g_rows, w).reshape(input_shape);
+                       }
                        if (bias_grad) grads[1] = sum(g_rows, {0});
                        return grads;
                      });

