@@ -2,6 +2,8 @@
 // bitsandbytes' layout.
 #include "precision/quant/linear_8bit.h"
 
+#include <cstring>
+
 #include "precision/quant/llm_int8.h"
 #include "tensor/autograd.h"
 #include "tensor/init_context.h"
@@ -64,9 +66,21 @@ void Linear8bitLtImpl::quantize_weight(const Tensor& float_weight) {
   set_quantized(q.codes, q.stats);
 }
 
+void Linear8bitLtImpl::requantize_if_changed() {
+  const Tensor w = weight.detach().contiguous();
+  if (quantized_from_.defined() && quantized_from_.dtype() == w.dtype() && quantized_from_.shape() == w.shape() &&
+      std::memcmp(quantized_from_.data_ptr(), w.data_ptr(), w.nbytes()) == 0)
+    return;
+  const Int8Rows q = int8_vectorwise_quant(w.to(kFloat16));
+  codes_ = q.codes;
+  scb_ = q.stats;
+  quantized_from_ = w.clone();
+  packed_stale_ = true;
+}
+
 const PackedInt8Matrix& Linear8bitLtImpl::packed_weight() {
   if (packed_stale_ || packed_.isa() != cpu_isa()) {
-    const Tensor codes = weight.contiguous();
+    const Tensor codes = options_.has_fp16_weights ? codes_ : weight.contiguous();
     packed_ = pack_int8_matrix(codes.data<int8_t>(), out_features, in_features);
     packed_stale_ = false;
   }
@@ -93,19 +107,10 @@ Tensor Linear8bitLtImpl::forward(const Tensor& input) {
   const Int8Rows qx = int8_vectorwise_quant(x.to(kFloat16), options_.threshold);
   const Tensor b = bias.defined() ? bias.detach().to(input.dtype()) : Tensor();
 
-  Tensor cb, scb;
-  Tensor out;
-  if (options_.has_fp16_weights) {
-    const Int8Rows qw = int8_vectorwise_quant(weight.detach().to(kFloat16));
-    cb = qw.codes;
-    scb = qw.stats;
-    out = int8_mixed_scaled_mm(x, qx, cb, scb, b);
-  } else {
-    cb = weight.detach();
-    scb = scb_;
-    out = int8_mixed_scaled_mm(x, qx, cb, scb, b, &packed_weight());
-  }
-  out = out.reshape(out_shape);
+  if (options_.has_fp16_weights) requantize_if_changed();
+  const Tensor cb = options_.has_fp16_weights ? codes_ : weight.detach();
+  const Tensor scb = scb_;
+  Tensor out = int8_mixed_scaled_mm(x, qx, cb, scb, b, &packed_weight()).reshape(out_shape);
 
   const Tensor w = options_.has_fp16_weights ? weight : Tensor();
   if (autograd::needs_grad({&input, &w, &bias})) {

@@ -61,9 +61,15 @@ class Linear8bitLtImpl : public nn::LinearImpl {
  private:
   void set_quantized(const Tensor& codes, const Tensor& scb);
   const PackedInt8Matrix& packed_weight();
+  // Training mode: the quantization of the current float weight, redone only when its values
+  // changed since the last forward (compared byte for byte with a copy: optimizers write
+  // parameters in place without telling anyone).
+  void requantize_if_changed();
 
   Linear8bitLtOptions options_;
-  Tensor scb_;               // inference mode
+  Tensor scb_;               // inference mode; training mode: of quantized_from_
+  Tensor codes_;             // training mode: of quantized_from_
+  Tensor quantized_from_;    // training mode: the float weight codes_ and scb_ were made from
   PackedInt8Matrix packed_;  // the int8 weight packed for the GEMM; repacked when stale
   bool packed_stale_ = true;
 };

@@ -110,6 +110,13 @@ TEST_CASE("Linear8bitLt int8 training: a trainable float weight, quantized each 
   CHECK(allclose(layer->weight.grad(), matmul(g.t(), x.detach()), 1e-5, 1e-6));
   CHECK(allclose(layer->bias.grad(), sum(g, {0}), 1e-6, 1e-6));
   CHECK(allclose(x.grad(), matmul(g, int8_vectorwise_dequant(qw.codes, qw.stats)), 1e-5, 1e-6));
+  // A weight written in place behind autograd's back (as fused optimizers do) is quantized afresh.
+  layer->weight.data<float>()[5] += 1.0f;
+  const Int8Rows moved = int8_vectorwise_quant(layer->weight.detach().to(kFloat16));
+  {
+    NoGradGuard no_grad;
+    CHECK(equal(layer(x), int8_mixed_scaled_mm(x.detach(), qx, moved.codes, moved.stats, layer->bias.detach())));
+  }
   // Its state dict is the float weight and bias, as bitsandbytes' has_fp16_weights layer.
   std::vector<std::string> keys;
   for (const auto& [key, tensor] : layer->state_dict()) keys.push_back(key);
