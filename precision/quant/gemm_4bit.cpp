@@ -47,9 +47,7 @@ Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t b = 0; b < blocks; ++b) {
       const float* xb = x + i * k + b * blocksize;
-      float amax = 0.0f;
-      for (int64_t j = 0; j < blocksize; ++j)
-        if (const float a = std::fabs(xb[j]); a > amax || std::isnan(a)) amax = a;  // NaN sticks
+      const float amax = absmax_of(xb, blocksize);  // NaN if the block holds one
       // A zero block has codes 0; a block holding NaN or Inf has codes 0 and that scale, so its
       // outputs come out NaN as a float product's would.
       const float inverse = amax > 0.0f && std::isfinite(amax) ? 127.0f / amax : 0.0f;

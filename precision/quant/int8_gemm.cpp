@@ -31,9 +31,12 @@ Kernel kernel_for(CpuIsa isa) {
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 void check_range(const int8_t* p, int64_t count, const char* operand) {
-  for (int64_t i = 0; i < count; ++i)
-    WEFT_CHECK(p[i] != -128, "[int8_gemm] operands must lie in [-127, 127] (vector-wise int8 codes); ", operand,
-               " holds -128 at element ", i);
+  uint8_t any = 0;
+  for (int64_t i = 0; i < count; ++i) any |= static_cast<uint8_t>(p[i] == -128);  // no early exit: vectorises
+  if (!any) return;
+  const int64_t at = std::find(p, p + count, int8_t{-128}) - p;
+  WEFT_FAIL("[int8_gemm] operands must lie in [-127, 127] (vector-wise int8 codes); ", operand, " holds -128 at element ",
+            at);
 }
 
 void check_sizes(int64_t m, int64_t n, int64_t k) {
@@ -121,11 +124,12 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
   // A, padded to whole k-groups and register tiles (and shifted to unsigned for VNNI).
   const int64_t kp = round_up(k, 4), mp = round_up(m, kernel.mr);
   std::vector<uint8_t> ap(static_cast<size_t>(mp * kp), kernel.unsigned_a ? 128 : 0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t l = 0; l < k; ++l) {
-      const auto v = static_cast<uint8_t>(a[i * k + l]);
-      ap[static_cast<size_t>(i * kp + l)] = kernel.unsigned_a ? static_cast<uint8_t>(v ^ 0x80) : v;
-    }
+  for (int64_t i = 0; i < m; ++i) {
+    uint8_t* row = ap.data() + i * kp;
+    std::memcpy(row, a + i * k, static_cast<size_t>(k));
+    if (kernel.unsigned_a)
+      for (int64_t l = 0; l < k; ++l) row[l] ^= 0x80;  // a + 128
+  }
   const int64_t groups = kp / 4;
   const int64_t panels = round_up(n, kernel.nr) / kernel.nr;
   const int64_t row_blocks = (mp + kRowBlock - 1) / kRowBlock;

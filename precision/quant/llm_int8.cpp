@@ -113,14 +113,17 @@ Tensor int8_mm_dequant(const Tensor& c, const Tensor& row_stats, const Tensor& c
   Tensor out = empty({m, n}, kFloat32);
   const int32_t* ci = cc.data<int32_t>();
   const float *r = rs.data<float>(), *s = cs.data<float>();
+  const float* bias_values = b.defined() ? b.data<float>() : nullptr;
   float* o = out.data<float>();
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       const float scale = r[i] * s[j];
       const float scaled = static_cast<float>(ci[i * n + j]) * scale;
       o[i * n + j] = scaled * kProductScale;
-      if (b.defined()) o[i * n + j] += b.data<float>()[j];
     }
+  if (bias_values != nullptr)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) o[i * n + j] += bias_values[j];
   return out.to(dtype);
 }
 

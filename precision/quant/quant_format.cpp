@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <string>
 
@@ -49,16 +50,6 @@ uint8_t nearest_4bit(float v, const SortedTable& t) {
   return t.code_of[i];
 }
 
-float block_absmax(const float* x, int64_t n) {
-  float m = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::isnan(m)) break;  // NaN propagates, as torch.max does
-    const float a = std::fabs(x[i]);
-    if (a > m || std::isnan(a)) m = a;
-  }
-  return m;
-}
-
 template <QuantKind kKind>
 void quantize_4bit(const float* x, int64_t n, int64_t block, uint8_t* packed, float* absmax) {
   const SortedTable& table = sorted_table(kKind);
@@ -68,7 +59,7 @@ void quantize_4bit(const float* x, int64_t n, int64_t block, uint8_t* packed, fl
   auto put = [&](int64_t i, uint8_t code) { packed[i / 2] |= i % 2 == 0 ? static_cast<uint8_t>(code << 4) : code; };
   for (int64_t b = 0; b < full_blocks; ++b) {
     const float* xb = x + b * block;
-    absmax[b] = block_absmax(xb, block);
+    absmax[b] = absmax_of(xb, block);
     // Full blocks: multiply by the reciprocal of absmax (floored at 1e-38 so zeros stay zeros).
     const float inverse = 1.0f / std::max(absmax[b], 1e-38f);
     for (int64_t i = 0; i < block; ++i) {
@@ -79,7 +70,7 @@ void quantize_4bit(const float* x, int64_t n, int64_t block, uint8_t* packed, fl
   if (const int64_t rest = n - full_blocks * block; rest > 0) {
     // The partial last block divides instead, and keeps its floored absmax.
     const float* xb = x + full_blocks * block;
-    const float am = std::max(block_absmax(xb, rest), 1e-38f);
+    const float am = std::max(absmax_of(xb, rest), 1e-38f);
     absmax[full_blocks] = am;
     for (int64_t i = 0; i < rest; ++i) {
       const float scaled = xb[i] / am;
@@ -166,13 +157,19 @@ void dequantize_dynamic(const uint8_t* codes, const float* absmax, int64_t n, in
 void quantize_int8_rows(const float* x, int64_t n, int64_t row, uint8_t* codes, float* absmax) {
   for (int64_t start = 0, r = 0; start < n; start += row, ++r) {
     const int64_t len = std::min(row, n - start);
-    absmax[r] = block_absmax(x + start, len);
+    absmax[r] = absmax_of(x + start, len);
     const float reciprocal = 1.0f / absmax[r];
     const float scale = reciprocal * 127.0f;
+    if (!(absmax[r] > 0.0f) || !std::isfinite(scale)) {
+      // A zero row (0 · inf), or one holding NaN or Inf: PyTorch's int8 cast of NaN gives 0.
+      std::fill(codes + start, codes + start + len, uint8_t{0});
+      continue;
+    }
+    // |x| <= absmax, so every product lies in [-127, 127] (to within rounding).
     for (int64_t i = 0; i < len; ++i) {
       const float scaled = x[start + i] * scale;
       const float q = std::nearbyint(scaled);  // the default rounding mode: half to even
-      codes[start + i] = std::isfinite(q) ? static_cast<uint8_t>(static_cast<int8_t>(q)) : uint8_t{0};
+      codes[start + i] = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int32_t>(q)));
     }
   }
 }
@@ -202,6 +199,17 @@ std::string format_names() {
 }  // namespace
 
 std::span<const QuantFormat> quant_formats() { return kQuantFormats; }
+
+float absmax_of(const float* x, int64_t n) {
+  // On the bits of |x|, integer order is float order, with every NaN above infinity: an integer
+  // max (which vectorises, unlike a NaN-aware float one) finds the largest magnitude or a NaN.
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t magnitude = std::bit_cast<uint32_t>(x[i]) & 0x7FFFFFFFu;
+    m = magnitude > m ? magnitude : m;
+  }
+  return std::bit_cast<float>(m);
+}
 
 const QuantFormat& quant_format(QuantKind kind) { return kQuantFormats[static_cast<int>(kind)]; }
 

@@ -54,4 +54,7 @@ int64_t quantized_bytes(const QuantFormat& format, int64_t n, int64_t block);
 // Throws weft::Error naming `op` unless `block` is a power of two the format allows.
 void check_block_size(const QuantFormat& format, int64_t block, std::string_view op);
 
+// max |x[i]| over n values (0 for none), NaN if any is NaN, as torch.max of abs() returns.
+float absmax_of(const float* x, int64_t n);
+
 }  // namespace weft::precision::quant
