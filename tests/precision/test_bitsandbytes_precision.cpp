@@ -167,3 +167,29 @@ TEST_CASE("T39 tensor_init_context builds plain Linear layers in the plugin's dt
     CHECK(default_dtype() == kFloat32);
   }
 }
+
+TEST_CASE("a LazyLinear built under module_init_context materialises as the quantized layer and saves its statistics") {
+  BitsandbytesPrecision plugin("nf4-dq", kFloat32);
+  std::shared_ptr<nn::SequentialImpl> model;
+  {
+    precision::Context ctx = plugin.module_init_context();
+    model = nn::Sequential(nn::LazyLinear(16), nn::ReLU()).ptr();
+  }
+  const Tensor y = model->forward(randn({3, 128}));
+  CHECK(y.shape() == Shape{3, 16});
+  CHECK((*model)[0]->type_name() == "Linear4bit");
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : model->state_dict()) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"0.weight", "0.bias", "0.weight.absmax", "0.weight.quant_map",
+                                         "0.weight.nested_absmax", "0.weight.nested_quant_map",
+                                         "0.weight.quant_state.bitsandbytes__nf4"});
+  // And loads back strictly into another one.
+  std::shared_ptr<nn::SequentialImpl> other;
+  {
+    precision::Context ctx = plugin.module_init_context();
+    other = nn::Sequential(nn::Linear(128, 16), nn::ReLU()).ptr();
+  }
+  other->load_state_dict(model->state_dict());
+  const Tensor x = randn({2, 128});
+  CHECK(equal(other->forward(x), model->forward(x)));
+}
