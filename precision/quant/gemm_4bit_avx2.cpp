@@ -31,51 +31,69 @@ inline __m256i dot(__m256i acc, __m256i t, const int8_t* q, const uint8_t* q_abs
   return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
 }
 
-// Weight row n against activation rows i0 .. i0 + kRows - 1.
-template <int kRows>
+// Weight row n against activation rows i0 .. i0 + kRows - 1, blocks of kChunks · 64 values
+// (0: any multiple of 64, read from the arguments; 1 is the default block size's fast case).
+template <int kRows, int kChunks>
 void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
   const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table)));
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
-  const int64_t blocks = p.k / p.blocksize;
+  const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
   const uint8_t* w = p.w + n * (p.k / 2);
   const float* absmax = p.absmax + n * blocks;
+  const int8_t* q[kRows];
+  const uint8_t* q_abs[kRows];
+  const float* scale[kRows];
   __m256 sum[kRows];
-  for (int r = 0; r < kRows; ++r) sum[r] = _mm256_setzero_ps();
+  for (int r = 0; r < kRows; ++r) {
+    q[r] = p.q + (i0 + r) * p.k;
+    q_abs[r] = p.q_abs + (i0 + r) * p.k;
+    scale[r] = p.scale + (i0 + r) * blocks;
+    sum[r] = _mm256_setzero_ps();
+  }
   for (int64_t b = 0; b < blocks; ++b) {
     __m256i acc[kRows];
     for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
-    for (int64_t v = b * p.blocksize; v < (b + 1) * p.blocksize; v += 64) {
-      const __m256i bytes = load(w + v / 2);
+    for (int64_t c = 0; c < chunks; ++c, w += 32) {
+      const __m256i bytes = load(w);
       const __m256i t_even = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble));
       const __m256i t_odd = _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, nibble));
       for (int r = 0; r < kRows; ++r) {
-        const int8_t* q = p.q + (i0 + r) * p.k + v;
-        const uint8_t* q_abs = p.q_abs + (i0 + r) * p.k + v;
-        acc[r] = dot(acc[r], t_even, q, q_abs, ones);
-        acc[r] = dot(acc[r], t_odd, q + 32, q_abs + 32, ones);
+        acc[r] = dot(acc[r], t_even, q[r], q_abs[r], ones);
+        acc[r] = dot(acc[r], t_odd, q[r] + 32, q_abs[r] + 32, ones);
+        q[r] += 64;
+        q_abs[r] += 64;
       }
     }
     for (int r = 0; r < kRows; ++r) {
-      const float s = absmax[b] * p.scale[(i0 + r) * blocks + b];
+      const float s = absmax[b] * scale[r][b];
       sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), _mm256_set1_ps(s), sum[r]);
     }
   }
   for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n] = horizontal_sum(sum[r]);
 }
 
+template <int kChunks>
+void panel(const Gemm4bitArgs& args) {
+  for (int64_t n = 0; n < args.rows; ++n) {
+    int64_t i = 0;
+    for (; i + kMr <= args.m; i += kMr) row_tile<kMr, kChunks>(args, n, i);
+    switch (args.m - i) {
+      case 3: row_tile<3, kChunks>(args, n, i); break;
+      case 2: row_tile<2, kChunks>(args, n, i); break;
+      case 1: row_tile<1, kChunks>(args, n, i); break;
+      default: break;
+    }
+  }
+}
+
 }  // namespace
 
 void gemm_4bit_panel_avx2(const Gemm4bitArgs& args) {
-  for (int64_t n = 0; n < args.rows; ++n) {
-    int64_t i = 0;
-    for (; i + kMr <= args.m; i += kMr) row_tile<kMr>(args, n, i);
-    switch (args.m - i) {
-      case 3: row_tile<3>(args, n, i); break;
-      case 2: row_tile<2>(args, n, i); break;
-      case 1: row_tile<1>(args, n, i); break;
-      default: break;
-    }
+  if (args.blocksize == 64) {
+    panel<1>(args);
+  } else {
+    panel<0>(args);
   }
 }
 

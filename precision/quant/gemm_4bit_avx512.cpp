@@ -22,48 +22,68 @@ inline __m512i lookup(const uint8_t* bytes32, __m512i table) {
   return _mm512_shuffle_epi8(table, codes);
 }
 
-template <int kRows>
+// Weight row n against activation rows i0 .. i0 + kRows - 1, blocks of kChunks · 64 values
+// (0: any multiple of 64, read from the arguments; 1 is the default block size's fast case).
+template <int kRows, int kChunks>
 void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
   const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table)));
   const __m512i ones = _mm512_set1_epi16(1);
   const __m512i zero = _mm512_setzero_si512();
-  const int64_t blocks = p.k / p.blocksize;
+  const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
   const uint8_t* w = p.w + n * (p.k / 2);
   const float* absmax = p.absmax + n * blocks;
+  const int8_t* q[kRows];
+  const uint8_t* q_abs[kRows];
+  const float* scale[kRows];
   __m512 sum[kRows];
-  for (int r = 0; r < kRows; ++r) sum[r] = _mm512_setzero_ps();
+  for (int r = 0; r < kRows; ++r) {
+    q[r] = p.q + (i0 + r) * p.k;
+    q_abs[r] = p.q_abs + (i0 + r) * p.k;
+    scale[r] = p.scale + (i0 + r) * blocks;
+    sum[r] = _mm512_setzero_ps();
+  }
   for (int64_t b = 0; b < blocks; ++b) {
     __m512i acc[kRows];
     for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_si512();
-    for (int64_t v = b * p.blocksize; v < (b + 1) * p.blocksize; v += 64) {
-      const __m512i t = lookup(w + v / 2, table);
+    for (int64_t c = 0; c < chunks; ++c, w += 32) {
+      const __m512i t = lookup(w, table);
       for (int r = 0; r < kRows; ++r) {
-        const __m512i q = _mm512_loadu_si512(p.q + (i0 + r) * p.k + v);
-        const __m512i q_abs = _mm512_loadu_si512(p.q_abs + (i0 + r) * p.k + v);
-        const __m512i signed_t = _mm512_mask_sub_epi8(t, _mm512_movepi8_mask(q), zero, t);
-        acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(_mm512_maddubs_epi16(q_abs, signed_t), ones));
+        const __m512i qv = _mm512_loadu_si512(q[r]);
+        const __m512i signed_t = _mm512_mask_sub_epi8(t, _mm512_movepi8_mask(qv), zero, t);
+        acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_loadu_si512(q_abs[r]), signed_t), ones));
+        q[r] += 64;
+        q_abs[r] += 64;
       }
     }
     for (int r = 0; r < kRows; ++r) {
-      const float s = absmax[b] * p.scale[(i0 + r) * blocks + b];
+      const float s = absmax[b] * scale[r][b];
       sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_set1_ps(s), sum[r]);
     }
   }
   for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n] = _mm512_reduce_add_ps(sum[r]);
 }
 
+template <int kChunks>
+void panel(const Gemm4bitArgs& args) {
+  for (int64_t n = 0; n < args.rows; ++n) {
+    int64_t i = 0;
+    for (; i + kMr <= args.m; i += kMr) row_tile<kMr, kChunks>(args, n, i);
+    switch (args.m - i) {
+      case 3: row_tile<3, kChunks>(args, n, i); break;
+      case 2: row_tile<2, kChunks>(args, n, i); break;
+      case 1: row_tile<1, kChunks>(args, n, i); break;
+      default: break;
+    }
+  }
+}
+
 }  // namespace
 
 void gemm_4bit_panel_avx512(const Gemm4bitArgs& args) {
-  for (int64_t n = 0; n < args.rows; ++n) {
-    int64_t i = 0;
-    for (; i + kMr <= args.m; i += kMr) row_tile<kMr>(args, n, i);
-    switch (args.m - i) {
-      case 3: row_tile<3>(args, n, i); break;
-      case 2: row_tile<2>(args, n, i); break;
-      case 1: row_tile<1>(args, n, i); break;
-      default: break;
-    }
+  if (args.blocksize == 64) {
+    panel<1>(args);
+  } else {
+    panel<0>(args);
   }
 }
 
