@@ -111,6 +111,10 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
   check_sizes(m, n, k);
   check_range(a, m * k, "A");
   if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum
+    std::fill(c, c + m * n, 0);
+    return;
+  }
   const Kernel kernel = kernel_for(b.isa_);
   WEFT_CHECK(b.isa_ <= cpu_isa_supported(), "[int8_gemm] B was packed for ", cpu_isa_name(b.isa_),
              ", which this CPU does not support");

@@ -138,7 +138,8 @@ Tensor int8_mixed_scaled_mm(const Tensor& a, const Int8Rows& q, const Tensor& cb
   const int64_t outliers = q.outlier_cols.numel();
   if (outliers == 0) return out;
   // The outlier columns in floating point: out += a[:, cols] · (cb[:, cols] · scb / 127)ᵀ, each
-  // operand rounded to a's dtype first, the dot product summed in float32.
+  // operand rounded to a's dtype first, the dot product accumulated in float32 with fused
+  // multiply-adds in column order (as PyTorch's CPU GEMM does), then added to the product.
   const int64_t m = a.size(0), n = cb.size(0), k = a.size(1);
   const Tensor af = a.to(kFloat32).contiguous();
   const Tensor w = int8_vectorwise_dequant(cb, scb).to(a.dtype()).to(kFloat32).contiguous();
@@ -150,10 +151,7 @@ Tensor int8_mixed_scaled_mm(const Tensor& a, const Int8Rows& q, const Tensor& cb
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       float dot = 0.0f;
-      for (int64_t c = 0; c < outliers; ++c) {
-        const float product = x[i * k + col[c]] * wd[j * k + col[c]];
-        dot += product;
-      }
+      for (int64_t c = 0; c < outliers; ++c) dot = std::fma(x[i * k + col[c]], wd[j * k + col[c]], dot);
       o[i * n + j] += dot;
     }
   return result.to(a.dtype());

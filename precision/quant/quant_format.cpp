@@ -1,7 +1,7 @@
 // The QuantFormat table and its scalar reference kernels.
 //
-// Float expressions are written one rounding per statement where bitsandbytes rounds, so the
-// results do not depend on whether the compiler fuses a multiply and an add.
+// Where a multiply meets an add the rounding is spelled out (std::fma where bitsandbytes' own
+// build fuses them), so the results do not depend on whether this compiler contracts them.
 #include "precision/quant/quant_format.h"
 
 #include <algorithm>
@@ -120,10 +120,8 @@ uint8_t dynamic_code_of(float normalized) {
   static const std::array<uint8_t, kLutSize> lut = build_dynamic_lut();
   if (std::isnan(normalized)) return lut[0];
   const float v = std::clamp(normalized, -1.0f, 1.0f);
-  const float shifted = v + 1.0f;
-  const float half = shifted * 0.5f;
-  const float cell = half * static_cast<float>(kLutSize - 1);
-  const float rounded = cell + 0.5f;
+  const float half = (v + 1.0f) * 0.5f;  // exact: a power-of-two scale
+  const float rounded = std::fma(half, static_cast<float>(kLutSize - 1), 0.5f);
   return lut[static_cast<uint16_t>(rounded)];
 }
 

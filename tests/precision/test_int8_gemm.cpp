@@ -27,7 +27,7 @@ TEST_CASE("int8 GEMM: every supported instruction set equals the scalar referenc
   struct Shape3 {
     int64_t m, n, k;
   };
-  const Shape3 shapes[] = {{1, 1, 1},   {1, 17, 3},  {3, 5, 7},    {4, 16, 4},   {9, 33, 13},
+  const Shape3 shapes[] = {{2, 3, 0}, {1, 1, 1},   {1, 17, 3},  {3, 5, 7},    {4, 16, 4},   {9, 33, 13},
                            {65, 40, 66}, {130, 70, 100}, {8, 300, 257}, {2, 1, 1000}};
   for (const CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);
