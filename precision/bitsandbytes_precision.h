@@ -19,8 +19,9 @@
 // tensor_init_context and forward_context only set the default dtype; inputs are cast to the dtype
 // and outputs back to the caller's default dtype, floating tensors only.
 //
-// Deliberate differences besides the CPU: `precision()` is "32-true" as in the reference (it has
-// no string of its own); converted 4-bit layers keep a trainable bias (the reference's conversion
+// The plugin has no row in the PrecisionMode table: like the reference, which defines no precision
+// string for it, it inherits mode() 32-true. Deliberate differences besides the CPU: converted 4-bit
+// layers keep a trainable bias (the reference's conversion
 // freezes it, its init_module path does not); the int8 layers' outlier threshold is
 // Linear8bitLt's default, 6.0 (the reference's layers use bitsandbytes' 0.0).
 #pragma once
@@ -40,8 +41,7 @@ class BitsandbytesPrecision : public Precision {
   explicit BitsandbytesPrecision(std::string mode, std::optional<DType> dtype = std::nullopt,
                                  std::vector<std::string> ignore_modules = {});
 
-  std::string precision() const override { return "32-true"; }
-  const std::string& mode() const { return mode_; }
+  const std::string& bnb_mode() const { return mode_; }  // "nf4", "int8", ...; mode() is the PrecisionMode
   DType dtype() const { return dtype_; }
   const std::vector<std::string>& ignore_modules() const { return ignore_modules_; }
 

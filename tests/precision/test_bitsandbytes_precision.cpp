@@ -134,6 +134,7 @@ TEST_CASE("T37 int8 modes need float16 and default to it; 4-bit modes default to
   CHECK(BitsandbytesPrecision("fp4-dq", kFloat32).dtype() == kFloat32);
   CHECK(BitsandbytesPrecision("nf4").ignore_modules().empty());
   CHECK(BitsandbytesPrecision("nf4").precision() == "32-true");  // the reference's inherited value
+  CHECK(BitsandbytesPrecision("int8").mode() == precision::PrecisionMode::Fp32True);
   CHECK(error_of([] { BitsandbytesPrecision("int4"); }) ==
         "[BitsandbytesPrecision] unsupported mode 'int4'; expected one of ('nf4', 'nf4-dq', 'fp4', 'fp4-dq', "
         "'int8', 'int8-training')");
