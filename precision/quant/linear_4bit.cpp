@@ -6,6 +6,7 @@
 
 #include "nn/init.h"
 #include "precision/quant/gemm_4bit.h"
+#include "precision/quant/quant_kernels.h"
 #include "precision/quant/quant_state.h"
 #include "tensor/autograd.h"
 #include "tensor/init_context.h"
@@ -106,9 +107,8 @@ Tensor Linear4bitImpl::forward(const Tensor& input) {
 
   // x rounded to the compute dtype, multiplied in float32 (precision/quant/gemm_4bit.h).
   const Tensor x = input.detach().to(compute).to(kFloat32).reshape({rows, in_features}).contiguous();
-  Tensor y = empty({rows, out_features}, kFloat32);
   const Tensor packed = weight.detach();
-  gemm_4bit(x.data<float>(), rows, weights_of(packed, block_absmax_, state_), y.data<float>());
+  Tensor y = matmul_4bit(x, packed, state_, block_absmax_);
   if (bias.defined()) {
     NoGradGuard no_grad;
     y = add(y, bias.detach().to(compute).to(kFloat32));

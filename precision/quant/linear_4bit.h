@@ -13,7 +13,7 @@
 // the layer's. Strict loading passes with every key consumed.
 //
 // forward(x: (*, in)) -> (*, out): x is rounded to the compute dtype (the option, else x's own
-// dtype), multiplied by the 4-bit product (precision/quant/gemm_4bit.h: the fused int8 kernel
+// dtype), multiplied by matmul_4bit (quant_kernels.h; on the CPU gemm_4bit.h: the fused int8 kernel
 // for up to 16 rows where the shape allows, exactly dequantized tiles and a float32 GEMM
 // otherwise), the bias added in float32, the result rounded to the compute dtype and returned in
 // x's dtype.

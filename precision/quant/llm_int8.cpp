@@ -6,6 +6,7 @@
 
 #include "precision/quant/int8_gemm.h"
 #include "precision/quant/quant_format.h"
+#include "precision/quant/quant_kernels.h"
 #include "tensor/ops.h"
 
 namespace weft::precision::quant {
@@ -82,6 +83,11 @@ Tensor int8_linear_matmul(const Tensor& a, const Tensor& b) {
   check_matrix(b, kInt8, "B", "int8_linear_matmul");
   WEFT_CHECK(a.size(1) == b.size(1), "[int8_linear_matmul] A (M, K) and B (N, K) must share K, got ", a.shape(),
              " and ", b.shape());
+  WEFT_CHECK(a.device() == b.device(), "[int8_linear_matmul] expected A and B on one device, got ", a.device(),
+             " and ", b.device());
+  if (const Int8GemmKernel kernel = int8_gemm_kernel(a.device().type)) return kernel(a, b);
+  WEFT_CHECK(a.device().is_cpu(), "[int8_linear_matmul] no int8 kernel for ", a.device(),
+             " in this build; the CUDA backend installs one with set_int8_gemm_kernel");
   const Tensor ac = a.contiguous(), bc = b.contiguous();
   Tensor c = empty({a.size(0), b.size(0)}, kInt32);
   int8_gemm(ac.data<int8_t>(), bc.data<int8_t>(), c.data<int32_t>(), a.size(0), b.size(0), a.size(1));
@@ -133,7 +139,9 @@ Tensor int8_mixed_scaled_mm(const Tensor& a, const Int8Rows& q, const Tensor& cb
   WEFT_CHECK(a.is_floating_point() && q.codes.defined() && q.codes.shape() == a.shape(), "[int8_mixed_scaled_mm] ",
              "expected A floating and its quantization of the same shape, got ", a.shape(), " ", a.dtype(), " and ",
              q.codes.defined() ? weft::detail::cat(q.codes.shape()) : std::string("none"));
-  const Tensor c = packed_cb != nullptr ? int8_linear_matmul(q.codes, *packed_cb) : int8_linear_matmul(q.codes, cb);
+  // The CPU's packed weight serves only its built-in kernel; an installed kernel gets cb itself.
+  const bool use_packed = packed_cb != nullptr && !int8_gemm_kernel(a.device().type);
+  const Tensor c = use_packed ? int8_linear_matmul(q.codes, *packed_cb) : int8_linear_matmul(q.codes, cb);
   Tensor out = int8_mm_dequant(c, q.stats, scb, a.dtype(), bias);
   const int64_t outliers = q.outlier_cols.numel();
   if (outliers == 0) return out;

@@ -10,4 +10,5 @@
 #include "precision/quant/llm_int8.h"
 #include "precision/quant/lora.h"
 #include "precision/quant/quant_format.h"
+#include "precision/quant/quant_kernels.h"
 #include "precision/quant/quant_state.h"
