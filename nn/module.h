@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "nn/state_loader.h"
 #include "nn/tensor_dict.h"
 #include "tensor/tensor.h"
 
@@ -102,6 +103,12 @@ class Module : public std::enable_shared_from_this<Module> {
   // (lazy) parameter fits any shape here, as load_state_dict materialises it from the incoming one.
   void check_state_dict(const TensorDict& state, bool strict = true) const;
 
+  // The state-dict hooks (Note [State dict hooks] in nn/state_loader.h): this module's own
+  // entries, each key `prefix` + a name. The defaults save and load the registered parameters and
+  // persistent buffers with save_tensor / load_tensor.
+  virtual void save_own_state(const std::string& prefix, TensorDict& out) const;
+  virtual void load_own_state(StateLoader& loader, const std::string& prefix);
+
   // The module tree, printed as PyTorch prints it.
   std::string to_string() const;
 
@@ -127,6 +134,12 @@ class Module : public std::enable_shared_from_this<Module> {
     register_module(std::move(name), std::static_pointer_cast<Module>(holder.ptr()));
     return holder;
   }
+
+  // The default rules for one registered tensor, for hooks that handle only some of theirs:
+  // save_tensor adds a detached alias (an uninitialized tensor stays uninitialized); load_tensor
+  // takes `key`, checks it against `local` (shape, initialization) and defers the converting copy.
+  static void save_tensor(const std::string& key, const Tensor& local, TensorDict& out);
+  static void load_tensor(StateLoader& loader, const std::string& key, const Tensor& local);
 
   // Runs on every module of the tree before load_state_dict checks keys; `prefix` is this
   // module's dotted name plus '.' (empty for the root). Lazy modules materialise here.
@@ -155,12 +168,9 @@ class Module : public std::enable_shared_from_this<Module> {
   void walk(bool dedup, const Visitor& visit) const;
   std::vector<NamedTensor> named_tensors(bool buffers, bool recurse) const;
   std::shared_ptr<Module> self() const;
-  // Parameters and persistent buffers by dotted name, live handles, every path.
-  std::vector<NamedTensor> state_entries() const;
-  // What keeps `state` from loading (load_state_dict's checks), with its incompatible keys in
-  // `keys`; `lazy_fits` lets an uninitialized parameter take any incoming shape.
-  std::vector<std::string> state_dict_errors(const TensorDict& state, bool strict, bool lazy_fits,
-                                             IncompatibleKeys& keys) const;
+  // Runs every module's load_own_state hook on `loader` and returns what keeps the load from
+  // going ahead, with the incompatible keys in `keys`.
+  std::vector<std::string> gather_load(StateLoader& loader, bool strict, IncompatibleKeys& keys) const;
   [[noreturn]] void throw_load_errors(const std::vector<std::string>& errors) const;
 
   std::vector<Slot> parameters_;

@@ -1,11 +1,13 @@
 // The precision floor in one include (and everything below it): precision inputs, plugins,
-// autocast, GradScaler, the FSDP/DeepSpeed precision tables, and FP8 training (casts, recipes,
-// fp8_autocast, the FP8 GEMM, Fp8Linear, the transformer-engine plugin).
+// autocast, GradScaler, the FSDP/DeepSpeed precision tables, FP8 training (casts, recipes,
+// fp8_autocast, the FP8 GEMM, Fp8Linear, the transformer-engine plugin), and the quantized formats,
+// kernels and layers with their plugin (bitsandbytes-compatible).
 #pragma once
 
 #include "io/all.h"
 
 #include "precision/autocast.h"
+#include "precision/bitsandbytes_precision.h"
 #include "precision/context.h"
 #include "precision/convert.h"
 #include "precision/deepspeed_precision.h"
@@ -20,6 +22,7 @@
 #include "precision/mixed_precision.h"
 #include "precision/precision.h"
 #include "precision/precision_input.h"
+#include "precision/quant/quant.h"
 #include "precision/replace_layers.h"
 #include "precision/transformer_engine_precision.h"
 #include "precision/true_precision.h"

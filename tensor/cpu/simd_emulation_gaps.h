@@ -159,3 +159,8 @@ static inline simde__m256i cvtepi32_epi16(simde__m512i v) {
 #define _mm512_castsi512_pbh weft_simd_emulation::castsi512_pbh
 #define _mm512_cvtepi32_epi8 weft_simd_emulation::cvtepi32_epi8
 #define _mm512_cvtepi32_epi16 weft_simd_emulation::cvtepi32_epi16
+
+// ---- Quantized kernels (precision/quant/) ----
+// SIMDe 0.7's native alias for vpmaddwd takes the masked form's four arguments.
+#undef _mm512_madd_epi16
+#define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
