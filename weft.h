@@ -38,4 +38,5 @@
 #include "precision/true_precision.h"
 #include "precision/warnings.h"
 
+#include "distributed/distributed.h"
 #include "distributed/fabric.h"

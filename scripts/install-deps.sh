@@ -4,7 +4,7 @@
 # costs a few seconds.
 set -euo pipefail
 packages=(cmake ninja-build g++ libeigen3-dev doctest-dev zlib1g-dev libopenblas-openmp-dev
-          dataset-fashion-mnist gnuplot-nox libsimde-dev)
+          dataset-fashion-mnist gnuplot-nox libsimde-dev libgloo-dev)
 [ $# -gt 0 ] && packages=("$@")
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,11 @@
+// The distributed layer in one include: stores and rendezvous, process groups (Gloo; NCCL in CUDA
+// builds) and the launcher.
+#pragma once
+
+#include "distributed/file_store.h"
+#include "distributed/gloo_process_group.h"
+#include "distributed/launcher.h"
+#include "distributed/process_group.h"
+#include "distributed/rendezvous.h"
+#include "distributed/store.h"
+#include "distributed/tcp_store.h"
