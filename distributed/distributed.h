@@ -1,7 +1,9 @@
 // The distributed layer in one include: stores and rendezvous, process groups (Gloo; NCCL in CUDA
-// builds) and the launcher.
+// builds), the launcher and DistributedDataParallel.
 #pragma once
 
+#include "distributed/coalesce.h"
+#include "distributed/ddp.h"
 #include "distributed/file_store.h"
 #include "distributed/gloo_process_group.h"
 #include "distributed/launcher.h"
