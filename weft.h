@@ -27,6 +27,7 @@
 #include "precision/autocast.h"
 #include "precision/context.h"
 #include "precision/convert.h"
+#include "precision/cross_rank.h"
 #include "precision/deepspeed_precision.h"
 #include "precision/fsdp_precision.h"
 #include "precision/grad_scaler.h"

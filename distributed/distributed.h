@@ -1,10 +1,11 @@
 // The distributed layer in one include: stores and rendezvous, process groups (Gloo; NCCL in CUDA
-// builds), the launcher and DistributedDataParallel.
+// builds), the launcher, DistributedDataParallel and FullyShardedDataParallel.
 #pragma once
 
 #include "distributed/coalesce.h"
 #include "distributed/ddp.h"
 #include "distributed/file_store.h"
+#include "distributed/fsdp.h"
 #include "distributed/gloo_process_group.h"
 #include "distributed/launcher.h"
 #include "distributed/process_group.h"
