@@ -39,6 +39,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -48,7 +49,7 @@
 #include "distributed/process_group.h"
 #include "nn/module.h"
 #include "nn/module_holder.h"
-#include "nn/optim_optimizer.h"
+#include "optim/optimizer.h"
 #include "nn/tensor_dict.h"
 #include "precision/fsdp_precision.h"
 #include "precision/grad_scaler.h"
@@ -171,6 +172,9 @@ class FullyShardedDataParallel : public nn::ModuleHolder<FullyShardedDataParalle
   FullyShardedDataParallel(const Model& module, std::shared_ptr<ProcessGroup> pg, FSDPOptions options = {})
       : ModuleHolder(std::make_shared<FullyShardedDataParallelImpl>(module, std::move(pg), std::move(options))) {}
 };
+
+// The caller's metadata of a sharded checkpoint folder, without loading it (refuses an unfinished one).
+std::map<std::string, std::string> read_sharded_metadata(const std::filesystem::path& folder);
 
 // True for every module inside a FullyShardedDataParallel (PyTorch's _is_fsdp_managed_module);
 // use_orig_params is false: the optimizer sees flat shards.

@@ -20,7 +20,7 @@
 
 #include "distributed/coalesce.h"
 #include "distributed/fsdp_state.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "tensor/autograd.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -30,6 +30,25 @@ namespace {
 
 constexpr const char* kOptimizerPrefix = "__optimizer__.";
 constexpr const char* kComplete = "COMPLETE";
+// Metadata keys of the layout itself; every other key is the caller's.
+constexpr const char* kLayoutKeys[] = {"__shape__.", "__start__.", "__buffer__.", "__optimizer__.", "__world_size__",
+                                       "__rank__"};
+
+bool layout_key(const std::string& key) {
+  for (const char* prefix : kLayoutKeys)
+    if (key.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+// The number of ranks that wrote the checkpoint, from its COMPLETE marker.
+int saved_world_size(const std::filesystem::path& folder) {
+  std::ifstream complete(folder / kComplete);
+  int world = 0;
+  WEFT_CHECK(complete && (complete >> world) && world > 0, "[FullyShardedDataParallel.load_sharded] ", folder,
+             " has no ", kComplete, " marker: it is not a finished sharded checkpoint (a save was interrupted, or "
+             "this is not one)");
+  return world;
+}
 
 std::string shape_text(const Shape& shape) {
   std::string out;
@@ -61,8 +80,8 @@ void FullyShardedDataParallelImpl::save_sharded(const std::filesystem::path& fol
   State& s = *state_;
   const int rank = pg_->rank(), world = pg_->size();
   for (const auto& [key, value] : metadata)
-    WEFT_CHECK(key.rfind("__", 0) != 0, "[FullyShardedDataParallel.save_sharded] metadata keys starting with '__' "
-               "are reserved, got '", key, "'");
+    WEFT_CHECK(!layout_key(key), "[FullyShardedDataParallel.save_sharded] the metadata key '", key,
+               "' is reserved for the checkpoint's layout");
   const std::filesystem::path partial = folder.string() + ".partial";
   if (rank == 0) {
     std::filesystem::remove_all(partial);
@@ -72,7 +91,7 @@ void FullyShardedDataParallelImpl::save_sharded(const std::filesystem::path& fol
 
   NoGradGuard no_grad;
   nn::TensorDict tensors;
-  nn::SafetensorsMetadata meta{{"__world_size__", std::to_string(world)}, {"__rank__", std::to_string(rank)}};
+  io::SafetensorsMetadata meta{{"__world_size__", std::to_string(world)}, {"__rank__", std::to_string(rank)}};
   // The elements of a shard-aligned tensor that belong to each parameter, named by `name_of`.
   const auto cut = [&](const detail::FlatParam& unit, const Tensor& aligned,
                        const std::function<std::string(const std::string&)>& name_of) {
@@ -95,10 +114,10 @@ void FullyShardedDataParallelImpl::save_sharded(const std::filesystem::path& fol
   if (optimizer != nullptr) {
     const detail::Locator where(s, optimizer);
     const optim::OptimizerState st = optimizer->state_dict();
-    const auto unit_at = [&](size_t index) -> size_t {
-      for (size_t u = 0; u < s.units.size(); ++u)
-        if (where.optimizer_index[u] == index) return u;
-      WEFT_FAIL("[FullyShardedDataParallel.save_sharded] optimizer state for an unknown parameter ", index);
+    const auto unit_at = [&](size_t index) {
+      WEFT_CHECK(index < where.unit_at.size(), "[FullyShardedDataParallel.save_sharded] optimizer state for an "
+                 "unknown parameter ", index);
+      return where.unit_at[index];
     };
     for (const auto& [key, t] : st.tensors) {
       const auto indexed = detail::split_indexed(key);
@@ -125,7 +144,7 @@ void FullyShardedDataParallelImpl::save_sharded(const std::filesystem::path& fol
   }
   if (rank == 0)
     for (const auto& [key, value] : metadata) meta[key] = value;
-  nn::save_safetensors(shard_file(partial, rank, world), tensors, meta);
+  io::save_safetensors(shard_file(partial, rank, world), tensors, meta);
   pg_->barrier()->wait();
   if (rank == 0) {
     std::ofstream(partial / kComplete) << world << "\n";
@@ -137,10 +156,7 @@ void FullyShardedDataParallelImpl::save_sharded(const std::filesystem::path& fol
 std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(const std::filesystem::path& folder,
                                                                               optim::Optimizer* optimizer) {
   const char* op = "[FullyShardedDataParallel.load_sharded]";
-  std::ifstream complete(folder / kComplete);
-  int saved_world = 0;
-  WEFT_CHECK(complete && (complete >> saved_world) && saved_world > 0, op, " ", folder, " has no ", kComplete,
-             " marker: it is not a finished sharded checkpoint (a save was interrupted, or this is not one)");
+  const int saved_world = saved_world_size(folder);
 
   // Reassemble every parameter (and optimizer tensor) whole from the pieces of all files.
   std::map<std::string, Tensor> whole;      // name -> flattened tensor
@@ -151,7 +167,7 @@ std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(co
   std::map<std::string, std::string> user;
   NoGradGuard no_grad;
   for (int r = 0; r < saved_world; ++r) {
-    const nn::SafetensorsFile file = nn::load_safetensors(shard_file(folder, r, saved_world));
+    const io::SafetensorsFile file = io::load_safetensors(shard_file(folder, r, saved_world));
     for (const auto& [key, value] : file.metadata) {
       if (key.rfind("__shape__.", 0) == 0) {
         Shape shape;
@@ -160,7 +176,7 @@ std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(co
         shapes[key.substr(10)] = shape;
       } else if (r == 0 && key.rfind(kOptimizerPrefix, 0) == 0) {
         optim_state.scalars[key.substr(std::string(kOptimizerPrefix).size())] = value;
-      } else if (r == 0 && key.rfind("__", 0) != 0) {
+      } else if (r == 0 && !layout_key(key)) {
         user[key] = value;
       }
     }
@@ -210,6 +226,14 @@ std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(co
   } else {
     load_full_state_dict(model_state);
   }
+  return user;
+}
+
+std::map<std::string, std::string> read_sharded_metadata(const std::filesystem::path& folder) {
+  const int world = saved_world_size(folder);
+  std::map<std::string, std::string> user;
+  for (const auto& [key, value] : io::load_safetensors(shard_file(folder, 0, world)).metadata)
+    if (!layout_key(key)) user[key] = value;
   return user;
 }
 

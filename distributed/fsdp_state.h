@@ -70,6 +70,7 @@ std::optional<std::pair<std::string, std::string>> split_named(const std::string
 struct Locator {
   std::unordered_map<std::string, std::pair<size_t, size_t>> entry;  // fqn -> (unit, entry)
   std::vector<size_t> optimizer_index;                              // unit -> index in the optimizer
+  std::vector<size_t> unit_at;                                      // index in the optimizer -> unit
   Locator(const FullyShardedDataParallelImpl::State& s, const optim::Optimizer* optimizer);
 };
 

@@ -2,11 +2,13 @@
 // shards and unflattened to the original parameters' names and shapes, and loaded back into the
 // shards of any world size. Optimizer state that is aligned with a shard (a (shard_numel) tensor,
 // as Adam's moments) is cut like the parameters; anything else is replicated.
+#include <cctype>
+#include <cstdint>
 #include <unordered_map>
 
 #include "distributed/coalesce.h"
 #include "distributed/fsdp_state.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "tensor/autograd.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -46,18 +48,19 @@ std::optional<std::pair<std::string, std::string>> split_named(const std::string
 }
 
 Locator::Locator(const FullyShardedDataParallelImpl::State& s, const optim::Optimizer* optimizer) {
-    for (size_t u = 0; u < s.units.size(); ++u)
-      for (size_t k = 0; k < s.units[u]->entries().size(); ++k) entry[s.units[u]->entries()[k].fqn] = {u, k};
-    if (optimizer == nullptr) return;
-    optimizer_index.assign(s.units.size(), SIZE_MAX);
-    size_t i = 0;
-    for (size_t g = 0; g < optimizer->num_param_groups(); ++g)
-      for (const Tensor& p : optimizer->params(g)) {
-        const int u = s.unit_of_shard(p);
-        WEFT_CHECK(u >= 0, "[FullyShardedDataParallel] the optimizer holds a parameter that is not one of this "
-                   "module's shards; build the optimizer from fsdp->parameters()");
-        optimizer_index[static_cast<size_t>(u)] = i++;
-      }
+  for (size_t u = 0; u < s.units.size(); ++u)
+    for (size_t k = 0; k < s.units[u]->entries().size(); ++k) entry[s.units[u]->entries()[k].fqn] = {u, k};
+  if (optimizer == nullptr) return;
+  optimizer_index.assign(s.units.size(), SIZE_MAX);
+  size_t i = 0;
+  for (size_t g = 0; g < optimizer->num_param_groups(); ++g)
+    for (const Tensor& p : optimizer->params(g)) {
+      const int u = s.unit_of_shard(p);
+      WEFT_CHECK(u >= 0, "[FullyShardedDataParallel] the optimizer holds a parameter that is not one of this "
+                 "module's shards; build the optimizer from fsdp->parameters()");
+      optimizer_index[static_cast<size_t>(u)] = i++;
+      unit_at.push_back(static_cast<size_t>(u));
+    }
 }
 
 }  // namespace detail
@@ -121,18 +124,13 @@ void FullyShardedDataParallelImpl::load_full_state_dict(const nn::TensorDict& st
 optim::OptimizerState FullyShardedDataParallelImpl::full_optim_state_dict(const optim::Optimizer& optimizer) {
   State& s = *state_;
   const Locator where(s, &optimizer);
-  std::vector<size_t> unit_of(s.units.size() + 1, SIZE_MAX);  // optimizer index -> unit
-  for (size_t u = 0; u < s.units.size(); ++u)
-    if (where.optimizer_index[u] != SIZE_MAX) {
-      if (unit_of.size() <= where.optimizer_index[u]) unit_of.resize(where.optimizer_index[u] + 1, SIZE_MAX);
-      unit_of[where.optimizer_index[u]] = u;
-    }
+  const std::vector<size_t>& unit_of = where.unit_at;
   const optim::OptimizerState st = optimizer.state_dict();
   optim::OptimizerState out;
   NoGradGuard no_grad;
   for (const auto& [key, t] : st.tensors) {
     const auto indexed = split_indexed(key);
-    WEFT_CHECK(indexed && indexed->first < unit_of.size() && unit_of[indexed->first] != SIZE_MAX,
+    WEFT_CHECK(indexed && indexed->first < unit_of.size(),
                "[FullyShardedDataParallel.full_optim_state_dict] unexpected optimizer state '", key, "'");
     const auto& unit = *s.units[unit_of[indexed->first]];
     const bool aligned = t.dim() == 1 && t.numel() == unit.shard_numel();

@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "tests/distributed/train_helpers.h"
+#include "train_helpers.h"
 
 namespace weft::test {
 

@@ -23,9 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/launcher.h"
-#include "distributed/process_group.h"
-#include "nn/tensor_dict.h"
+#include "distributed/all.h"
 
 namespace weft::test {
 

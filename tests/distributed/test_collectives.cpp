@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "tests/distributed/harness.h"
-#include "weft.h"
+#include "harness.h"
+#include "distributed/all.h"
 
 using namespace weft;
 using distributed::ReduceOp;

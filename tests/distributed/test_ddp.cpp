@@ -4,7 +4,7 @@
 // parameters win at construction; lazy and mismatched models are refused.
 #include <doctest/doctest.h>
 
-#include "tests/distributed/train_helpers.h"
+#include "train_helpers.h"
 
 using namespace weft;
 using distributed::DistributedDataParallel;

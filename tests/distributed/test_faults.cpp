@@ -9,8 +9,8 @@
 #include <fstream>
 #include <thread>
 
-#include "tests/distributed/harness.h"
-#include "weft.h"
+#include "harness.h"
+#include "distributed/all.h"
 
 using namespace weft;
 using namespace std::chrono_literals;

@@ -5,7 +5,7 @@
 // parameters are freed; the managed-module annotation; lazy modules.
 #include <doctest/doctest.h>
 
-#include "tests/distributed/fsdp_helpers.h"
+#include "fsdp_helpers.h"
 
 using namespace weft;
 using distributed::FullyShardedDataParallel;

@@ -5,7 +5,7 @@
 
 #include <signal.h>
 
-#include "tests/distributed/fsdp_helpers.h"
+#include "fsdp_helpers.h"
 
 using namespace weft;
 using distributed::FullyShardedDataParallel;
@@ -169,9 +169,9 @@ WEFT_RANK_WORKER(fsdp_checkpoint) {
       const optim::OptimizerState os = fsdp->full_optim_state_dict(opt);
       if (pg->rank() == 0) {  // rank 0 writes the full checkpoint
         for (const auto& [k, t] : os.tensors) state.insert("__optimizer__." + k, t);
-        nn::SafetensorsMetadata meta;
+        io::SafetensorsMetadata meta;
         for (const auto& [k, v] : os.scalars) meta["__optimizer__." + k] = v;
-        nn::save_safetensors(folder, state, meta);
+        io::save_safetensors(folder, state, meta);
       }
       pg->barrier()->wait();
     }
@@ -181,7 +181,7 @@ WEFT_RANK_WORKER(fsdp_checkpoint) {
       const auto meta = fsdp->load_sharded(folder, &opt);
       test::require(meta.at("step") == std::to_string(kSteps), "the caller's metadata did not come back");
     } else {
-      const nn::SafetensorsFile file = nn::load_safetensors(folder);
+      const io::SafetensorsFile file = io::load_safetensors(folder);
       nn::TensorDict state;
       optim::OptimizerState os;
       for (const auto& [k, t] : file.tensors) {

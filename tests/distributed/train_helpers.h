@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "tests/distributed/harness.h"
-#include "weft.h"
+#include "harness.h"
+#include "distributed/all.h"
 
 namespace weft::test {
 
