@@ -13,5 +13,6 @@
 #include "distributed/launcher.h"
 #include "distributed/process_group.h"
 #include "distributed/rendezvous.h"
+#include "distributed/sampler.h"
 #include "distributed/store.h"
 #include "distributed/tcp_store.h"
