@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <thread>
 
 #include "tensor/error.h"
 
@@ -33,13 +34,25 @@ std::string escape_key(const std::string& key) {
   return name;
 }
 
-// Unlocks and closes the lock file at the end of add(), also when it throws.
+// Unlocks and closes the lock file at the end of add(), also when it throws. Waits for the lock
+// at most `timeout` (a process stopped while holding it must not block the others for ever).
 class FolderLock {
  public:
-  explicit FolderLock(const std::filesystem::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  FolderLock(const std::filesystem::path& path, Milliseconds timeout)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
     WEFT_CHECK(fd_ >= 0, "[FileStore] cannot open the lock file ", path, ": ", std::strerror(errno));
-    while (::flock(fd_, LOCK_EX) != 0) {
-      WEFT_CHECK(errno == EINTR, "[FileStore] cannot lock ", path, ": ", std::strerror(errno));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR) {
+        ::close(fd_);
+        WEFT_FAIL("[FileStore] cannot lock ", path, ": ", std::strerror(errno));
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::close(fd_);
+        WEFT_FAIL("[FileStore] timed out after ", timeout.count(), " ms waiting for the lock ", path,
+                  " (held by a process that stopped?)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
   ~FolderLock() {
@@ -89,7 +102,7 @@ std::string FileStore::get_existing(const std::string& key) {
 }
 
 int64_t FileStore::add(const std::string& key, int64_t delta) {
-  FolderLock lock(folder_ / ".lock");
+  FolderLock lock(folder_ / ".lock", timeout());
   int64_t value = 0;
   if (check({key})) {
     const std::string text = get_existing(key);

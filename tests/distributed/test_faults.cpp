@@ -172,3 +172,48 @@ TEST_CASE("weft-run runs N ranks with torchrun's variables and returns the faili
   CHECK(WEXITSTATUS(std::system(usage.c_str())) == 2);  // no -n, no program: usage
   std::filesystem::remove_all(dir);
 }
+
+// args: how the last rank misbehaves ("sigkill" or "sleep"), and where ("forward" or "backward").
+WEFT_RANK_WORKER(misbehaving_fsdp_rank) {
+  const std::string how = args.at(0), where = args.at(1);
+  auto pg = test::init_group();
+  manual_seed(0);
+  nn::Sequential model(nn::Linear(7, 13), nn::ReLU(), nn::Linear(13, 5));
+  distributed::FullyShardedDataParallel fsdp(
+      model, pg, {.auto_wrap_policy = distributed::module_type_auto_wrap_policy({"Linear"})});
+  optim::AdamW opt(fsdp->parameters(), {.lr = 0.01});
+  int step = 0;
+  const bool victim = pg->rank() == pg->size() - 1;
+  // In the middle of step 2: between the two layers' forwards, or when the last layer's gradient
+  // arrives in backward.
+  model->at<nn::LinearImpl>(0)->register_forward_hook([&](nn::Module&, const Tensor& out) {
+    if (victim && step == 2 && where == "forward") misbehave(how);
+    return out;
+  });
+  model->at<nn::LinearImpl>(2)->weight.register_post_accumulate_grad_hook([&](Tensor&) {
+    if (victim && step == 2 && where == "backward") misbehave(how);
+  });
+  for (; step < 10; ++step) {
+    opt.zero_grad();
+    cross_entropy(fsdp(ones({2, 7})), zeros({2}, kInt64)).backward();
+    opt.step();
+  }
+  return 0;
+}
+
+TEST_CASE("an FSDP rank that dies or hangs mid-step, in forward or in backward, fails the others naming it") {
+  for (const char* how : {"sigkill", "sleep"})
+    for (const char* where : {"forward", "backward"}) {
+      CAPTURE(how);
+      CAPTURE(where);
+      const auto run = test::run_ranks(3, "misbehaving_fsdp_rank", {how, where}, fault_options());
+      INFO(run.logs());
+      CHECK_FALSE(run.ok());
+      CHECK(run.seconds < 12.0);
+      for (int r = 0; r < 2; ++r) {
+        const std::string log = run.log(r);
+        CHECK(log.find("failed on rank " + std::to_string(r) + " of 3") != std::string::npos);
+        CHECK(log.find("rank 2 ") != std::string::npos);
+      }
+    }
+}

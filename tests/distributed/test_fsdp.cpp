@@ -229,3 +229,37 @@ TEST_CASE("a lazy model is refused until materialised, then trains as it does in
   REQUIRE(run.ok());
   CHECK(test::max_relative_difference(run.result(0), expected) <= 1e-5);
 }
+
+namespace {
+
+// Multiplies by a buffer, which FSDP must keep whole (never sharded) in buffer_dtype.
+struct Scale : nn::Module {
+  explicit Scale(double value) { scale = register_buffer("scale", full({test::kOut}, value)); }
+  Tensor forward(const Tensor& x) override { return mul(x, scale.to(x.dtype())); }
+  Tensor scale;
+};
+
+}  // namespace
+
+WEFT_RANK_WORKER(fsdp_buffers) {
+  auto pg = test::init_group();
+  auto model = test::make_mlp(9);
+  auto scale = std::make_shared<Scale>(1.0 + pg->rank());  // rank 0's value (1) must win
+  model->push_back(scale);
+  const test::FsdpConfig c{"bf16-mixed", "adamw", "FULL_SHARD", "linear"};
+  FullyShardedDataParallel fsdp(model, pg, test::fsdp_options(c));
+  test::require(scale->scale.dtype() == kBFloat16, "the buffer is not in buffer_dtype");
+  test::require(equal(scale->scale, full({test::kOut}, 1.0, kBFloat16)), "the buffer is not rank 0's, whole");
+  const test::Batch b = test::local_rows(test::global_batch(0), pg->rank(), pg->size());
+  cross_entropy(fsdp(b.x).to(kFloat32), b.y).backward();
+  const nn::TensorDict full = fsdp->full_state_dict();
+  test::require(full.at("3.scale").dtype() == kFloat32 && equal(full.at("3.scale"), ones({test::kOut})),
+                "the full state dict does not hold the buffer in its own dtype");
+  return 0;
+}
+
+TEST_CASE("FSDP keeps buffers whole, in buffer_dtype, with rank 0's values; state dicts hold their own dtype") {
+  const auto run = test::run_ranks(3, "fsdp_buffers");
+  INFO(run.logs());
+  CHECK(run.ok());
+}
