@@ -77,8 +77,10 @@ TEST_CASE("a rank that dies or hangs mid-step makes the others fail within the t
     const char* named;     // what the survivors must say about the last rank
     double max_seconds;    // the whole run, kills included
   };
-  for (const Case& c : {Case{"exit", "exited (exit code 3)", 8.0}, Case{"sigkill", "exited (killed by signal 9", 8.0},
-                        Case{"sigstop", "stopped responding", 12.0}, Case{"sleep", "has not reached collective", 12.0}}) {
+  // The bounds are the group's timeout (2 s) plus the diagnosis, the launcher's grace and generous
+  // room for a loaded or sanitised machine: well below the 60 s after which the harness gives up.
+  for (const Case& c : {Case{"exit", "exited (exit code 3)", 20.0}, Case{"sigkill", "exited (killed by signal 9", 20.0},
+                        Case{"sigstop", "stopped responding", 20.0}, Case{"sleep", "has not reached collective", 20.0}}) {
     for (int n : {2, 3}) {
       CAPTURE(c.how);
       CAPTURE(n);
@@ -119,7 +121,7 @@ TEST_CASE("a rank that never arrives fails the rendezvous on the others, naming 
   const auto run = test::run_ranks(3, "late_rank", {}, fault_options());
   INFO(run.logs());
   CHECK_FALSE(run.ok());
-  CHECK(run.seconds < 8.0);
+  CHECK(run.seconds < 20.0);
   for (int r = 0; r < 2; ++r) CHECK(run.log(r).find("rank(s) 2 of 3 did not join the rendezvous") != std::string::npos);
 }
 
@@ -209,7 +211,7 @@ TEST_CASE("an FSDP rank that dies or hangs mid-step, in forward or in backward, 
       const auto run = test::run_ranks(3, "misbehaving_fsdp_rank", {how, where}, fault_options());
       INFO(run.logs());
       CHECK_FALSE(run.ok());
-      CHECK(run.seconds < 12.0);
+      CHECK(run.seconds < 20.0);
       for (int r = 0; r < 2; ++r) {
         const std::string log = run.log(r);
         CHECK(log.find("failed on rank " + std::to_string(r) + " of 3") != std::string::npos);

@@ -78,8 +78,13 @@ TEST_CASE("FSDP at 1-4 ranks matches one process on the full batch, every strate
       for (int r = 1; r < n; ++r) CHECK(test::bitwise_equal(run.result(r, c.name()), r0));
       std::string why;
       CHECK_MESSAGE(test::close_enough(r0, reference[c.name()], c.precision, c.optimizer, kSteps, &why), why);
-      if (n == 1 && c.precision != "bf16-mixed")  // one rank is the plain model, flattened: bit for bit
-        CHECK(test::bitwise_equal(r0, reference[c.name()]));
+      // One rank is the plain model, flattened. SGD's update is the same arithmetic on a flat buffer,
+      // bit for bit; AdamW's fused kernel rounds its vector body and its scalar tail differently, and
+      // flattening moves elements between them.
+      if (n == 1 && c.precision != "bf16-mixed") {
+        if (c.optimizer == "sgd") CHECK(test::bitwise_equal(r0, reference[c.name()]));
+        else CHECK(test::max_relative_difference(r0, reference[c.name()]) <= 1e-6);
+      }
       if (c.strategy == "SHARD_GRAD_OP") {  // the same arithmetic as FULL_SHARD, other lifetimes
         test::FsdpConfig full = c;
         full.strategy = "FULL_SHARD";
