@@ -14,6 +14,7 @@
 namespace weft::nn {
 namespace {
 
+// Note [Thread-local state] in tensor/init_context.h.
 thread_local detail::AdoptionScope* current_adoption = nullptr;
 
 std::string join(const std::string& prefix, const std::string& name) {

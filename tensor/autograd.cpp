@@ -15,6 +15,7 @@
 namespace weft::autograd {
 namespace {
 
+// Note [Thread-local state] in tensor/init_context.h.
 thread_local bool grad_enabled = true;
 // The callbacks of the backward pass running on this thread (null outside one).
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
