@@ -17,7 +17,8 @@ namespace {
 
 // Note [Thread-local state] in tensor/init_context.h.
 thread_local bool grad_enabled = true;
-// The callbacks of the backward pass running on this thread (null outside one).
+// The callbacks of the backward pass running on this thread (null outside one); Note
+// [Thread-local state] in tensor/init_context.h.
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
 
 // Installs a fresh callback list for one backward pass and restores the outer one (a backward
