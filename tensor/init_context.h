@@ -22,6 +22,8 @@
 //   nn/module_init_context.cpp   the module init frames (layer replacement at construction)
 //   nn/module.cpp                the lazy-adoption scope of load_state_dict (Note [Lazy adoption])
 //   precision/warnings.cpp       the warning handler (CaptureWarnings, WarningHandlerGuard)
+//   precision/fp8/fp8_autocast.cpp  fp8_autocast (enabled, recipe, calibrating), its open region,
+//                                an amax-reduction error deferred to the next FP8 call
 //   fabric/fabric.cpp            "inside Fabric::backward" (Note [Backward guard])
 // A new thread starts at every bottom: float32, cpu, autocast off, grad on, no replacement. What
 // is process-wide instead, and so shared by every thread: the thread count, the CPU GEMM library
