@@ -1,6 +1,7 @@
 // Fabric across processes: launch (joining weft-run's ranks, or spawning its own), DDP and FSDP
 // strategies training like one process on the whole batch, the collectives, rank-0 checkpoints
-// (full and sharded) that load back, the distributed sampler, and the launch-first rule (T44).
+// (full and sharded) that load back, the distributed sampler, FP8 scales agreed across ranks, and
+// the launch-first rule (T44).
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -133,6 +134,68 @@ TEST_CASE("Fabric trains under ddp and fsdp like one process, with collectives a
         CHECK(max_difference(saved, expected) <= (std::string(precision) == "32-true" ? 1e-5 : 2e-2));
       }
   }
+}
+
+namespace {
+
+// FP8 training needs layer sizes that are multiples of 16.
+nn::Sequential make_fp8_model() {
+  manual_seed(99);
+  return nn::Sequential(nn::Linear(16, 32), nn::ReLU(), nn::Linear(32, 16));
+}
+
+// kSteps of AdamW on random (kBatch, 16) inputs, each rank on its sampler's rows; returns the
+// model's state (parameters and the FP8 layers' scales and amax histories).
+nn::TensorDict train_fp8(Fabric& fabric) {
+  auto net = make_fp8_model();
+  auto model = fabric.setup_module(net);
+  optim::AdamW adamw(model.wrapped()->parameters(), {.lr = 0.02});
+  auto opt = fabric.setup_optimizer(adamw);
+  const Tensor rows = fabric.distributed_sampler(kBatch, {.shuffle = false}).indices();
+  for (int step = 0; step < kSteps; ++step) {
+    Generator g(3000 + static_cast<uint64_t>(step));
+    const Tensor x = index_select(mul(randn({kBatch, 16}, kFloat32, &g), scalar_tensor(1.0 + step)), 0, rows);
+    const Tensor loss = cross_entropy(model(x), index_select(batch_y(step), 0, rows));
+    opt.zero_grad();
+    fabric.backward(loss, &model);
+    opt.step();
+  }
+  return net->state_dict();
+}
+
+}  // namespace
+
+WEFT_RANK_WORKER(fabric_fp8) {
+  FabricOptions o = options_for("ddp", "transformer-engine", std::stoi(std::getenv("WORLD_SIZE")));
+  o.timeout = test::group_timeout();
+  Fabric fabric(o);
+  fabric.launch();
+  test::save_result(fabric.global_rank(), train_fp8(fabric));
+  return 0;
+}
+
+TEST_CASE("FP8 training under ddp: every rank scales with the amaxes of all ranks, and trains like one process") {
+  Fabric one(options_for("auto", "transformer-engine", 1));
+  const nn::TensorDict expected = train_fp8(one);
+  REQUIRE(expected.contains("0.fp8_amax_history"));
+  const auto run = test::run_ranks(2, "fabric_fp8");
+  INFO(run.logs());
+  REQUIRE(run.ok());
+  const nn::TensorDict r0 = run.result(0), r1 = run.result(1);
+  // The ranks saw different rows, so only an all-reduced amax gives them the same scales.
+  for (const auto& [name, t] : r0) {
+    CAPTURE(name);
+    CHECK(equal(t, r1.at(name)));
+  }
+  // The first layer's input amaxes (column 0 of its history) are the whole batch's, exactly as in
+  // one process; the parameters follow one process's within FP8 rounding.
+  CHECK(equal(r0.at("0.fp8_amax_history").select(1, 0), expected.at("0.fp8_amax_history").select(1, 0)));
+  nn::TensorDict params, reference_params;
+  for (const char* name : {"0.weight", "0.bias", "2.weight", "2.bias"}) {
+    params.insert(name, r0.at(name));
+    reference_params.insert(name, expected.at(name));
+  }
+  CHECK(max_difference(params, reference_params) <= 2e-2);
 }
 
 WEFT_RANK_WORKER(fabric_self_launch) {
