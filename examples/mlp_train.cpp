@@ -15,6 +15,12 @@
 // So a run of 2 epochs resumed for a third equals a straight run of 3 epochs bit for bit
 // (examples/resume_test.sh checks this under CTest).
 //
+// Several processes: `weft-run -n 2 mlp_train --strategy ddp` (or fsdp; torchrun works too) trains
+// with data parallelism: --batch-size is the global batch, each rank takes its share of every
+// batch through Fabric's distributed sampler, and only rank 0 prints, logs and plots (every rank
+// evaluates the whole test set, since an fsdp forward needs all ranks). `--devices 2` without a
+// launcher makes Fabric start the two ranks itself.
+//
 // Output: a progress line per step (loss, throughput), the test accuracy per epoch, a CSV log,
 // a PNG plot of the curves when gnuplot is installed, and a final JSON summary line that the
 // benchmark script reads. The log and the plot go to the current directory unless --log and
@@ -58,6 +64,9 @@ struct Options {
   bool plot_given = false;  // --plot on the command line, not the default
   std::string precision = "32-true";
   std::string gemm;  // empty: the build's default
+  std::string strategy = "auto";
+  int64_t devices = 0;  // 0: what the launcher started on this node, else 1
+  int64_t num_nodes = 0;  // 0: what the launcher started, else 1
   bool progress = true;
 };
 
@@ -79,6 +88,9 @@ const char* kUsage = R"(usage: mlp_train [options]
                        or the aliases 64, 32, 16, bf16
   --gemm LIBRARY       openblas or eigen: which library computes matrix products (default:
                        OpenBLAS when weft was built with it)
+  --strategy auto      auto, ddp or fsdp (several processes: under weft-run / torchrun, or --devices)
+  --devices N          processes on this node (default: what the launcher started, else 1)
+  --num-nodes M        nodes (default: what the launcher started, else 1)
   --no-progress        no per-step progress line
 )";
 
@@ -146,6 +158,9 @@ Options parse(int argc, char** argv) {
     }
     else if (flag == "--precision") o.precision = value;
     else if (flag == "--gemm") o.gemm = value;
+    else if (flag == "--strategy") o.strategy = value;
+    else if (flag == "--devices") o.devices = parse_number<int64_t>(flag, value);
+    else if (flag == "--num-nodes") o.num_nodes = parse_number<int64_t>(flag, value);
     else usage_error("unknown option " + flag);
   }
   return o;
@@ -174,6 +189,9 @@ void check_options(const Options& o) {
                  std::to_string(*o.threads));
   if (!o.gemm.empty() && o.gemm != "openblas" && o.gemm != "eigen")
     option_error("--gemm expects openblas or eigen, got '" + o.gemm + "'");
+  if (o.strategy != "auto" && o.strategy != "ddp" && o.strategy != "fsdp")
+    option_error("--strategy expects auto, ddp or fsdp, got '" + o.strategy + "'");
+  if (o.devices < 0 || o.num_nodes < 0) option_error("--devices and --num-nodes must be positive");
   try {
     precision::CaptureWarnings quiet;  // Fabric parses it again below and warns then
     precision::parse_precision(o.precision);
@@ -297,25 +315,38 @@ int main(int argc, char** argv) try {
 
   fabric::FabricOptions fabric_options;
   fabric_options.precision = o.precision;
+  fabric_options.strategy = o.strategy;
+  const bool launched = distributed::launched_by_launcher();
+  const distributed::DistEnv env = launched ? distributed::read_dist_env() : distributed::DistEnv{};
+  fabric_options.devices = o.devices > 0 ? o.devices : env.local_world_size;
+  fabric_options.num_nodes = o.num_nodes > 0 ? o.num_nodes : env.world_size / env.local_world_size;
+  fabric_options.auto_wrap_policy = distributed::module_type_auto_wrap_policy({"Linear"});
   fabric::Fabric fabric(fabric_options);
-  std::cout << "precision: " << fabric.precision().precision() << "\n";
+  fabric.launch();
+  const int world = fabric.world_size();
+  if (o.batch_size % world != 0)
+    usage_error("--batch-size (the global batch) must divide by the " + std::to_string(world) + " ranks");
+  const int64_t local_batch = o.batch_size / world;
+  fabric.print("precision: " + fabric.precision().precision() + ", strategy: " + fabric.strategy().name() +
+               ", ranks: " + std::to_string(world));
   fabric::Fabric::seed_everything(o.seed);
   nn::Sequential net = [&] {
     precision::Context init = fabric.init_module();
     return build_model(o, train.images.size(1), 10);
   }();
   const fabric::FabricModule model = fabric.setup_module(net);
-  const fabric::FabricOptimizer optimizer = fabric.setup_optimizer(optim::AdamW(net->parameters(), {.lr = o.lr}));
+  const fabric::FabricOptimizer optimizer =
+      fabric.setup_optimizer(optim::AdamW(model.wrapped()->parameters(), {.lr = o.lr}));
   int64_t first_epoch = 1;
   if (!o.resume.empty()) {
     const auto meta = fabric.load(o.resume, model, &optimizer);
     first_epoch = saved_epoch(meta, o.resume) + 1;
-    std::cout << "resumed from " << o.resume << " after epoch " << first_epoch - 1 << "\n";
+    fabric.print("resumed from " + o.resume + " after epoch " + std::to_string(first_epoch - 1));
   }
-  std::cout << *net << "\n";
+  if (fabric.is_global_zero()) std::cout << *net << "\n";
 
   std::ofstream log;
-  if (!o.log.empty()) {
+  if (!o.log.empty() && fabric.is_global_zero()) {
     const bool append = !o.resume.empty() && std::filesystem::exists(o.log);
     log.open(o.log, append ? std::ios::app : std::ios::trunc);
     WEFT_CHECK(log.is_open(), "[mlp_train] cannot open the log '", o.log, "' for writing");
@@ -323,17 +354,26 @@ int main(int argc, char** argv) try {
   }
 
   const int64_t n = train.images.size(0);
-  const int64_t steps = (n + o.batch_size - 1) / o.batch_size;
-  const bool show_progress = o.progress && isatty(STDERR_FILENO);
+  // One process shuffles the whole set; several take their shares of one shuffle per epoch.
+  distributed::DistributedSampler sampler = fabric.distributed_sampler(n, {.seed = o.seed * 1000003ull});
+  const int64_t mine = world == 1 ? n : sampler.num_samples();
+  const int64_t steps = (mine + local_batch - 1) / local_batch;
+  const bool show_progress = o.progress && isatty(STDERR_FILENO) && fabric.is_global_zero();
   double total_seconds = 0, accuracy = 0;
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
-    Generator shuffle(o.seed * 1000003ull + static_cast<uint64_t>(epoch));
-    const Tensor order = randperm(n, &shuffle);
+    Tensor order;
+    if (world == 1) {
+      Generator shuffle(o.seed * 1000003ull + static_cast<uint64_t>(epoch));
+      order = randperm(n, &shuffle);
+    } else {
+      sampler.set_epoch(epoch);
+      order = sampler.indices();
+    }
     double loss_sum = 0;
     for (int64_t step = 0; step < steps; ++step) {
-      const int64_t begin = step * o.batch_size;
-      const Tensor idx = order.narrow(0, begin, std::min(o.batch_size, n - begin));
+      const int64_t begin = step * local_batch;
+      const Tensor idx = order.narrow(0, begin, std::min(local_batch, mine - begin));
       const Tensor loss = cross_entropy(model(index_select(train.images, 0, idx)), index_select(train.labels, 0, idx));
       optimizer.zero_grad();
       fabric.backward(loss, &model);
@@ -349,9 +389,10 @@ int main(int argc, char** argv) try {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     total_seconds += seconds;
     if (show_progress) std::fprintf(stderr, "\n");
-    const double mean_loss = loss_sum / static_cast<double>(steps);
-    std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.2f s (%.0f samples/s)\n",
-                static_cast<long long>(epoch), mean_loss, 100 * accuracy, seconds, static_cast<double>(n) / seconds);
+    const double mean_loss = fabric.all_reduce(scalar_tensor(loss_sum / static_cast<double>(steps), kFloat64)).item();
+    if (fabric.is_global_zero())
+      std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.2f s (%.0f samples/s)\n",
+                  static_cast<long long>(epoch), mean_loss, 100 * accuracy, seconds, static_cast<double>(n) / seconds);
     if (log.is_open()) log << epoch << ',' << mean_loss << ',' << accuracy << ',' << seconds << ',' << n / seconds << '\n';
     if (!o.checkpoint.empty()) {
       fabric.save(o.checkpoint, model, &optimizer, {{"epoch", std::to_string(epoch)}});
@@ -361,9 +402,11 @@ int main(int argc, char** argv) try {
     log.close();
     render_plot(o.log, o.plot);
   }
-  std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"gemm\": \"%s\", \"epochs\": %lld, "
-              "\"seconds\": %.3f, \"test_accuracy\": %.4f}\n",
-              num_threads(), to_string(cpu_gemm_library()), static_cast<long long>(o.epochs), total_seconds, accuracy);
+  if (fabric.is_global_zero())
+    std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"gemm\": \"%s\", \"ranks\": %d, "
+                "\"strategy\": \"%s\", \"epochs\": %lld, \"seconds\": %.3f, \"test_accuracy\": %.4f}\n",
+                num_threads(), to_string(cpu_gemm_library()), world, fabric.strategy().name().c_str(),
+                static_cast<long long>(o.epochs), total_seconds, accuracy);
   return 0;
 } catch (const std::exception& e) {
   std::cerr << "mlp_train: " << e.what() << "\n";

@@ -58,6 +58,37 @@ Tensor Module::forward(const Tensor&) {
   WEFT_FAIL("[forward] ", type_name(), " has no forward(Tensor); call the forward it defines");
 }
 
+size_t Module::register_forward_pre_hook(ForwardPreHook hook) {
+  pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+size_t Module::register_forward_hook(ForwardHook hook) {
+  post_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void Module::remove_forward_hook(size_t id) {
+  std::erase_if(pre_hooks_, [id](const auto& h) { return h.first == id; });
+  std::erase_if(post_hooks_, [id](const auto& h) { return h.first == id; });
+}
+
+void Module::run_forward_pre_hooks() {
+  for (size_t i = 0; i < pre_hooks_.size(); ++i) pre_hooks_[i].second(*this);
+}
+
+Tensor Module::run_forward_hooks(const Tensor& output) {
+  Tensor out = output;
+  for (size_t i = 0; i < post_hooks_.size(); ++i) out = post_hooks_[i].second(*this, out);
+  return out;
+}
+
+Tensor Module::call(const Tensor& input) {
+  if (!has_forward_hooks()) return forward(input);
+  run_forward_pre_hooks();
+  return run_forward_hooks(forward(input));
+}
+
 // ---- registration ----
 
 void Module::check_new_name(const std::string& name, const char* what) const {

@@ -57,6 +57,24 @@ class Module : public std::enable_shared_from_this<Module> {
   // signatures define their own forward instead.
   virtual Tensor forward(const Tensor& input);
 
+  // ---- forward hooks ----
+  // Note [Forward hooks]: a module is run through call() (ModuleHolder's operator() and the
+  // containers do this): the pre-forward hooks, forward, then the forward hooks, each of which may
+  // replace the output. Calling forward() directly skips them, as in PyTorch. Sharded data
+  // parallelism uses them to gather a unit's parameters just before its forward and free them
+  // after. Hooks run in the order registered; the id removes one.
+  using ForwardPreHook = std::function<void(Module& module)>;
+  using ForwardHook = std::function<Tensor(Module& module, const Tensor& output)>;
+  size_t register_forward_pre_hook(ForwardPreHook hook);
+  size_t register_forward_hook(ForwardHook hook);
+  void remove_forward_hook(size_t id);
+  bool has_forward_hooks() const { return !pre_hooks_.empty() || !post_hooks_.empty(); }
+  Tensor call(const Tensor& input);
+  // The two halves of call(), for forwards with other signatures (ModuleHolder uses them); a
+  // forward that does not return one Tensor passes an undefined one to the hooks.
+  void run_forward_pre_hooks();
+  Tensor run_forward_hooks(const Tensor& output);
+
   // ---- walking the tree ----
   std::vector<Tensor> parameters(bool recurse = true) const;
   std::vector<NamedTensor> named_parameters(bool recurse = true) const;
@@ -177,6 +195,9 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<Slot> buffers_;
   std::vector<NamedModule> children_;
   bool training_ = true;
+  std::vector<std::pair<size_t, ForwardPreHook>> pre_hooks_;
+  std::vector<std::pair<size_t, ForwardHook>> post_hooks_;
+  size_t next_hook_id_ = 0;
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);

@@ -10,6 +10,7 @@
 #include "precision/bitsandbytes_precision.h"
 #include "precision/context.h"
 #include "precision/convert.h"
+#include "precision/cross_rank.h"
 #include "precision/deepspeed_precision.h"
 #include "precision/fp8/fp8_autocast.h"
 #include "precision/fp8/fp8_cast.h"

@@ -2,9 +2,11 @@
 #include "precision/transformer_engine_precision.h"
 
 #include <memory>
+#include <span>
 
 #include "nn/module_init_context.h"
 #include "precision/autocast.h"
+#include "precision/cross_rank.h"
 #include "precision/fp8/fp8_linear.h"
 #include "precision/fp8/te_layer_norm.h"
 #include "precision/replace_layers.h"
@@ -33,6 +35,12 @@ DeviceType device_type_of(const std::string& device) {
 int64_t history_len(const Fp8Recipe& recipe) {
   const auto* delayed = std::get_if<DelayedScaling>(&recipe);
   return delayed ? delayed->amax_history_len : DelayedScaling{}.amax_history_len;
+}
+
+// The default amax reducer: whatever reduction a data-parallel strategy installed.
+void max_across_ranks(std::span<float> amaxes) {
+  if (amaxes.empty()) return;
+  all_reduce_max_across_ranks(from_blob(amaxes.data(), {static_cast<int64_t>(amaxes.size())}, kFloat32));
 }
 
 bool is_fp8(DType d) { return d == kFloat8E4M3FN || d == kFloat8E5M2; }
@@ -151,7 +159,7 @@ Context TransformerEnginePrecision::forward_context() {
   const bool autocast = fallback_compute_dtype_ == kBFloat16 || fallback_compute_dtype_ == kFloat16;
   Context context = tensor_init_context();
   context.push<AutocastGuard>(device_type_, fallback_compute_dtype_, autocast);
-  context.push<Fp8AutocastGuard>(true, recipe_, false, amax_reducer_);
+  context.push<Fp8AutocastGuard>(true, recipe_, false, amax_reducer_ ? amax_reducer_ : AmaxReducer(max_across_ranks));
   return context;
 }
 

@@ -30,8 +30,10 @@
 // construction-time swap checks the shapes too (the reference does not); "already converted" is
 // a warning here, an info log there; non-affine LayerNorms convert instead of crashing.
 //
-// amax_reducer (empty: one process) is the distributed layer's seam: it all-reduces the amaxes of
-// each region's DelayedScaling update across ranks.
+// amax_reducer is the distributed layer's seam: it all-reduces the amaxes of each region's
+// DelayedScaling update across ranks. Left empty, the maximum goes through the cross-rank
+// reduction a data-parallel strategy installs (precision/cross_rank.h; a no-op in one process),
+// so a plugin built before Fabric's ranks exist still agrees with them.
 #pragma once
 
 #include <optional>

@@ -69,6 +69,15 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, Device devic
   return s;
 }
 
+void Storage::resize_(size_t nbytes) {
+  WEFT_CHECK(allocator_ != nullptr, "[Storage::resize_] cannot resize memory the storage borrowed");
+  allocator_->deallocate(data_, nbytes_);
+  data_ = nullptr;
+  nbytes_ = 0;
+  data_ = allocator_->allocate(nbytes);
+  nbytes_ = nbytes;
+}
+
 Storage::~Storage() {
   if (allocator_ != nullptr) allocator_->deallocate(data_, nbytes_);
   if (release_) release_();

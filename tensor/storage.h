@@ -45,6 +45,12 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // Gives the storage `nbytes` of fresh, uninitialized memory in place of what it had (0 frees
+  // it); every tensor viewing it sees the new memory. Sharded data parallel frees a unit's
+  // unsharded parameters this way while the views autograd saved keep the Storage object
+  // (Note [FSDP unit lifecycle] in distributed/fsdp.h). Not for borrowed memory.
+  void resize_(size_t nbytes);
+
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
 

@@ -84,7 +84,7 @@ struct TrainedSixteenMixed {
 
 }  // namespace
 
-TEST_CASE("Fabric construction: cpu only, one device, single-device strategies, one precision source (T6)") {
+TEST_CASE("Fabric construction: cpu only, strategies by name, one precision source (T6, T19, T45)") {
   CHECK(Fabric().precision().precision() == "32-true");
   auto make = [](const char* accelerator, int64_t devices, const char* strategy) {
     FabricOptions options;
@@ -96,8 +96,20 @@ TEST_CASE("Fabric construction: cpu only, one device, single-device strategies, 
   CHECK(make("auto", 1, "single_device").accelerator() == "cpu");
   CHECK(contains(error_of([&] { make("cuda", 1, "auto"); }), "needs weft built with the CUDA backend"));
   CHECK(contains(error_of([&] { make("tpu", 1, "auto"); }), "expected accelerator 'cpu' or 'auto'"));
-  CHECK(contains(error_of([&] { make("cpu", 2, "auto"); }), "expected devices=1"));
-  CHECK(contains(error_of([&] { make("cpu", 1, "ddp"); }), "strategy 'ddp' is not available"));
+  CHECK(make("cpu", 2, "auto").strategy().name() == "ddp");  // several processes: ddp
+  CHECK(make("cpu", 1, "auto").strategy().name() == "single_device");
+  CHECK(make("cpu", 2, "fsdp").strategy().name() == "fsdp");
+  CHECK(contains(error_of([&] { make("cpu", 2, "single_device"); }), "strategy 'single_device' runs one process"));
+  CHECK(contains(error_of([&] { make("cpu", 1, "zero3"); }), "expected strategy 'auto', 'single_device', 'ddp' or"));
+  CHECK(contains(error_of([&] { make("cpu", 0, "auto"); }), "expected devices >= 1"));
+  FabricOptions fsdp_plugin;
+  fsdp_plugin.strategy = "fsdp";
+  fsdp_plugin.plugin = std::make_shared<precision::Precision>();
+  CHECK(contains(error_of([&] { Fabric{fsdp_plugin}; }), "The FSDP strategy can only work with the `FSDPPrecision` "
+                                                          "plugin, found 32-true plugin"));
+  FabricOptions fsdp_double = with_precision("64-true");
+  fsdp_double.strategy = "fsdp";
+  CHECK(contains(error_of([&] { Fabric{fsdp_double}; }), "is not supported in FSDP"));
   FabricOptions both = with_precision("16-true");
   both.plugin = std::make_shared<precision::Precision>();
   CHECK(contains(error_of([&] { Fabric{both}; }), "Received both `precision=16-true` and `plugins="));

@@ -147,6 +147,34 @@ TEST_CASE("holders share their module, call forward, and refuse to be used empty
   CHECK_FALSE(relu_layer.is_empty());
 }
 
+TEST_CASE("forward hooks run around forward when a module is called, in order, and can be removed") {
+  nn::Linear fc(3, 2);
+  nn::Sequential seq(fc, nn::ReLU());
+  std::vector<std::string> events;
+  const size_t pre = fc->register_forward_pre_hook([&](nn::Module& m) { events.push_back("pre " + m.type_name()); });
+  fc->register_forward_hook([&](nn::Module&, const Tensor& out) {
+    events.push_back("post");
+    return mul(out, 2.0);  // a hook may replace the output
+  });
+  const size_t second = fc->register_forward_hook([&](nn::Module&, const Tensor& out) {
+    events.push_back("second post");
+    return out;
+  });
+  const Tensor x = ones({1, 3});
+  const Tensor plain = fc->forward(x);  // calling forward directly skips the hooks
+  CHECK(events.empty());
+  CHECK(equal(fc(x), mul(plain, 2.0)));
+  CHECK(events == std::vector<std::string>{"pre Linear", "post", "second post"});
+  events.clear();
+  CHECK(equal(seq(x), relu(mul(plain, 2.0))));  // containers call their modules through the hooks
+  CHECK(events.size() == 3);
+  fc->remove_forward_hook(pre);
+  fc->remove_forward_hook(second);
+  events.clear();
+  fc(x);
+  CHECK(events == std::vector<std::string>{"post"});
+}
+
 TEST_CASE("apply visits children before their parent") {
   nn::Sequential seq(nn::Linear(2, 2), nn::ReLU());
   std::vector<std::string> order;
