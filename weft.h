@@ -1,42 +1,5 @@
-// The whole public API of weft in one include, layer by layer.
+// The whole public API of weft in one include: the top floor's umbrella, which includes every
+// floor below it (docs/ARCHITECTURE.md).
 #pragma once
 
-#include "tensor/autocast_state.h"
-#include "tensor/autograd.h"
-#include "tensor/cpu/caching_allocator.h"
-#include "tensor/cpu/gemm_library.h"
-#include "tensor/cpu/isa.h"
-#include "tensor/device.h"
-#include "tensor/dtype.h"
-#include "tensor/error.h"
-#include "tensor/float_formats.h"
-#include "tensor/generator.h"
-#include "tensor/init_context.h"
-#include "tensor/ops.h"
-#include "tensor/parallel.h"
-#include "tensor/tensor.h"
-
-#include "nn/checkpoint.h"
-#include "nn/clip_grad.h"
-#include "nn/idx_file.h"
-#include "nn/lr_scheduler.h"
-#include "nn/nn.h"
-#include "nn/optim_adam.h"
-#include "nn/optim_sgd.h"
-#include "nn/safetensors.h"
-
-#include "precision/autocast.h"
-#include "precision/context.h"
-#include "precision/convert.h"
-#include "precision/deepspeed_precision.h"
-#include "precision/fsdp_precision.h"
-#include "precision/grad_scaler.h"
-#include "precision/make_precision.h"
-#include "precision/mixed_precision.h"
-#include "precision/precision.h"
-#include "precision/precision_input.h"
-#include "precision/replace_layers.h"
-#include "precision/true_precision.h"
-#include "precision/warnings.h"
-
-#include "distributed/fabric.h"
+#include "fabric/all.h"

@@ -1,7 +1,7 @@
 // mlp_train: the main job. Trains an MLP (default 784-512-512-10, ReLU) on Fashion-MNIST with
 // AdamW and reports test accuracy per epoch.
 //
-// Training goes through the Fabric facade (distributed/fabric.h), so --precision picks the
+// Training goes through the Fabric facade (fabric/fabric.h), so --precision picks the
 // precision plugin: 32-true (default), 64-true, 16-true, bf16-true, bf16-mixed, and 16-mixed,
 // which on the cpu falls back to bf16-mixed with a warning (fp16 autocast is a GPU feature), plus
 // the aliases 64, 32, 16, bf16.
@@ -145,8 +145,8 @@ Split load_split(const std::string& dir, const std::string& prefix) {
               << "or point --data-dir at a folder holding the four IDX .gz files.\n";
     std::exit(1);
   }
-  const Tensor x = nn::read_idx(images);
-  const Tensor y = nn::read_idx(labels);
+  const Tensor x = io::read_idx(images);
+  const Tensor y = io::read_idx(labels);
   WEFT_CHECK(x.dim() == 3 && y.dim() == 1 && x.size(0) == y.size(0), "[mlp_train] ", prefix,
              ": expected images (N, 28, 28) and labels (N), got ", x.shape(), " and ", y.shape());
   return {div(x.reshape({x.size(0), -1}).to(kFloat32), 255.0), y.to(kInt64)};
@@ -164,7 +164,7 @@ nn::Sequential build_model(const Options& o, int64_t inputs, int64_t classes) {
   return model;
 }
 
-double evaluate(const distributed::FabricModule& model, const Split& test) {
+double evaluate(const fabric::FabricModule& model, const Split& test) {
   NoGradGuard no_grad;
   model->eval();
   int64_t correct = 0;
@@ -210,18 +210,18 @@ int main(int argc, char** argv) try {
   const Split train = load_split(o.data_dir, "train");
   const Split test = load_split(o.data_dir, "t10k");
 
-  distributed::FabricOptions fabric_options;
+  fabric::FabricOptions fabric_options;
   fabric_options.precision = o.precision;
-  distributed::Fabric fabric(fabric_options);
+  fabric::Fabric fabric(fabric_options);
   std::cout << "precision: " << fabric.precision().precision() << "\n";
-  distributed::Fabric::seed_everything(o.seed);
+  fabric::Fabric::seed_everything(o.seed);
   nn::Sequential net = [&] {
     precision::Context init = fabric.init_module();
     return build_model(o, train.images.size(1), 10);
   }();
-  const distributed::FabricModule model = fabric.setup_module(net);
+  const fabric::FabricModule model = fabric.setup_module(net);
   optim::AdamW adamw(net->parameters(), {.lr = o.lr});
-  const distributed::FabricOptimizer optimizer = fabric.setup_optimizer(adamw);
+  const fabric::FabricOptimizer optimizer = fabric.setup_optimizer(adamw);
   int64_t first_epoch = 1;
   if (!o.resume.empty()) {
     const auto meta = fabric.load(o.resume, model, &optimizer);

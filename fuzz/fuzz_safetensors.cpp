@@ -32,14 +32,14 @@ bool same_tensors(const weft::nn::TensorDict& a, const weft::nn::TensorDict& b) 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  weft::nn::SafetensorsFile file;
+  weft::io::SafetensorsFile file;
   try {
-    file = weft::nn::load_safetensors_from_memory(data, size);
+    file = weft::io::load_safetensors_from_memory(data, size);
   } catch (const weft::Error&) {
     return 0;  // a clean refusal
   }
-  const std::vector<uint8_t> saved = weft::nn::save_safetensors_to_memory(file.tensors, file.metadata);
-  const weft::nn::SafetensorsFile again = weft::nn::load_safetensors_from_memory(saved.data(), saved.size());
+  const std::vector<uint8_t> saved = weft::io::save_safetensors_to_memory(file.tensors, file.metadata);
+  const weft::io::SafetensorsFile again = weft::io::load_safetensors_from_memory(saved.data(), saved.size());
   if (!same_tensors(file.tensors, again.tensors) || file.metadata != again.metadata) __builtin_trap();
   const uint64_t in_region = size - 8 - header_size(data);
   const uint64_t out_region = saved.size() - 8 - header_size(saved.data());

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "nn/module.h"
-#include "nn/optim_optimizer.h"
+#include "optim/optimizer.h"
 #include "nn/tensor_dict.h"
 #include "precision/context.h"
 #include "precision/convert.h"

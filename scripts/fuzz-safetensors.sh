@@ -3,7 +3,7 @@
 # SECONDS (default 60), seeded with the committed golden files and past fuzz findings.
 # New corpus entries collect in build-fuzz/corpus; a crashing input is written to
 # build-fuzz/crashes/ and ends the run with a non-zero status. Once fixed, copy it to
-# tests/nn/data/fuzz_regressions/ so the test suite keeps checking it.
+# tests/io/data/fuzz_regressions/ so the test suite keeps checking it.
 #   scripts/fuzz-safetensors.sh [SECONDS] [extra libFuzzer flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,6 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWit
 cmake --build build-fuzz --target fuzz_safetensors -j2
 mkdir -p build-fuzz/corpus build-fuzz/crashes
 # The first directory collects new inputs; the others only seed.
-build-fuzz/fuzz/fuzz_safetensors build-fuzz/corpus tests/nn/data \
+build-fuzz/fuzz/fuzz_safetensors build-fuzz/corpus tests/io/data \
   -dict=fuzz/safetensors.dict -max_len=4096 -max_total_time="$seconds" -print_final_stats=1 \
   -artifact_prefix=build-fuzz/crashes/ "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/nn/golden_optim.h: what PyTorch 1.13 computes for weft's optimizer tests.
+"""Writes tests/optim/golden_optim.h: what PyTorch 1.13 computes for weft's optimizer tests.
 
 Runs torch.optim.SGD / Adam / AdamW (single-tensor implementations, foreach=False),
 torch.nn.utils.clip_grad_norm_ / clip_grad_value_, and the LR schedulers StepLR,
@@ -224,7 +224,7 @@ def main():
 // Regenerate from the repository root with: python3 scripts/golden_optim.py
 //
 // What PyTorch computes for the optimizer, gradient-clipping and LR-scheduler tests
-// (tests/nn/test_optim*.cpp): inputs, options and results as literals.
+// (tests/optim/test_optim*.cpp): inputs, options and results as literals.
 #pragma once
 
 #include <cstdint>

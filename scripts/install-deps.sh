@@ -3,7 +3,7 @@
 # arguments). Run as root on Debian 12. Packages already present are left alone, so a second run
 # costs a few seconds.
 set -euo pipefail
-packages=(cmake ninja-build g++ libeigen3-dev doctest-dev zlib1g-dev libopenblas-openmp-dev
+packages=(cmake ninja-build g++ python3 libeigen3-dev doctest-dev zlib1g-dev libopenblas-openmp-dev
           dataset-fashion-mnist gnuplot-nox libsimde-dev)
 [ $# -gt 0 ] && packages=("$@")
 missing=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Golden safetensors files for weft's loader tests, written by Python, and an interop checker.
 
-    python3 scripts/safetensors_interop.py write          # (re)writes the files in tests/nn/data/
+    python3 scripts/safetensors_interop.py write          # (re)writes the files in tests/io/data/
     python3 scripts/safetensors_interop.py verify FILE..  # checks any safetensors file (e.g. one weft wrote)
 
 The golden_* files are built with plain struct + json, so writing them needs nothing beyond the
@@ -10,7 +10,7 @@ standard library. reference_writer.safetensors is written by the `safetensors` p
 tensors to the same bytes. Every file written or verified is then checked three ways where the tools exist: by this
 script's own strict reader, by the `safetensors` package (pip install safetensors), and by
 torch (1.13 has no float8, so F8 tensors are checked by this script only). The expected values
-below are repeated literally in tests/nn/test_safetensors_golden.cpp; change both together.
+below are repeated literally in tests/io/test_safetensors_golden.cpp; change both together.
 """
 import json
 import math

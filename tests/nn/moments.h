@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "weft.h"
+#include "nn/all.h"
 
 namespace weft::testing {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "moments.h"
-#include "weft.h"
+#include "nn/all.h"
 
 using namespace weft;
 using testing::moments;

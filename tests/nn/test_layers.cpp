@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "moments.h"
-#include "weft.h"
+#include "nn/all.h"
 
 using namespace weft;
 using testing::moments;

@@ -4,7 +4,7 @@
 // tests/precision/test_lazy_plugins.cpp).
 #include <doctest/doctest.h>
 
-#include "weft.h"
+#include "nn/all.h"
 
 using namespace weft;
 

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "weft.h"
+#include "nn/all.h"
 
 using namespace weft;
 

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "weft.h"
+#include "nn/all.h"
 
 using namespace weft;
 

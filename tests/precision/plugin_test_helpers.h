@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "weft.h"
+#include "precision/all.h"
 
 namespace weft::testing {
 

@@ -5,8 +5,7 @@
 
 #include <thread>
 
-#include "precision/autocast.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using precision::AutocastGuard;

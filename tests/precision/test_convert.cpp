@@ -8,8 +8,7 @@
 #include <tuple>
 #include <vector>
 
-#include "precision/convert.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using precision::convert_fp_tensors;

@@ -6,10 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "precision/deepspeed_precision.h"
-#include "precision/fsdp_precision.h"
-#include "precision/warnings.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using namespace weft::precision;

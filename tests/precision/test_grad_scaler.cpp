@@ -6,8 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "precision/grad_scaler.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using precision::GradScaler;

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "plugin_test_helpers.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using testing::error_of;

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "plugin_test_helpers.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using testing::contains;

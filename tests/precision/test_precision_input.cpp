@@ -5,9 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "precision/precision_input.h"
-#include "precision/warnings.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using namespace weft::precision;

@@ -7,7 +7,7 @@
 #include <typeinfo>
 
 #include "plugin_test_helpers.h"
-#include "weft.h"
+#include "precision/all.h"
 
 using namespace weft;
 using testing::MarkedLinear;

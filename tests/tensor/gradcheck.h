@@ -25,7 +25,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "weft.h"
+#include "tensor/all.h"
 
 namespace weft::testing {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "weft.h"
+#include "tensor/all.h"
 
 namespace weft::testing {
 

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 

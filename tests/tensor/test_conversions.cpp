@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "narrow_reference.h"
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 

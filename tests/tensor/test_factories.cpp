@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 

@@ -21,7 +21,7 @@
 #endif
 
 #include "narrow_reference.h"
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 using weft_test::NarrowSpec;

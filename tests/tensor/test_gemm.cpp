@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "tensor_test_helpers.h"
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 using testing::random;

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 

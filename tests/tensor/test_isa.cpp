@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "tensor_test_helpers.h"
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 using testing::check_close;

@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 

@@ -9,7 +9,7 @@
 
 #include "golden_functional.h"
 #include "tensor_test_helpers.h"
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 using testing::values;

@@ -2,7 +2,7 @@
 // factories refusing shapes whose size cannot be addressed.
 #include <doctest/doctest.h>
 
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 

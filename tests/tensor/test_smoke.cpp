@@ -1,7 +1,7 @@
 // Quick end-to-end checks that the core pieces fit together.
 #include <doctest/doctest.h>
 
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 

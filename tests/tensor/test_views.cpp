@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "weft.h"
+#include "tensor/all.h"
 
 using namespace weft;
 

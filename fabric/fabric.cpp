@@ -1,0 +1,178 @@
+// The Fabric facade: accelerator and strategy checks, setup, the backward guard, clipping,
+// init contexts and checkpoints with the precision plugin's state.
+#include "fabric/fabric.h"
+
+#include "io/checkpoint.h"
+#include "optim/clip_grad.h"
+#include "optim/optimizer.h"
+#include "precision/make_precision.h"
+#include "tensor/autograd.h"
+#include "tensor/generator.h"
+#include "tensor/ops.h"
+#include "tensor/init_context.h"
+
+namespace weft::fabric {
+namespace {
+
+thread_local bool t_in_fabric_backward = false;
+
+class FabricBackwardScope {
+ public:
+  FabricBackwardScope() : previous_(t_in_fabric_backward) { t_in_fabric_backward = true; }
+  ~FabricBackwardScope() { t_in_fabric_backward = previous_; }
+  FabricBackwardScope(const FabricBackwardScope&) = delete;
+  FabricBackwardScope& operator=(const FabricBackwardScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+constexpr const char* kPrecisionKey = "__precision__";
+
+std::string checked_accelerator(const std::string& accelerator) {
+  WEFT_CHECK(accelerator != "cuda" && accelerator != "gpu",
+             "[Fabric] accelerator '", accelerator, "' needs weft built with the CUDA backend; this build is "
+             "CPU-only, use accelerator='cpu'");
+  WEFT_CHECK(accelerator == "cpu" || accelerator == "auto", "[Fabric] expected accelerator 'cpu' or 'auto', got '",
+             accelerator, "'");
+  return "cpu";
+}
+
+std::shared_ptr<precision::Precision> choose_plugin(const FabricOptions& options, const std::string& accelerator) {
+  if (options.plugin) {
+    WEFT_CHECK(!options.precision, "[Fabric] Received both `precision=", options.precision->str(),
+               "` and `plugins=", options.plugin->precision(), " plugin`. Choose one.");
+    return options.plugin;
+  }
+  return precision::make_precision(options.precision.value_or(precision::PrecisionInput("32-true")), accelerator);
+}
+
+// Identity whose backward refuses to run outside Fabric::backward (Note [Backward guard]).
+Tensor guard_output(const Tensor& output) {
+  if (!output.defined() || !output.requires_grad() || !autograd::grad_mode_enabled()) return output;
+  Tensor guarded = output.detach();
+  autograd::record("FabricBackwardGuard", guarded, {output}, [](const Tensor& grad) {
+    WEFT_CHECK(t_in_fabric_backward, "[Fabric] The current strategy and precision selection requires you to call "
+               "`fabric.backward(loss)` instead of `loss.backward()`.");
+    return std::vector<Tensor>{grad};
+  });
+  return guarded;
+}
+
+}  // namespace
+
+namespace detail {
+bool in_fabric_backward() { return t_in_fabric_backward; }
+}  // namespace detail
+
+Tensor FabricModule::operator()(const Tensor& input) const {
+  const Tensor converted = plugin_->convert_input(input);
+  Tensor output;
+  {
+    precision::Context forward = plugin_->forward_context();
+    output = module_->forward(converted);
+  }
+  output = plugin_->convert_output(output);
+  return plugin_->requires_plugin_backward() ? guard_output(output) : output;
+}
+
+Fabric::Fabric(FabricOptions options) : accelerator_(checked_accelerator(options.accelerator)) {
+  WEFT_CHECK(options.devices == 1, "[Fabric] expected devices=1 on the cpu (data-parallel strategies are not "
+             "available yet), got ", options.devices);
+  WEFT_CHECK(options.strategy == "auto" || options.strategy == "single_device",
+             "[Fabric] strategy '", options.strategy, "' is not available in this build; use 'auto' or "
+             "'single_device'");
+  plugin_ = choose_plugin(options, accelerator_);
+}
+
+FabricModule Fabric::setup_module(std::shared_ptr<nn::Module> module) {
+  WEFT_CHECK(module != nullptr, "[Fabric.setup] expected a module, got an empty one");
+  plugin_->convert_module(*module);
+  return FabricModule(std::move(module), plugin_);
+}
+
+void Fabric::backward(const Tensor& loss, const FabricModule* model) {
+  nn::Module* module = model != nullptr ? model->module().get() : nullptr;
+  FabricBackwardScope scope;
+  plugin_->pre_backward(loss, module);
+  plugin_->backward(loss, module);
+  plugin_->post_backward(loss, module);
+}
+
+std::optional<double> Fabric::clip_gradients(const FabricModule&, const FabricOptimizer& optimizer,
+                                             std::optional<double> clip_val, std::optional<double> max_norm,
+                                             double norm_type, bool error_if_nonfinite) {
+  WEFT_CHECK(!(clip_val && max_norm), "[Fabric.clip_gradients] Only one of `clip_val` or `max_norm` can be set as "
+             "this specifies the underlying clipping algorithm!");
+  WEFT_CHECK(clip_val || max_norm, "[Fabric.clip_gradients] You have to specify either `clip_val` or `max_norm` to "
+             "do gradient clipping!");
+  plugin_->unscale_gradients(optimizer.optimizer());
+  const std::vector<Tensor> params = plugin_->main_params(optimizer.optimizer());
+  if (clip_val) {
+    optim::clip_grad_value_(params, *clip_val);
+    return std::nullopt;
+  }
+  return optim::clip_grad_norm_(params, *max_norm, norm_type, error_if_nonfinite);
+}
+
+precision::Context Fabric::init_tensor() {
+  precision::Context context;
+  context.push<TensorFrameGuard>(TensorFrame{{}, Device(), {}});
+  return std::move(context.then(plugin_->tensor_init_context()));
+}
+
+precision::Context Fabric::init_module(std::optional<bool> empty_init) {
+  precision::Context context;
+  context.push<TensorFrameGuard>(TensorFrame{{}, Device(), empty_init.value_or(false)});
+  return std::move(context.then(plugin_->module_init_context()));
+}
+
+void Fabric::save(const std::filesystem::path& path, const FabricModule& model, const FabricOptimizer* optimizer,
+                  const io::SafetensorsMetadata& metadata) const {
+  const std::string prefix = std::string(kPrecisionKey) + ".";
+  io::SafetensorsMetadata meta;
+  for (const auto& [key, value] : metadata) {
+    WEFT_CHECK(key.rfind(kPrecisionKey, 0) != 0, "[Fabric.save] the metadata key '", key,
+               "' uses the reserved prefix ", kPrecisionKey);
+    meta[key] = value;
+  }
+  meta[kPrecisionKey] = plugin_->precision();
+  for (const auto& [key, value] : plugin_->state_dict()) meta[prefix + key] = optim::format_scalar(value.item<double>());
+  io::save_checkpoint(path, *model.module(), optimizer != nullptr ? &optimizer->optimizer() : nullptr, meta);
+}
+
+// All or nothing: the file is read and its precision entries parsed before anything changes. The
+// plugin's state goes in first — its load_state_dict validates before it writes (GradScaler does),
+// so a file from another precision changes nothing — then the model and optimizer, which are
+// all or nothing themselves (io::apply_checkpoint); if they refuse, the plugin gets back the
+// state it had, through its own state_dict (a plugin must accept what it saves).
+io::SafetensorsMetadata Fabric::load(const std::filesystem::path& path, const FabricModule& model,
+                                     const FabricOptimizer* optimizer) const {
+  const std::string prefix = std::string(kPrecisionKey) + ".";
+  io::Checkpoint checkpoint = io::read_checkpoint(path);
+  io::SafetensorsMetadata user;
+  nn::TensorDict state;
+  for (const auto& [key, value] : checkpoint.metadata) {
+    if (key.rfind(prefix, 0) == 0) {
+      double number = 0;
+      optim::parse_scalar(key, value, number, "[Fabric.load] metadata");
+      state.insert(key.substr(prefix.size()), scalar_tensor(number, kFloat64));
+    } else if (key != kPrecisionKey) {
+      user[key] = value;
+    }
+  }
+
+  const nn::TensorDict previous = plugin_->state_dict();
+  plugin_->load_state_dict(state);
+  try {
+    io::apply_checkpoint(checkpoint, *model.module(), optimizer != nullptr ? &optimizer->optimizer() : nullptr);
+  } catch (...) {
+    plugin_->load_state_dict(previous);
+    throw;
+  }
+  return user;
+}
+
+void Fabric::seed_everything(uint64_t seed) { manual_seed(seed); }
+
+}  // namespace weft::fabric

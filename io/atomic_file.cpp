@@ -1,0 +1,104 @@
+// AtomicFileWriter on POSIX: open(O_EXCL) a unique temporary name, write, fsync, rename.
+#include "io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <system_error>
+
+#include "tensor/error.h"
+
+namespace weft::io {
+namespace {
+
+std::string os_reason(int err) { return std::system_category().message(err); }
+
+}  // namespace
+
+AtomicFileWriter::AtomicFileWriter(std::filesystem::path target, std::string op)
+    : target_(std::move(target)), op_(std::move(op)) {
+  WEFT_CHECK(target_.has_filename(), "[", op_, "] expected a path to a file, got '", target_.string(), "'");
+  const std::filesystem::path dir = target_.has_parent_path() ? target_.parent_path() : ".";
+  // pid + counter makes the name unique among writers; O_EXCL settles any remaining race.
+  static std::atomic<uint64_t> counter{0};
+  for (int attempt = 0;; ++attempt) {
+    std::string name = ".";
+    name += target_.filename().string();
+    name += ".tmp.";
+    name += std::to_string(::getpid());
+    name += '.';
+    name += std::to_string(counter++);
+    temp_path_ = dir / name;
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ >= 0) return;
+    const int err = errno;
+    if (err != EEXIST || attempt == 100) {
+      temp_path_.clear();
+      WEFT_FAIL("[", op_, "] cannot create a file in directory '", dir.string(), "' to write '",
+                target_.string(), "': ", os_reason(err));
+    }
+  }
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (!committed_) discard();
+}
+
+void AtomicFileWriter::discard() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+  temp_path_.clear();
+}
+
+void AtomicFileWriter::fail(const std::string& what, int err) {
+  discard();
+  WEFT_FAIL("[", op_, "] ", what, ": ", os_reason(err), "; '", target_.string(), "' is unchanged");
+}
+
+void AtomicFileWriter::write(const void* data, size_t nbytes) {
+  WEFT_CHECK(fd_ >= 0, "[", op_, "] write after the file was committed or discarded");
+  const char* p = static_cast<const char*>(data);
+  while (nbytes > 0) {
+    const ssize_t n = ::write(fd_, p, nbytes);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      fail("writing '" + temp_path_.string() + "' failed", err);
+    }
+    p += n;
+    nbytes -= static_cast<size_t>(n);
+  }
+}
+
+void AtomicFileWriter::commit() {
+  WEFT_CHECK(fd_ >= 0, "[", op_, "] commit after the file was committed or discarded");
+  // errno is read before the message is built: building it may allocate, which may set errno.
+  if (::fsync(fd_) != 0) {
+    const int err = errno;
+    fail("flushing '" + temp_path_.string() + "' to disk failed", err);
+  }
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {
+    const int err = errno;
+    fail("closing '" + temp_path_.string() + "' failed", err);
+  }
+  if (::rename(temp_path_.c_str(), target_.c_str()) != 0) {
+    const int err = errno;
+    fail("cannot rename '" + temp_path_.string() + "' over '" + target_.string() + "'", err);
+  }
+  committed_ = true;
+  // Makes the rename itself durable. Best effort: the new file is already in place, and some
+  // file systems refuse fsync on a directory.
+  const std::filesystem::path dir = target_.has_parent_path() ? target_.parent_path() : ".";
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+}
+
+}  // namespace weft::io

@@ -1,0 +1,40 @@
+// AtomicFileWriter: writes a file so that readers see either the old file or the whole new one,
+// never a torn mix, even if the process dies or the disk fills up half way.
+//
+// The bytes go to a temporary file in the target's directory (rename is atomic only within one
+// file system), which is fsync'ed and then renamed over the target. Until commit() succeeds the
+// target is untouched; if anything fails, or the writer is destroyed without commit(), the
+// temporary file is removed. Errors name the op given at construction and the OS's reason.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+
+namespace weft::io {
+
+class AtomicFileWriter {
+ public:
+  AtomicFileWriter(std::filesystem::path target, std::string op);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(const void* data, size_t nbytes);
+  // Flushes the data to disk and renames the temporary file over the target.
+  void commit();
+
+  const std::filesystem::path& temp_path() const { return temp_path_; }
+
+ private:
+  [[noreturn]] void fail(const std::string& what, int err);
+  void discard() noexcept;
+
+  std::filesystem::path target_;
+  std::filesystem::path temp_path_;
+  std::string op_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace weft::io

@@ -1,0 +1,58 @@
+// Safetensors checkpoints: the file format of Hugging Face's `safetensors`, read and written
+// byte for byte, so weft checkpoints load in PyTorch / JAX / Rust and theirs load in weft.
+//
+// Layout: an 8-byte little-endian header length N; N bytes of JSON
+//   {"__metadata__": {"key": "value", ...},
+//    "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
+// padded with spaces to a multiple of 8; then the data region, where each tensor's raw
+// little-endian row-major bytes lie at [begin, end) (offsets relative to the region's start).
+// Dtype strings are kDTypeTraits' safetensors_name (tensor/dtype.h).
+//
+// Saving writes the tensors contiguously in the TensorDict's order, omits "__metadata__" when
+// the metadata is empty (as the reference implementation does), and is atomic (see
+// io/atomic_file.h): the old file survives any failure. Non-contiguous or non-CPU tensors are
+// copied to contiguous CPU memory one at a time while writing.
+//
+// Loading trusts nothing in the file: every size is checked against the bytes actually present
+// before anything is allocated, the data region must be covered exactly (no overlaps, gaps or
+// trailing bytes), and BOOL bytes must be 0 or 1. Each problem is a weft::Error naming the tensor
+// and what was expected versus found. Tensors come back on the CPU in data-offset order (empty
+// tensors sharing an offset keep header order), which for a file weft wrote is the saved order.
+// Stricter than the reference loader in three ways, each for safety: a tensor entry may hold only
+// dtype, shape and data_offsets; BOOL bytes must be 0 or 1; and the product of the non-zero
+// dimensions must fit in int64 (an empty tensor's strides are built from it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nn/tensor_dict.h"
+
+namespace weft::io {
+
+using SafetensorsMetadata = std::map<std::string, std::string>;
+
+struct SafetensorsFile {
+  nn::TensorDict tensors;
+  SafetensorsMetadata metadata;
+};
+
+// Headers longer than this are refused before being read (the reference implementation's limit).
+inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
+
+void save_safetensors(const std::filesystem::path& path, const nn::TensorDict& tensors,
+                      const SafetensorsMetadata& metadata = {});
+// The bytes save_safetensors would write.
+std::vector<uint8_t> save_safetensors_to_memory(const nn::TensorDict& tensors,
+                                                const SafetensorsMetadata& metadata = {});
+
+SafetensorsFile load_safetensors(const std::filesystem::path& path);
+// The loader itself: load_safetensors maps the file and calls this, so it is also what the
+// fuzzer exercises.
+SafetensorsFile load_safetensors_from_memory(const uint8_t* data, size_t size);
+
+}  // namespace weft::io

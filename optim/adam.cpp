@@ -1,0 +1,121 @@
+// Adam's and AdamW's option checks and their shared fused update (formulas in optim/adam.h).
+// Bias corrections are computed in double from the step count, as PyTorch computes them in Python;
+// per-element scalars are then rounded to the compute type once, and each line of the loop is one
+// PyTorch op of _single_tensor_adam(w), in the same order.
+#include "optim/adam.h"
+
+#include <cmath>
+#include <functional>
+
+#include "optim/fused_update.h"
+
+namespace weft::optim {
+
+namespace {
+
+using detail::Block;
+using detail::ConstBlock;
+
+void validate_adam(const char* op, double lr, const std::pair<double, double>& betas, double eps,
+                   double weight_decay) {
+  WEFT_CHECK(lr >= 0.0, "[", op, "] invalid learning rate: ", lr, "; expected lr >= 0");
+  WEFT_CHECK(eps >= 0.0, "[", op, "] invalid epsilon value: ", eps, "; expected eps >= 0");
+  WEFT_CHECK(betas.first >= 0.0 && betas.first < 1.0, "[", op, "] invalid beta parameter at index 0: ",
+             betas.first, "; expected 0 <= beta < 1");
+  WEFT_CHECK(betas.second >= 0.0 && betas.second < 1.0, "[", op, "] invalid beta parameter at index 1: ",
+             betas.second, "; expected 0 <= beta < 1");
+  WEFT_CHECK(weight_decay >= 0.0, "[", op, "] invalid weight_decay value: ", weight_decay,
+             "; expected weight_decay >= 0");
+}
+
+struct AdamStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool amsgrad;
+  bool decoupled;  // AdamW: decay the parameter, not the gradient
+};
+
+template <class P>
+void adam_update(const Tensor& param, const Tensor& grad, AdamParamState& state, const AdamStep& s) {
+  using C = detail::ComputeType<P>;
+  C* m_data = state.exp_avg.data<C>();
+  C* v_data = state.exp_avg_sq.data<C>();
+  C* v_max_data = s.amsgrad ? state.max_exp_avg_sq.data<C>() : nullptr;
+
+  const double step = static_cast<double>(state.step);
+  const double bias_correction1 = 1.0 - std::pow(s.beta1, step);
+  const double bias_correction2 = 1.0 - std::pow(s.beta2, step);
+  const C neg_step_size = static_cast<C>(-(s.lr / bias_correction1));
+  // A multiply by the reciprocal instead of a division: the update is bound by the vector
+  // divider, and this leaves it one division per element instead of two.
+  const C inv_bias_correction2_sqrt = static_cast<C>(1.0 / std::sqrt(bias_correction2));
+  const C beta1 = static_cast<C>(s.beta1), one_minus_beta1 = static_cast<C>(1.0 - s.beta1);
+  const C beta2 = static_cast<C>(s.beta2), one_minus_beta2 = static_cast<C>(1.0 - s.beta2);
+  const C eps = static_cast<C>(s.eps);
+  const C weight_decay = static_cast<C>(s.weight_decay);
+  const C decay_factor = static_cast<C>(1.0 - s.lr * s.weight_decay);
+  const bool coupled_decay = !s.decoupled && s.weight_decay != 0.0;
+
+  detail::for_each_param_block(param.data<P>(), grad.data<P>(), param.numel(),
+                               [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
+    Block<C> p(p_data, length), m(m_data + offset, length), v(v_data + offset, length);
+    alignas(64) C g_decayed[detail::kBlock];
+    if (coupled_decay) Block<C>(g_decayed, length) = ConstBlock<C>(g_data, length) + weight_decay * p;
+    const ConstBlock<C> g(coupled_decay ? g_decayed : g_data, length);
+    if (s.decoupled) p = p * decay_factor;
+    m = m * beta1 + one_minus_beta1 * g;
+    v = v * beta2 + one_minus_beta2 * g * g;
+    if (v_max_data) {
+      Block<C> v_max(v_max_data + offset, length);
+      v_max = v_max.max(v);
+      p = p + neg_step_size * m / (v_max.sqrt() * inv_bias_correction2_sqrt + eps);
+    } else {
+      p = p + neg_step_size * m / (v.sqrt() * inv_bias_correction2_sqrt + eps);
+    }
+  });
+}
+
+template <class Options>
+void adam_step(const char* op, std::vector<ParamGroup<Options>>& groups,
+               const std::function<AdamParamState&(const Tensor&)>& state_for, bool decoupled) {
+  for (auto& group : groups) {
+    const Options& o = group.options;
+    const AdamStep s{o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay, o.amsgrad, decoupled};
+    for (const Tensor& param : group.params) {
+      if (!param.grad().defined()) continue;
+      const Tensor grad = detail::fused_update_grad(op, param);
+      AdamParamState& state = state_for(param);
+      // Lazily created, so a state dict without a buffer (or amsgrad switched on) still steps.
+      if (!state.exp_avg.defined()) state.exp_avg = detail::zero_state(param);
+      if (!state.exp_avg_sq.defined()) state.exp_avg_sq = detail::zero_state(param);
+      if (o.amsgrad && !state.max_exp_avg_sq.defined()) state.max_exp_avg_sq = detail::zero_state(param);
+      state.step += 1;
+      detail::dispatch_param_dtype(param.dtype(), op, [&](auto tag) {
+        adam_update<decltype(tag)>(param, grad, state, s);
+      });
+      detail::mark_updated(param);
+    }
+  }
+}
+
+}  // namespace
+
+void AdamOptions::validate() const { validate_adam("Adam", lr, betas, eps, weight_decay); }
+void AdamWOptions::validate() const { validate_adam("AdamW", lr, betas, eps, weight_decay); }
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options)
+    : TypedOptimizer("Adam", std::move(params), options) {}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
+    : TypedOptimizer("AdamW", std::move(params), options) {}
+
+void Adam::step() {
+  adam_step<AdamOptions>("Adam", groups_, [this](const Tensor& p) -> AdamParamState& { return state_for(p); },
+                         false);
+}
+
+void AdamW::step() {
+  adam_step<AdamWOptions>("AdamW", groups_, [this](const Tensor& p) -> AdamParamState& { return state_for(p); },
+                          true);
+}
+
+}  // namespace weft::optim

@@ -1,0 +1,28 @@
+// The checks and allocations shared by the fused optimizer updates (optim/fused_update.h).
+#include "optim/fused_update.h"
+
+#include "optim/optimizer.h"
+#include "tensor/ops.h"
+
+namespace weft::optim::detail {
+
+Tensor fused_update_grad(const std::string& op, const Tensor& param) {
+  const Tensor grad = param.grad();
+  WEFT_CHECK(!param.is_uninitialized(), "[", op, "] a parameter has a gradient but no shape; this is not possible "
+             "for a lazy parameter before its first forward");
+  WEFT_CHECK(param.device().is_cpu(), "[", op, "] the fused update runs on the CPU; got a parameter on ",
+             param.device());
+  WEFT_CHECK(param.is_contiguous(), "[", op, "] parameters must be contiguous to be updated in place, got one of "
+             "shape ", param.shape(), " with strides ", param.strides());
+  WEFT_CHECK(grad.dtype() == param.dtype(), "[", op, "] a ", param.dtype(), " parameter has a ", grad.dtype(),
+             " gradient; gradients must have their parameter's dtype");
+  WEFT_CHECK(grad.shape() == param.shape(), "[", op, "] a parameter of shape ", param.shape(),
+             " has a gradient of shape ", grad.shape());
+  return grad.contiguous();
+}
+
+Tensor zero_state(const Tensor& param) {
+  return zeros(param.shape(), TensorOptions(state_dtype(param)).device(param.device()));
+}
+
+}  // namespace weft::optim::detail

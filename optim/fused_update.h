@@ -1,0 +1,121 @@
+// Internal helpers for the fused optimizer updates (SGD, Adam, AdamW) and gradient clipping.
+//
+// Every update is one pass over a parameter's contiguous memory, block by block: a block of
+// kBlock elements of parameter, gradient and state is read, updated in float32 (float64 for
+// float64 parameters) while it sits in L1 cache, and written back. The block kernels are Eigen
+// array expressions, which vectorise where a plain loop would not (std::sqrt may set errno, and
+// that keeps compilers from vectorising it), and which spell the formulas as they read.
+// float16 / bfloat16 parameters are widened on load and rounded to nearest even on store; their
+// state is float32 (optim::detail::state_dtype), so low-precision training keeps full-precision
+// moments. Large tensors are split over the OpenMP threads in whole blocks.
+//
+// Internal to optim/: it includes Eigen, which weft links privately.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+#include "tensor/dtype.h"
+#include "tensor/float_formats.h"
+#include "tensor/parallel.h"
+#include "tensor/tensor.h"
+
+namespace weft::optim::detail {
+
+template <class P>
+struct ComputeTypeOf {
+  using type = float;
+};
+template <>
+struct ComputeTypeOf<double> {
+  using type = double;
+};
+template <class P>
+using ComputeType = typename ComputeTypeOf<P>::type;
+
+inline float widen(float v) { return v; }
+inline double widen(double v) { return v; }
+inline float widen(Half v) { return half_to_float(v.bits); }
+inline float widen(BFloat16 v) { return bfloat16_to_float(v.bits); }
+
+template <class P>
+P narrow(ComputeType<P> v) {
+  if constexpr (std::is_same_v<P, Half>)
+    return Half{float_to_half(v)};
+  else if constexpr (std::is_same_v<P, BFloat16>)
+    return BFloat16{float_to_bfloat16(v)};
+  else
+    return v;
+}
+
+// Calls fn(P{}) with P the storage type of a parameter dtype (see check_new_param for the set).
+template <class Fn>
+void dispatch_param_dtype(DType dtype, const std::string& op, Fn&& fn) {
+  switch (dtype) {
+    case DType::Float64: fn(double{}); break;
+    case DType::Float32: fn(float{}); break;
+    case DType::Float16: fn(Half{}); break;
+    case DType::BFloat16: fn(BFloat16{}); break;
+    default: WEFT_FAIL("[", op, "] parameters must be float64, float32, float16 or bfloat16, got ", dtype);
+  }
+}
+
+// A block of compute-type values as an Eigen array, without copying.
+template <class C>
+using Block = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
+template <class C>
+using ConstBlock = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
+
+// Below this many elements an update runs on one thread: the fork costs more than it saves.
+inline constexpr int64_t kUpdateGrain = 32768;
+inline constexpr int64_t kBlock = 1024;
+
+// Runs kernel(offset, length, p, g) over [0, n) in blocks of kBlock elements (the last one
+// shorter), spread over the threads when n is large. p and g are the block's parameter and
+// gradient values in the compute type: the parameter's own memory when it is float32 / float64,
+// widened copies (written back, rounded, after the kernel) when it is narrow. `offset` locates the
+// block in the state tensors. Threads take whole blocks, so every element is computed by the same
+// instructions whatever the thread count, and results do not depend on it.
+template <class P, class Kernel>
+void for_each_param_block(P* param, const P* grad, int64_t n, Kernel&& kernel) {
+  using C = ComputeType<P>;
+  auto run_block = [&](int64_t block) {
+    const int64_t offset = block * kBlock;
+    const int64_t length = std::min(kBlock, n - offset);
+    if constexpr (std::is_same_v<P, C>) {
+      kernel(offset, length, param + offset, grad + offset);
+    } else {
+      alignas(64) C p[kBlock];
+      alignas(64) C g[kBlock];
+      for (int64_t i = 0; i < length; ++i) {
+        p[i] = widen(param[offset + i]);
+        g[i] = widen(grad[offset + i]);
+      }
+      kernel(offset, length, p, static_cast<const C*>(g));
+      for (int64_t i = 0; i < length; ++i) param[offset + i] = narrow<P>(p[i]);
+    }
+  };
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  const int64_t chunks = std::min<int64_t>(num_threads(), n / kUpdateGrain);
+  if (chunks <= 1) {
+    for (int64_t b = 0; b < blocks; ++b) run_block(b);
+    return;
+  }
+  parallel_for(chunks, [&](int64_t c) {
+    for (int64_t b = blocks * c / chunks; b < blocks * (c + 1) / chunks; ++b) run_block(b);
+  });
+}
+
+// Checks that `param` can be updated in place by a fused kernel (CPU, contiguous, initialized)
+// and returns its gradient, contiguous and of the parameter's dtype.
+Tensor fused_update_grad(const std::string& op, const Tensor& param);
+// A state tensor for `param`, zero-filled: param's shape, state_dtype(param).
+Tensor zero_state(const Tensor& param);
+// Marks `param` as modified in place, for autograd's saved-tensor checks.
+inline void mark_updated(const Tensor& param) { param.storage()->bump_version(); }
+
+}  // namespace weft::optim::detail

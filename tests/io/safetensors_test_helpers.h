@@ -1,0 +1,92 @@
+// Helpers shared by the safetensors tests: hand-built files, the error a load ends in, a
+// scratch directory, and where the committed test data lives.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/all.h"
+
+namespace safetensors_test {
+
+// A file with the given header text (taken as is: no padding added) and data region.
+inline std::vector<uint8_t> file_bytes(std::string_view header, const std::vector<uint8_t>& data = {}) {
+  std::vector<uint8_t> out(8 + header.size() + data.size());
+  for (size_t i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>((uint64_t{header.size()} >> (8 * i)) & 0xFF);
+  std::copy(header.begin(), header.end(), out.begin() + 8);
+  std::copy(data.begin(), data.end(), out.begin() + 8 + static_cast<std::ptrdiff_t>(header.size()));
+  return out;
+}
+
+// The message of the weft::Error that loading `bytes` throws; fails the test if it loads.
+inline std::string load_error(const std::vector<uint8_t>& bytes) {
+  try {
+    weft::io::load_safetensors_from_memory(bytes.data(), bytes.size());
+  } catch (const weft::Error& e) {
+    return e.what();
+  }
+  FAIL_CHECK("expected the load to throw weft::Error");
+  return "";
+}
+
+inline bool contains(const std::string& haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+inline std::vector<uint8_t> read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+inline void write_bytes(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+// tests/io/data: from CTest's WEFT_SOURCE_DIR, else next to this file.
+inline std::filesystem::path data_dir() {
+  if (const char* root = std::getenv("WEFT_SOURCE_DIR")) return std::filesystem::path(root) / "tests/io/data";
+  return std::filesystem::path(__FILE__).parent_path() / "data";
+}
+
+// A fresh directory under the system temp dir, removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            ("weft_safetensors_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+  // Names of the entries in the directory, to check that no temporary file was left behind.
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(path_)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace safetensors_test
