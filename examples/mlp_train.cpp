@@ -4,11 +4,14 @@
 // Training goes through the Fabric facade (fabric/fabric.h), so --precision picks the
 // precision plugin: 32-true (default), 64-true, 16-true, bf16-true, bf16-mixed, and 16-mixed,
 // which on the cpu falls back to bf16-mixed with a warning (fp16 autocast is a GPU feature), plus
-// the aliases 64, 32, 16, bf16.
+// the aliases 64, 32, 16, bf16; and transformer-engine (transformer-engine-float16), FP8 training
+// with bfloat16 (float16) weights: the hidden layers become Fp8Linear when their sizes are
+// multiples of 16, the 10-class output layer stays in high precision (with a warning).
 //
 // Reproducibility is part of the contract: the model is initialised from --seed, each epoch's
-// shuffle comes from a generator seeded by (seed, epoch), and a checkpoint holds the model, the
-// optimizer state, the precision plugin's state (the loss scale under 16-mixed) and the epoch.
+// shuffle comes from a generator seeded by (seed, epoch), and a checkpoint holds the model (FP8
+// layers' scales and amax histories included), the optimizer state, the precision plugin's state
+// (the loss scale under 16-mixed) and the epoch.
 // So a run of 2 epochs resumed for a third equals a straight run of 3 epochs bit for bit
 // (examples/resume_test.sh checks this under CTest).
 //
@@ -63,7 +66,8 @@ const char* kUsage = R"(usage: mlp_train [options]
   --log FILE           CSV log of per-epoch figures (default mlp_train.csv; '' to disable)
   --plot FILE          PNG plot of the curves via gnuplot (default mlp_train.png; '' to disable)
   --precision 32-true  32-true, 64-true, 16-true, bf16-true, bf16-mixed, 16-mixed (bf16-mixed on
-                       the cpu), or the aliases 64, 32, 16, bf16
+                       the cpu), transformer-engine, transformer-engine-float16 (FP8 training),
+                       or the aliases 64, 32, 16, bf16
   --gemm LIBRARY       openblas or eigen: which library computes matrix products (default:
                        OpenBLAS when weft was built with it)
   --no-progress        no per-step progress line

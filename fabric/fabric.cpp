@@ -14,6 +14,7 @@
 namespace weft::fabric {
 namespace {
 
+// Note [Thread-local state] in tensor/init_context.h.
 thread_local bool t_in_fabric_backward = false;
 
 class FabricBackwardScope {
@@ -44,7 +45,9 @@ std::shared_ptr<precision::Precision> choose_plugin(const FabricOptions& options
                "` and `plugins=", options.plugin->precision(), " plugin`. Choose one.");
     return options.plugin;
   }
-  return precision::make_precision(options.precision.value_or(precision::PrecisionInput("32-true")), accelerator);
+  const precision::PrecisionInput chosen =
+      options.precision.value_or(std::string(precision::precision_name(precision::kDefaultPrecision)));
+  return precision::make_precision(chosen, accelerator);
 }
 
 // Identity whose backward refuses to run outside Fabric::backward (Note [Backward guard]).

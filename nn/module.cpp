@@ -14,6 +14,7 @@
 namespace weft::nn {
 namespace {
 
+// Note [Thread-local state] in tensor/init_context.h.
 thread_local detail::AdoptionScope* current_adoption = nullptr;
 
 std::string join(const std::string& prefix, const std::string& name) {
@@ -92,12 +93,12 @@ Tensor Module::register_parameter(std::string name, Tensor tensor, bool requires
   return tensor;
 }
 
-Tensor Module::register_buffer(std::string name, Tensor tensor, bool persistent) {
+Tensor Module::register_buffer(std::string name, Tensor tensor, bool persistent, bool keep_dtype) {
   check_new_name(name, "register_buffer");
   if (!tensor.defined()) return tensor;
   Tensor adopted = current_adoption ? current_adoption->adopt(this, name, tensor, true) : Tensor();
   if (adopted.defined()) tensor = adopted;
-  buffers_.push_back({std::move(name), tensor, persistent});
+  buffers_.push_back({std::move(name), tensor, persistent, keep_dtype});
   return tensor;
 }
 
@@ -223,7 +224,10 @@ Module& Module::to(DType dtype) {
     if (t.grad().defined()) t.set_grad(t.grad().detach().to(dtype));
   };
   for (const Tensor& p : parameters()) convert(p);
-  for (const Tensor& b : buffers()) convert(b);
+  walk(true, [&](const std::string&, const std::shared_ptr<Module>& m) {
+    for (const Slot& slot : m->buffers_)
+      if (!slot.keep_dtype) convert(slot.tensor);
+  });
   return *this;
 }
 

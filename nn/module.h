@@ -74,7 +74,8 @@ class Module : public std::enable_shared_from_this<Module> {
   Module& eval() { return train(false); }
   bool is_training() const { return training_; }
   // Converts floating parameters and buffers (and their gradients) to `dtype`, in place;
-  // integer buffers keep their dtype. Uninitialized parameters change the dtype they will get.
+  // integer buffers and keep_dtype buffers keep their dtype. Uninitialized parameters change
+  // the dtype they will get.
   Module& to(DType dtype);
   // Moves every parameter and buffer (integer ones too) to `device`, in place.
   Module& to(Device device);
@@ -106,7 +107,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // handle; an undefined tensor (an absent bias) is not registered and comes back undefined.
   Tensor register_parameter(std::string name, Tensor tensor, bool requires_grad = true);
   // A non-persistent buffer is moved and converted with the module but left out of state_dict.
-  Tensor register_buffer(std::string name, Tensor tensor, bool persistent = true);
+  // A keep_dtype buffer is one whose dtype is part of its meaning (an FP8 layer's float32 scales
+  // and amax history in a bfloat16 model): to(dtype) leaves it as it is.
+  Tensor register_buffer(std::string name, Tensor tensor, bool persistent = true, bool keep_dtype = false);
   std::shared_ptr<Module> register_module(std::string name, std::shared_ptr<Module> module);
   template <class M>
     requires std::is_base_of_v<Module, M>
@@ -139,6 +142,7 @@ class Module : public std::enable_shared_from_this<Module> {
     std::string name;
     Tensor tensor;
     bool persistent = true;
+    bool keep_dtype = false;
   };
 
   void check_new_name(const std::string& name, const char* what) const;

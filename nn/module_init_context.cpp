@@ -4,6 +4,7 @@
 
 namespace weft::nn {
 namespace {
+// Note [Thread-local state] in tensor/init_context.h.
 thread_local ResolvedModuleFrame current_frame;
 }
 

@@ -37,17 +37,18 @@ struct ComputeTypeOf<double> {
 template <class P>
 using ComputeType = typename ComputeTypeOf<P>::type;
 
-inline float widen(float v) { return v; }
-inline double widen(double v) { return v; }
-inline float widen(Half v) { return half_to_float(v.bits); }
-inline float widen(BFloat16 v) { return bfloat16_to_float(v.bits); }
-
+// A parameter value in its compute type, and back (narrow types round to nearest even).
+template <class P>
+ComputeType<P> widen(P v) {
+  if constexpr (kIsNarrowFloat<P>)
+    return to_float(v);
+  else
+    return v;
+}
 template <class P>
 P narrow(ComputeType<P> v) {
-  if constexpr (std::is_same_v<P, Half>)
-    return Half{float_to_half(v)};
-  else if constexpr (std::is_same_v<P, BFloat16>)
-    return BFloat16{float_to_bfloat16(v)};
+  if constexpr (kIsNarrowFloat<P>)
+    return from_float<P>(v);
   else
     return v;
 }
@@ -55,13 +56,11 @@ P narrow(ComputeType<P> v) {
 // Calls fn(P{}) with P the storage type of a parameter dtype (see check_new_param for the set).
 template <class Fn>
 void dispatch_param_dtype(DType dtype, const std::string& op, Fn&& fn) {
-  switch (dtype) {
-    case DType::Float64: fn(double{}); break;
-    case DType::Float32: fn(float{}); break;
-    case DType::Float16: fn(Half{}); break;
-    case DType::BFloat16: fn(BFloat16{}); break;
-    default: WEFT_FAIL("[", op, "] parameters must be float64, float32, float16 or bfloat16, got ", dtype);
-  }
+  WEFT_CHECK(dtype == kFloat64 || dtype == kFloat32 || dtype == kFloat16 || dtype == kBFloat16, "[", op,
+             "] parameters must be float64, float32, float16 or bfloat16, got ", dtype);
+  visit_dtype(dtype, [&](auto tag) {
+    if constexpr (std::is_floating_point_v<decltype(tag)> || kIsNarrowFloat<decltype(tag)>) fn(tag);
+  });
 }
 
 // A block of compute-type values as an Eigen array, without copying.

@@ -8,16 +8,13 @@
 
 namespace weft::precision {
 
-DeepSpeedPrecision::DeepSpeedPrecision(std::string_view precision) : precision_(precision) {
-  WEFT_CHECK(std::find(kSupported.begin(), kSupported.end(), precision) != kSupported.end(),
-             "[DeepSpeedPrecision] `precision='", precision, "'` is not supported in DeepSpeed. `precision` must be one "
-             "of: ", detail::quoted_tuple(kSupported), ".");
-}
+DeepSpeedPrecision::DeepSpeedPrecision(std::string_view precision)
+    : mode_(weft::detail::supported_precision_mode(kSupported, precision, "DeepSpeed")) {}
 
-DType DeepSpeedPrecision::desired_dtype() const { return precision_dtype(precision_); }
+DType DeepSpeedPrecision::desired_dtype() const { return precision_traits(mode_).compute_dtype; }
 
 std::optional<DType> DeepSpeedPrecision::convert_module_dtype() const {
-  if (precision_.ends_with("-mixed")) return std::nullopt;
+  if (is_mixed(mode_)) return std::nullopt;
   return desired_dtype();
 }
 

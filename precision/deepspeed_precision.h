@@ -18,18 +18,21 @@
 #include <string>
 #include <string_view>
 
+#include "precision/precision_mode.h"
 #include "tensor/dtype.h"
 
 namespace weft::precision {
 
 class DeepSpeedPrecision {
  public:
-  static constexpr std::array<std::string_view, 5> kSupported = {"32-true", "16-true", "bf16-true", "16-mixed",
-                                                                 "bf16-mixed"};
+  static constexpr std::array<PrecisionMode, 5> kSupported = {PrecisionMode::Fp32True, PrecisionMode::Fp16True,
+                                                              PrecisionMode::Bf16True, PrecisionMode::Fp16Mixed,
+                                                              PrecisionMode::Bf16Mixed};
 
   explicit DeepSpeedPrecision(std::string_view precision);
 
-  const std::string& precision() const { return precision_; }
+  PrecisionMode mode() const { return mode_; }
+  std::string precision() const { return std::string(precision_name(mode_)); }
   // The dtype inputs are cast to (convert_input).
   DType desired_dtype() const;
   // The dtype convert_module casts to and the init contexts' default dtype: the desired dtype
@@ -39,7 +42,7 @@ class DeepSpeedPrecision {
   std::optional<DType> module_init_dtype() const { return convert_module_dtype(); }
 
  private:
-  std::string precision_;
+  PrecisionMode mode_;
 };
 
 }  // namespace weft::precision

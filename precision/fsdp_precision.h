@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "precision/grad_scaler.h"
+#include "precision/precision_mode.h"
 #include "tensor/dtype.h"
 
 namespace weft::precision {
@@ -37,12 +38,14 @@ struct FSDPMixedPrecision {
 
 class FSDPPrecision {
  public:
-  static constexpr std::array<std::string_view, 5> kSupported = {"32-true", "16-true", "bf16-true", "16-mixed",
-                                                                 "bf16-mixed"};
+  static constexpr std::array<PrecisionMode, 5> kSupported = {PrecisionMode::Fp32True, PrecisionMode::Fp16True,
+                                                              PrecisionMode::Bf16True, PrecisionMode::Fp16Mixed,
+                                                              PrecisionMode::Bf16Mixed};
 
   explicit FSDPPrecision(std::string_view precision, std::shared_ptr<GradScaler> scaler = nullptr);
 
-  const std::string& precision() const { return precision_; }
+  PrecisionMode mode() const { return mode_; }
+  std::string precision() const { return std::string(precision_name(mode_)); }
   bool is_mixed() const;
   // The dtype of inputs (convert_input), of the init contexts and, outside the mixed modes, of
   // the forward's default dtype.
@@ -61,7 +64,7 @@ class FSDPPrecision {
   const std::shared_ptr<GradScaler>& scaler() const { return scaler_; }
 
  private:
-  std::string precision_;
+  PrecisionMode mode_;
   std::shared_ptr<GradScaler> scaler_;
 };
 

@@ -2,19 +2,25 @@
 #include "precision/make_precision.h"
 
 #include "precision/mixed_precision.h"
+#include "precision/transformer_engine_precision.h"
 #include "precision/true_precision.h"
 
 namespace weft::precision {
 
 std::unique_ptr<Precision> make_precision(const PrecisionInput& precision, const std::string& accelerator) {
-  const std::string chosen = precision_for_accelerator(normalize_precision(precision), accelerator);
-  if (chosen == "32-true") return std::make_unique<Precision>();
-  if (chosen == "64-true") return std::make_unique<DoublePrecision>();
-  if (chosen == "16-true" || chosen == "bf16-true") return std::make_unique<HalfPrecision>(chosen);
-  if (chosen == "16-mixed" || chosen == "bf16-mixed") return std::make_unique<MixedPrecision>(chosen, accelerator);
-  WEFT_FAIL("[make_precision] precision '", chosen,
-            "' needs the FP8 (transformer-engine) plugin, which this build does not have; choose one of "
-            "32-true, 64-true, 16-true, bf16-true, 16-mixed, bf16-mixed");
+  const PrecisionMode mode = precision_for_accelerator(parse_precision(precision), accelerator);
+  const std::string name(precision_name(mode));
+  switch (precision_traits(mode).plugin) {
+    case PluginKind::Float32: return std::make_unique<Precision>();
+    case PluginKind::Double: return std::make_unique<DoublePrecision>();
+    case PluginKind::Half: return std::make_unique<HalfPrecision>(name);
+    case PluginKind::Mixed: return std::make_unique<MixedPrecision>(name, accelerator);
+    case PluginKind::TransformerEngine: break;
+  }
+  TransformerEngineOptions fp8;
+  fp8.weights_dtype = precision_traits(mode).param_dtype;
+  fp8.device = accelerator;
+  return std::make_unique<TransformerEnginePrecision>(std::move(fp8));
 }
 
 }  // namespace weft::precision

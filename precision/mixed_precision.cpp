@@ -7,12 +7,11 @@
 namespace weft::precision {
 namespace {
 
-std::string checked_precision(const PrecisionInput& precision) {
-  const std::string value = precision.str();
-  WEFT_CHECK(!precision.is_int() && (value == "16-mixed" || value == "bf16-mixed"),
-             "[MixedPrecision] Passed `MixedPrecision(precision=", precision.repr(),
+PrecisionMode checked_mode(const PrecisionInput& precision) {
+  const auto mode = precision.is_int() ? std::nullopt : precision_mode_named(precision.str());
+  WEFT_CHECK(mode && is_mixed(*mode), "[MixedPrecision] Passed `MixedPrecision(precision=", precision.repr(),
              ")`. Precision must be '16-mixed' or 'bf16-mixed'.");
-  return value;
+  return *mode;
 }
 
 DeviceType checked_device(const std::string& device) {
@@ -27,22 +26,20 @@ GradScaler::OptimizerId id_of(const optim::Optimizer& optimizer) { return &optim
 
 MixedPrecision::MixedPrecision(const PrecisionInput& precision, const std::string& device,
                                std::unique_ptr<GradScaler> scaler)
-    : precision_(checked_precision(precision)),
-      dtype_(precision_ == "16-mixed" ? kFloat16 : kBFloat16),
-      device_type_(checked_device(device)),
-      scaler_(std::move(scaler)) {
-  if (precision_ == "16-mixed" && !scaler_) scaler_ = std::make_unique<GradScaler>();
-  WEFT_CHECK(precision_ != "bf16-mixed" || !scaler_,
-             "[MixedPrecision] `precision='bf16-mixed'` does not use a scaler, found a GradScaler.");
+    : mode_(checked_mode(precision)), device_type_(checked_device(device)), scaler_(std::move(scaler)) {
+  const bool scales = precision_traits(mode_).loss_scaling;
+  if (scales && !scaler_) scaler_ = std::make_unique<GradScaler>();
+  WEFT_CHECK(scales || !scaler_, "[MixedPrecision] `precision='", precision_name(mode_),
+             "'` does not use a scaler, found a GradScaler.");
 }
 
 Context MixedPrecision::forward_context() {
   Context context;
-  context.push<AutocastGuard>(device_type_, dtype_);
+  context.push<AutocastGuard>(device_type_, dtype());
   return context;
 }
 
-Tensor MixedPrecision::convert_input_tensor(const Tensor& tensor) { return convert_fp_tensor(tensor, dtype_); }
+Tensor MixedPrecision::convert_input_tensor(const Tensor& tensor) { return convert_fp_tensor(tensor, dtype()); }
 
 Tensor MixedPrecision::convert_output_tensor(const Tensor& tensor) {
   return convert_fp_tensor(tensor, default_dtype());

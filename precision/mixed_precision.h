@@ -28,8 +28,8 @@ class MixedPrecision : public Precision {
   MixedPrecision(const PrecisionInput& precision, const std::string& device,
                  std::unique_ptr<GradScaler> scaler = nullptr);
 
-  std::string precision() const override { return precision_; }
-  DType dtype() const { return dtype_; }
+  PrecisionMode mode() const override { return mode_; }
+  DType dtype() const { return precision_traits(mode_).compute_dtype; }
   DeviceType device_type() const { return device_type_; }
   GradScaler* scaler() const { return scaler_.get(); }
 
@@ -46,8 +46,7 @@ class MixedPrecision : public Precision {
   void load_state_dict(const nn::TensorDict& state) override;
 
  private:
-  std::string precision_;
-  DType dtype_;
+  PrecisionMode mode_;
   DeviceType device_type_;
   std::unique_ptr<GradScaler> scaler_;
 };

@@ -24,6 +24,7 @@
 #include "nn/tensor_dict.h"
 #include "precision/context.h"
 #include "precision/convert.h"
+#include "precision/precision_mode.h"
 #include "tensor/tensor.h"
 
 namespace weft::precision {
@@ -35,8 +36,9 @@ class Precision {
   Precision(const Precision&) = delete;
   Precision& operator=(const Precision&) = delete;
 
-  // The canonical precision string this plugin implements ("32-true").
-  virtual std::string precision() const { return "32-true"; }
+  // The precision this plugin implements, and its canonical string ("32-true").
+  virtual PrecisionMode mode() const { return PrecisionMode::Fp32True; }
+  std::string precision() const { return std::string(precision_name(mode())); }
 
   // Casts or rewrites `module` in place for this precision.
   virtual void convert_module(nn::Module& module);

@@ -1,8 +1,10 @@
-// Normalisation of precision inputs (see precision/precision_input.h). The alias table and the
-// order of the allowed-values tuple follow Lightning's connector, so error texts match it.
+// Parsing of precision inputs (see precision/precision_input.h). The alias table and the order of
+// the allowed-values tuple follow Lightning's connector, so error texts match it.
 #include "precision/precision_input.h"
 
 #include <algorithm>
+#include <array>
+#include <vector>
 
 #include "precision/warnings.h"
 #include "tensor/error.h"
@@ -13,18 +15,20 @@ namespace {
 constexpr std::array<int, 3> kIntAliases = {64, 32, 16};
 constexpr std::array<std::string_view, 4> kStringAliases = {"64", "32", "16", "bf16"};
 
-std::string canonical_of_alias(std::string_view alias) {
-  if (alias == "64") return "64-true";
-  if (alias == "32") return "32-true";
-  if (alias == "16") return "16-mixed";
-  return "bf16-mixed";
+PrecisionMode mode_of_alias(std::string_view alias) {
+  if (alias == "64") return PrecisionMode::Fp64True;
+  if (alias == "32") return PrecisionMode::Fp32True;
+  if (alias == "16") return PrecisionMode::Fp16Mixed;
+  return PrecisionMode::Bf16Mixed;
 }
 
 // Python's repr of the tuple of allowed values: strings quoted, integers bare.
 std::string allowed_values_text() {
   std::string ints;
   for (int i : kIntAliases) ints += ", " + std::to_string(i);
-  const std::string strings = detail::quoted_tuple(kPrecisionStrings);
+  std::vector<std::string_view> names;
+  for (const auto& row : kPrecisionModes) names.push_back(row.name);
+  const std::string strings = detail::quoted_tuple(names);
   const std::string aliases = detail::quoted_tuple(kStringAliases);
   return strings.substr(0, strings.size() - 1) + ints + ", " + aliases.substr(1);
 }
@@ -32,7 +36,7 @@ std::string allowed_values_text() {
 bool is_allowed(const PrecisionInput& p) {
   const std::string s = p.str();
   if (p.is_int()) return std::find(kIntAliases.begin(), kIntAliases.end(), std::stoi(s)) != kIntAliases.end();
-  return is_canonical_precision(s) || std::find(kStringAliases.begin(), kStringAliases.end(), s) != kStringAliases.end();
+  return precision_mode_named(s) || std::find(kStringAliases.begin(), kStringAliases.end(), s) != kStringAliases.end();
 }
 
 }  // namespace
@@ -49,42 +53,33 @@ std::string PrecisionInput::repr() const {
   return quoted;
 }
 
-bool is_canonical_precision(std::string_view precision) {
-  return std::find(kPrecisionStrings.begin(), kPrecisionStrings.end(), precision) != kPrecisionStrings.end();
+std::optional<PrecisionMode> precision_mode_named(std::string_view name) {
+  for (const auto& row : kPrecisionModes)
+    if (row.name == name) return row.mode;
+  return std::nullopt;
 }
 
-std::string normalize_precision(const PrecisionInput& precision) {
+PrecisionMode parse_precision(const PrecisionInput& precision) {
   WEFT_CHECK(is_allowed(precision), "[precision] Precision ", precision.repr(),
              " is invalid. Allowed precision values: ", allowed_values_text());
   const std::string s = precision.str();
-  if (is_canonical_precision(s)) return s;
-  const std::string canonical = canonical_of_alias(s);
+  if (const auto mode = precision_mode_named(s)) return *mode;
+  const PrecisionMode mode = mode_of_alias(s);
   if (!s.starts_with("32") && !s.starts_with("64"))
     warn("`precision=" + s + "` is supported for historical reasons but its usage is discouraged. "
-         "Please set your precision to " + canonical + " instead!");
-  return canonical;
+         "Please set your precision to " + std::string(precision_name(mode)) + " instead!");
+  return mode;
 }
 
-DType precision_dtype(std::string_view precision) {
-  WEFT_CHECK(is_canonical_precision(precision), "[precision] expected a canonical precision (normalize_precision "
-             "gives one), got '", precision, "'");
-  if (precision == "64-true") return kFloat64;
-  if (precision == "32-true") return kFloat32;
-  if (precision.starts_with("16-") || precision == "transformer-engine-float16") return kFloat16;
-  return kBFloat16;
-}
-
-std::string precision_for_accelerator(std::string_view precision, std::string_view accelerator) {
+PrecisionMode precision_for_accelerator(PrecisionMode mode, std::string_view accelerator) {
   WEFT_CHECK(accelerator == "cpu" || accelerator == "cuda", "[precision] expected the accelerator 'cpu' or 'cuda', got '",
              accelerator, "'");
-  WEFT_CHECK(is_canonical_precision(precision), "[precision] expected a canonical precision (normalize_precision "
-             "gives one), got '", precision, "'");
-  if (accelerator == "cpu" && precision == "16-mixed") {
+  if (accelerator == "cpu" && mode == PrecisionMode::Fp16Mixed) {
     warn("You passed `Fabric(accelerator='cpu', precision='16-mixed')` but AMP with fp16 is not supported on CPU. "
          "Using `precision='bf16-mixed'` instead.");
-    return "bf16-mixed";
+    return PrecisionMode::Bf16Mixed;
   }
-  return std::string(precision);
+  return mode;
 }
 
 }  // namespace weft::precision
@@ -94,5 +89,17 @@ std::string quoted_tuple(std::span<const std::string_view> items) {
   std::string out = "(";
   for (size_t i = 0; i < items.size(); ++i) out += (i ? ", '" : "'") + std::string(items[i]) + "'";
   return out + ")";
+}
+}  // namespace weft::detail
+
+namespace weft::detail {
+precision::PrecisionMode supported_precision_mode(std::span<const precision::PrecisionMode> supported,
+                                                 std::string_view name, std::string_view strategy) {
+  const auto mode = precision::precision_mode_named(name);
+  if (mode && std::find(supported.begin(), supported.end(), *mode) != supported.end()) return *mode;
+  std::vector<std::string_view> names;
+  for (precision::PrecisionMode m : supported) names.push_back(precision::precision_name(m));
+  WEFT_FAIL("[", strategy, "Precision] `precision='", name, "'` is not supported in ", strategy,
+            ". `precision` must be one of: ", quoted_tuple(names), ".");
 }
 }  // namespace weft::detail

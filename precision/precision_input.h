@@ -1,29 +1,23 @@
-// Precision inputs: what a user may pass as `precision`, and how it is normalised to one of the
-// eight canonical strings, as Lightning Fabric's connector does (reference §1.1–1.3).
+// Precision inputs: what a user may pass as `precision`, and how it is parsed into one of the
+// eight PrecisionModes (precision/precision_mode.h), as Lightning Fabric's connector normalises it
+// to a canonical string (reference §1.1–1.3).
 //
 // Accepted: the canonical strings, the integers 64, 32, 16 and the strings "64", "32", "16",
 // "bf16". Aliases map to "64-true", "32-true", "16-mixed", "bf16-mixed"; the 16-bit ones (16,
 // "16", "bf16") warn that they are kept for historical reasons. Anything else fails with the
 // list of allowed values, printed as Python prints that tuple. A missing precision means
-// kDefaultPrecision.
+// kDefaultPrecision. Parsing happens once; everything after it uses the mode.
 #pragma once
 
-#include <array>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <variant>
 
-#include "tensor/dtype.h"
+#include "precision/precision_mode.h"
 
 namespace weft::precision {
-
-// In Lightning's declaration order.
-inline constexpr std::array<std::string_view, 8> kPrecisionStrings = {
-    "transformer-engine", "transformer-engine-float16", "16-true", "16-mixed",
-    "bf16-true",          "bf16-mixed",                 "32-true", "64-true",
-};
-inline constexpr std::string_view kDefaultPrecision = "32-true";
 
 // A precision as the user wrote it: a string ("bf16-mixed", "16") or an integer (16).
 class PrecisionInput {
@@ -41,24 +35,26 @@ class PrecisionInput {
   std::variant<std::string, int> value_;
 };
 
-bool is_canonical_precision(std::string_view precision);
+// The mode a canonical string names exactly (no aliases, no warnings), or nullopt.
+std::optional<PrecisionMode> precision_mode_named(std::string_view name);
 
-// One of kPrecisionStrings; warns (precision/warnings.h) for the 16-bit aliases; throws
-// weft::Error "Precision <repr> is invalid. Allowed precision values: (...)" otherwise.
-std::string normalize_precision(const PrecisionInput& precision);
+// Warns (precision/warnings.h) for the 16-bit aliases; throws weft::Error "Precision <repr> is
+// invalid. Allowed precision values: (...)" for anything not accepted.
+PrecisionMode parse_precision(const PrecisionInput& precision);
 
-// The floating dtype a canonical precision is named after: 64-true float64, 32-true float32,
-// 16-true / 16-mixed / transformer-engine-float16 float16, bf16-true / bf16-mixed /
-// transformer-engine bfloat16. For *-mixed it is the autocast dtype, not the weights' dtype.
-DType precision_dtype(std::string_view precision);
-
-// The precision that runs on `accelerator` ("cpu" or "cuda"): fp16 AMP does not exist on the
-// cpu, so "16-mixed" becomes "bf16-mixed" there, with a warning. Others pass unchanged.
-std::string precision_for_accelerator(std::string_view precision, std::string_view accelerator);
+// The mode that runs on `accelerator` ("cpu" or "cuda"): fp16 AMP does not exist on the cpu, so
+// 16-mixed becomes bf16-mixed there, with a warning. Others pass unchanged.
+PrecisionMode precision_for_accelerator(PrecisionMode mode, std::string_view accelerator);
 
 }  // namespace weft::precision
 
 namespace weft::detail {
 // Python's repr of a tuple of strings, for error texts that list allowed values: ('a', 'b').
 std::string quoted_tuple(std::span<const std::string_view> items);
+
+// The mode `name` names exactly when it is one of `supported`; otherwise the strategy's
+// error: "[<Strategy>Precision] `precision='x'` is not supported in <Strategy>. `precision` must be
+// one of: ('32-true', ...)."
+precision::PrecisionMode supported_precision_mode(std::span<const precision::PrecisionMode> supported,
+                                                 std::string_view name, std::string_view strategy);
 }  // namespace weft::detail

@@ -11,7 +11,6 @@
 #pragma once
 
 #include <string>
-#include <utility>
 
 #include "precision/precision.h"
 #include "tensor/dtype.h"
@@ -20,8 +19,8 @@ namespace weft::precision {
 
 class TruePrecision : public Precision {
  public:
-  std::string precision() const override { return precision_; }
-  DType dtype() const { return dtype_; }
+  PrecisionMode mode() const override { return mode_; }
+  DType dtype() const { return precision_traits(mode_).param_dtype; }
 
   void convert_module(nn::Module& module) override;
   Context tensor_init_context() override;
@@ -31,16 +30,15 @@ class TruePrecision : public Precision {
   Tensor convert_output_tensor(const Tensor& tensor) override;
 
  protected:
-  TruePrecision(std::string precision, DType dtype) : precision_(std::move(precision)), dtype_(dtype) {}
+  explicit TruePrecision(PrecisionMode mode) : mode_(mode) {}
 
  private:
-  std::string precision_;
-  DType dtype_;
+  PrecisionMode mode_;
 };
 
 class DoublePrecision : public TruePrecision {
  public:
-  DoublePrecision() : TruePrecision("64-true", kFloat64) {}
+  DoublePrecision() : TruePrecision(PrecisionMode::Fp64True) {}
 };
 
 class HalfPrecision : public TruePrecision {

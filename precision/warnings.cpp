@@ -6,6 +6,7 @@
 
 namespace weft::precision {
 namespace {
+// Note [Thread-local state] in tensor/init_context.h.
 thread_local WarningHandler current_handler;
 }
 

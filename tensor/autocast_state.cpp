@@ -8,7 +8,8 @@ namespace {
 
 static_assert(static_cast<int>(DeviceType::CUDA) == 1, "one autocast state per device type");
 
-// The low dtypes before any guard are PyTorch's defaults: bfloat16 on the cpu, float16 on cuda.
+// Note [Thread-local state] in tensor/init_context.h. The low dtypes before any guard are
+// PyTorch's defaults: bfloat16 on the cpu, float16 on cuda.
 thread_local std::array<AutocastState, 2> states = {AutocastState{false, DType::BFloat16},
                                                    AutocastState{false, DType::Float16}};
 thread_local int enabled_count = 0;  // how many entries of `states` are enabled

@@ -15,6 +15,7 @@
 namespace weft::autograd {
 namespace {
 
+// Note [Thread-local state] in tensor/init_context.h.
 thread_local bool grad_enabled = true;
 
 // A closure-backed Node: what record() attaches.

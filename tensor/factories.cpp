@@ -147,16 +147,13 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
   const DType natural = std::is_floating_point_v<T> ? default_dtype() : DTypeOf<T>::value;
   const auto r = resolve(o, natural);
   Tensor cpu = detail::make_tensor(shape, DTypeOf<T>::value, kCPU);
-  if (!values.empty()) std::memcpy(cpu.data_ptr(), values.data(), values.size() * sizeof(T));
+  std::copy(values.begin(), values.end(), static_cast<T*>(cpu.data_ptr()));  // std::vector<bool> has no data()
   return finish(detail::raw_cast(cpu, r.dtype).to(r.device), o);
 }
 
-template Tensor from_vector<double>(const std::vector<double>&, const Shape&, TensorOptions);
-template Tensor from_vector<float>(const std::vector<float>&, const Shape&, TensorOptions);
-template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, TensorOptions);
-template Tensor from_vector<int32_t>(const std::vector<int32_t>&, const Shape&, TensorOptions);
-template Tensor from_vector<uint8_t>(const std::vector<uint8_t>&, const Shape&, TensorOptions);
-template Tensor from_vector<int8_t>(const std::vector<int8_t>&, const Shape&, TensorOptions);
+#define WEFT_INSTANTIATE_FOR(T) template Tensor from_vector<T>(const std::vector<T>&, const Shape&, TensorOptions);
+WEFT_INSTANTIATE_FOR_EACH_DTYPE()
+#undef WEFT_INSTANTIATE_FOR
 
 Tensor tensor(std::initializer_list<double> values, TensorOptions o) {
   return from_vector(std::vector<double>(values), {static_cast<int64_t>(values.size())}, o);

@@ -6,6 +6,7 @@
 
 namespace weft {
 namespace {
+// Note [Thread-local state] in tensor/init_context.h.
 thread_local ResolvedTensorFrame current_frame;
 }
 

@@ -10,6 +10,23 @@
 // implementation) lives one layer up in nn/module_init_context.h, pushed together with a tensor
 // frame by a precision plugin's module_init_context(); a tensor frame alone never redirects
 // module construction.
+//
+// Note [Thread-local state]
+// weft keeps the switches a scope turns on in thread-local variables, so that a scope on one
+// thread never changes what another thread computes, and every one is set and restored by an RAII
+// guard, so that scopes nest strictly and unwind on exceptions. The complete list, floor by floor:
+//   tensor/init_context.cpp      the tensor init frames (default dtype, device, skip-init)
+//   tensor/autocast_state.cpp    autocast: enabled and low dtype per device type
+//   tensor/autograd.cpp          grad mode (NoGradGuard)
+//   nn/module_init_context.cpp   the module init frames (layer replacement at construction)
+//   nn/module.cpp                the lazy-adoption scope of load_state_dict (Note [Lazy adoption])
+//   precision/warnings.cpp       the warning handler (CaptureWarnings, WarningHandlerGuard)
+//   precision/fp8/fp8_autocast.cpp  fp8_autocast (enabled, recipe, calibrating), its open region,
+//                                an amax-reduction error deferred to the next FP8 call
+//   fabric/fabric.cpp            "inside Fabric::backward" (Note [Backward guard])
+// A new thread starts at every bottom: float32, cpu, autocast off, grad on, no replacement. What
+// is process-wide instead, and so shared by every thread: the thread count, the CPU GEMM library
+// and instruction-set level, the backends, and the default random generator.
 #pragma once
 
 #include <optional>

@@ -135,21 +135,11 @@ std::vector<T> Tensor::to_vector() const {
   return std::vector<T>(p, p + cpu.numel());
 }
 
-#define WEFT_INSTANTIATE_ACCESS(T)                   \
-  template T Tensor::item<T>() const;                \
+#define WEFT_INSTANTIATE_FOR(T)               \
+  template T Tensor::item<T>() const;         \
   template std::vector<T> Tensor::to_vector<T>() const;
-WEFT_INSTANTIATE_ACCESS(double)
-WEFT_INSTANTIATE_ACCESS(float)
-WEFT_INSTANTIATE_ACCESS(int64_t)
-WEFT_INSTANTIATE_ACCESS(int32_t)
-WEFT_INSTANTIATE_ACCESS(int8_t)
-WEFT_INSTANTIATE_ACCESS(uint8_t)
-WEFT_INSTANTIATE_ACCESS(bool)
-WEFT_INSTANTIATE_ACCESS(Half)
-WEFT_INSTANTIATE_ACCESS(BFloat16)
-WEFT_INSTANTIATE_ACCESS(Float8E4M3FN)
-WEFT_INSTANTIATE_ACCESS(Float8E5M2)
-#undef WEFT_INSTANTIATE_ACCESS
+WEFT_INSTANTIATE_FOR_EACH_DTYPE()
+#undef WEFT_INSTANTIATE_FOR
 
 // The copy that to(), clone() and contiguous() share: a new contiguous tensor, recorded by
 // autograd as an identity (with a cast back when the dtype changes).

@@ -19,23 +19,6 @@
 namespace weft::detail {
 namespace {
 
-template <class T>
-constexpr bool kIsNarrow = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> ||
-                           std::is_same_v<T, Float8E4M3FN> || std::is_same_v<T, Float8E5M2>;
-
-float narrow_to_float(Half v) { return half_to_float(v.bits); }
-float narrow_to_float(BFloat16 v) { return bfloat16_to_float(v.bits); }
-float narrow_to_float(Float8E4M3FN v) { return fp8_e4m3fn_to_float(v.bits); }
-float narrow_to_float(Float8E5M2 v) { return fp8_e5m2_to_float(v.bits); }
-
-template <class T>
-T float_to_narrow(float f) {
-  if constexpr (std::is_same_v<T, Half>) return Half{float_to_half(f)};
-  if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{float_to_bfloat16(f)};
-  if constexpr (std::is_same_v<T, Float8E4M3FN>) return Float8E4M3FN{float_to_fp8_e4m3fn(f)};
-  if constexpr (std::is_same_v<T, Float8E5M2>) return Float8E5M2{float_to_fp8_e5m2(f)};
-}
-
 int64_t saturating_trunc(double v) {
   if (std::isnan(v)) return 0;
   if (v >= 9.2233720368547758e18) return INT64_MAX;
@@ -47,10 +30,10 @@ template <class Dst, class Src>
 Dst convert(Src s) {
   if constexpr (std::is_same_v<Dst, Src>) {
     return s;
-  } else if constexpr (kIsNarrow<Src>) {
-    return convert<Dst>(narrow_to_float(s));
-  } else if constexpr (kIsNarrow<Dst>) {
-    return float_to_narrow<Dst>(static_cast<float>(s));
+  } else if constexpr (kIsNarrowFloat<Src>) {
+    return convert<Dst>(to_float(s));
+  } else if constexpr (kIsNarrowFloat<Dst>) {
+    return from_float<Dst>(static_cast<float>(s));
   } else if constexpr (std::is_same_v<Dst, bool>) {
     return s != Src(0);
   } else if constexpr (std::is_integral_v<Dst> && std::is_floating_point_v<Src>) {
@@ -59,21 +42,6 @@ Dst convert(Src s) {
     return static_cast<Dst>(s);
   }
 }
-
-#define WEFT_DISPATCH_ALL(d, T, ...)                                                  \
-  switch (d) {                                                                        \
-    case DType::Float64: { using T = double; __VA_ARGS__; break; }                    \
-    case DType::Float32: { using T = float; __VA_ARGS__; break; }                     \
-    case DType::Float16: { using T = Half; __VA_ARGS__; break; }                      \
-    case DType::BFloat16: { using T = BFloat16; __VA_ARGS__; break; }                 \
-    case DType::Float8E4M3FN: { using T = Float8E4M3FN; __VA_ARGS__; break; }         \
-    case DType::Float8E5M2: { using T = Float8E5M2; __VA_ARGS__; break; }             \
-    case DType::Int8: { using T = int8_t; __VA_ARGS__; break; }                       \
-    case DType::UInt8: { using T = uint8_t; __VA_ARGS__; break; }                     \
-    case DType::Int32: { using T = int32_t; __VA_ARGS__; break; }                     \
-    case DType::Int64: { using T = int64_t; __VA_ARGS__; break; }                     \
-    case DType::Bool: { using T = bool; __VA_ARGS__; break; }                         \
-  }
 
 #ifdef __F16C__
 // Where the CPU has F16C, contiguous float32 <-> float16 runs convert 8 values per instruction.

@@ -143,23 +143,25 @@ void for_each_strided(const std::array<const Tensor*, N>& operands, Fn fn) {
 
 // Runs `body` with `T` bound to the C++ type that computes dtype `d`. Narrow floats are not
 // computed directly (the CPU backend widens them first), so they are an error here.
-#define WEFT_DISPATCH_COMPUTE(d, T, ...)                                              \
-  switch (d) {                                                                        \
-    case ::weft::DType::Float64: { using T = double; __VA_ARGS__; break; }            \
-    case ::weft::DType::Float32: { using T = float; __VA_ARGS__; break; }             \
-    case ::weft::DType::Int8: { using T = int8_t; __VA_ARGS__; break; }               \
-    case ::weft::DType::UInt8: { using T = uint8_t; __VA_ARGS__; break; }             \
-    case ::weft::DType::Int32: { using T = int32_t; __VA_ARGS__; break; }             \
-    case ::weft::DType::Int64: { using T = int64_t; __VA_ARGS__; break; }             \
-    case ::weft::DType::Bool: { using T = bool; __VA_ARGS__; break; }                 \
-    default: WEFT_FAIL("[cpu] internal: narrow dtype ", d, " reached a compute kernel"); \
-  }
+#define WEFT_DISPATCH_COMPUTE(d, T, ...)                                                        \
+  ::weft::visit_dtype((d), [&](auto weft_dtype_tag_) {                                          \
+    using T = decltype(weft_dtype_tag_);                                                        \
+    if constexpr (::weft::kIsNarrowFloat<T>)                                                    \
+      WEFT_FAIL("[cpu] internal: narrow dtype ", (d), " reached a compute kernel");              \
+    else {                                                                                      \
+      __VA_ARGS__;                                                                              \
+    }                                                                                           \
+  })
 
-#define WEFT_DISPATCH_FLOATING(d, T, ...)                                    \
-  switch (d) {                                                               \
-    case ::weft::DType::Float64: { using T = double; __VA_ARGS__; break; }   \
-    case ::weft::DType::Float32: { using T = float; __VA_ARGS__; break; }    \
-    default: WEFT_FAIL("[cpu] internal: expected float32 or float64, got ", d); \
-  }
+// Runs `body` with `T` bound to double or float; other dtypes are an error.
+#define WEFT_DISPATCH_FLOATING(d, T, ...)                                                       \
+  ::weft::visit_dtype((d), [&](auto weft_dtype_tag_) {                                          \
+    using T = decltype(weft_dtype_tag_);                                                        \
+    if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {                      \
+      __VA_ARGS__;                                                                              \
+    } else {                                                                                    \
+      WEFT_FAIL("[cpu] internal: expected float32 or float64, got ", (d));                       \
+    }                                                                                           \
+  })
 
 }  // namespace weft::detail

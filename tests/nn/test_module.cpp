@@ -195,6 +195,22 @@ TEST_CASE("to(dtype) converts floating parameters, buffers and grads in place; i
   CHECK_THROWS_WITH_AS(block->to(kInt32), "[Module::to] expected a floating dtype, got int32", Error);
 }
 
+TEST_CASE("to(dtype) leaves keep_dtype buffers alone; they still go into state_dict") {
+  struct MetaImpl : nn::Module {
+    Tensor weight, scale;
+    MetaImpl() {
+      weight = register_parameter("weight", ones({2}));
+      scale = register_buffer("scale", full({1}, 0.1), true, /*keep_dtype=*/true);
+    }
+  };
+  nn::Sequential model(std::make_shared<MetaImpl>());
+  model->to(kBFloat16);
+  const auto state = model->state_dict();
+  CHECK(state.at("0.weight").dtype() == kBFloat16);
+  CHECK(state.at("0.scale").dtype() == kFloat32);
+  CHECK(state.at("0.scale").item<float>() == 0.1f);
+}
+
 TEST_CASE("to(device) keeps the handles") {
   Block block;
   const Tensor w = block->fc1->weight;

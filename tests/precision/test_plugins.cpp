@@ -236,7 +236,12 @@ TEST_CASE("T4 make_precision picks the plugin for each cpu precision") {
   REQUIRE(amp != nullptr);
   CHECK(amp->device_type() == DeviceType::CPU);
   CHECK(amp->scaler() == nullptr);
-  CHECK(contains(error_of([] { make_precision("transformer-engine"); }), "FP8 (transformer-engine) plugin"));
+  auto te = make_precision("transformer-engine", "cpu");
+  REQUIRE(dynamic_cast<TransformerEnginePrecision*>(te.get()) != nullptr);
+  CHECK(dynamic_cast<TransformerEnginePrecision&>(*te).weights_dtype() == kBFloat16);
+  auto te16 = make_precision("transformer-engine-float16", "cpu");
+  CHECK(dynamic_cast<TransformerEnginePrecision&>(*te16).weights_dtype() == kFloat16);
+  CHECK(te16->precision() == "transformer-engine-float16");
   CHECK(contains(error_of([] { make_precision("invalid"); }), "Precision 'invalid' is invalid."));
 }
 

@@ -117,11 +117,10 @@ TEST_CASE("T39 init_tensor never replaces a Linear; init_module does (issue #187
   CHECK(after->weight.dtype() == kFloat32);
 }
 
-// T36, T40 and T41 describe the bitsandbytes and TransformerEngine plugins, which do not exist
-// yet. The cases below check what those plugins will build on — replace_layers and a
-// module_init_context that pushes a module frame — through the test-only ReplacingPrecision. The
-// plugins' own policies (TE's replace_layers tri-state and its divisibility warning, bnb's refusal
-// of ignore_modules at init, weights_dtype casts) are left to their issues.
+// T36, T40 and T41 describe the bitsandbytes and TransformerEngine plugins. The cases below check
+// what those plugins build on — replace_layers and a module_init_context that pushes a module
+// frame — through the test-only ReplacingPrecision; the TransformerEngine plugin's own policies
+// are tested in test_transformer_engine.cpp, bitsandbytes' with that plugin.
 
 TEST_CASE("T36 (machinery, test-only replacement) a model built under module_init_context holds the replacement; outside, the original") {
   ReplacingPrecision plugin;

@@ -112,6 +112,34 @@ TEST_CASE("dtype traits: names, sizes, categories") {
   CHECK(DTypeOf<Half>::value == kFloat16);
 }
 
+TEST_CASE("the table's generated maps agree: visit_dtype, storage types, narrow codecs, from_vector") {
+  REQUIRE(kNumDTypes == 11);
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const DType d = static_cast<DType>(i);
+    CAPTURE(dtype_name(d));
+    visit_dtype(d, [&](auto tag) {
+      using T = decltype(tag);
+      CHECK(DTypeOf<T>::value == d);
+      CHECK(sizeof(T) == itemsize(d));
+      CHECK(kIsNarrowFloat<T> == is_narrow_float(d));
+    });
+  }
+  // Each narrow row's codec, on values with known codes: 1.5 and -2 are exact in every format.
+  CHECK(from_float<Half>(1.5f).bits == 0x3E00);
+  CHECK(from_float<BFloat16>(1.5f).bits == 0x3FC0);
+  CHECK(from_float<Float8E4M3FN>(1.5f).bits == 0x3C);
+  CHECK(from_float<Float8E5M2>(1.5f).bits == 0x3E);
+  CHECK(to_float(Half{0xC000}) == -2.0f);
+  CHECK(to_float(BFloat16{0xC000}) == -2.0f);
+  CHECK(to_float(Float8E4M3FN{0xC0}) == -2.0f);
+  CHECK(to_float(Float8E5M2{0xC0}) == -2.0f);
+  // from_vector is instantiated for every row, bool and narrow storage types included.
+  CHECK(from_vector<bool>({true, false, true}, {3}).to_vector<bool>() == std::vector<bool>{true, false, true});
+  const Tensor h = from_vector<Half>({Half{0x3E00}, Half{0xC000}}, {2});
+  CHECK(h.dtype() == kFloat16);
+  CHECK(h.to_vector<float>() == std::vector<float>{1.5f, -2.0f});
+}
+
 TEST_CASE("dtype_from_name accepts the common aliases and rejects the rest") {
   CHECK(dtype_from_name("double") == kFloat64);
   CHECK(dtype_from_name("float") == kFloat32);
