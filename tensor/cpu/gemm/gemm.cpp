@@ -7,6 +7,7 @@
 //       for ic over M by MC          pack A(MC×KC) into MR×KC panels          (L2)
 //         for jr over NC by NR       one KC×NR panel of B                     (L1)
 //           for ir over MC by MR     one MR×NR tile of C: the microkernel     (registers)
+// (the last two swap when A is read in place; see gemm_blocked).
 // K is cut into equal chunks (K = 784 with KC = 256: 4×196, not 3×256 + 16), and M likewise, so no
 // chunk is a sliver. The first K chunk writes C (or adds to it when accumulating), later ones add.
 #include "tensor/cpu/gemm/gemm.h"
@@ -30,6 +31,8 @@ namespace {
 constexpr int64_t kSmallWork = int64_t{4} << 20;
 // Each thread of a split product gets at least this much work.
 constexpr int64_t kWorkPerThread = int64_t{2} << 20;
+// Blocks of C per thread when a product is split along N.
+constexpr int64_t kPartsPerThreadAlongN = 4;
 // A float32 A with contiguous rows is read in place, unpacked, by blocks of C with at most this
 // many rows: the microkernel's six row streams prefetch well, and every thread would otherwise
 // pack the same A (the MLP's products, split along N, have 128 rows). Taller blocks reuse each
@@ -85,7 +88,13 @@ int64_t even_step(int64_t n, int64_t most, int64_t align) {
   return (step + align - 1) / align * align;
 }
 
-// One block of C, c(m×n) (+)= a(m×k)·b(k×n), on the calling thread with packed A and B.
+// Whether a block of C with m rows reads A in place rather than packing it (kInPlaceRows).
+bool a_read_in_place(const GemmKernel& ker, const GemmMatrix& a, int64_t m) {
+  return !ker.bf16_pairs && !a.bf16 && a.cs == 1 && m <= kInPlaceRows;
+}
+
+// One block of C, c(m×n) (+)= a(m×k)·b(k×n), on the calling thread with packed A and B (or A
+// in place, see a_read_in_place).
 void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
                   float* c, int64_t ldc, bool accumulate) {
   const bool pairs = ker.bf16_pairs;
@@ -93,7 +102,7 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
   const int64_t mc_step = even_step(m, ker.mc, ker.mr);
   const int64_t nc_step = std::min<int64_t>(ker.nc, (n + ker.nr - 1) / ker.nr * ker.nr);
   const int64_t a_size = mc_step * kc_step, b_size = kc_step * nc_step;  // elements, padded
-  const bool a_in_place = !pairs && !a.bf16 && a.cs == 1 && m <= kInPlaceRows;
+  const bool a_in_place = a_read_in_place(ker, a, m);
   for (int64_t jc = 0; jc < n; jc += nc_step) {
     const int64_t nc = std::min(nc_step, n - jc);
     for (int64_t pc = 0; pc < k; pc += kc_step) {
@@ -123,18 +132,27 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
           af = t_pack_a.get<float>(a_size);
           pack_a_f32(a_block, mc, kc, ker.mr, af);
         }
-        for (int64_t jr = 0; jr < nc; jr += ker.nr) {
-          for (int64_t ir = 0; ir < mc; ir += ker.mr) {
-            float* tile_c = c + (ic + ir) * ldc + jc + jr;
-            const int rows = static_cast<int>(std::min<int64_t>(ker.mr, mc - ir));
-            const int cols = static_cast<int>(std::min<int64_t>(ker.nr, nc - jr));
-            if (pairs) {
-              ker.micro_bf16({kpairs, ap + ir * kpairs * 2, bp + jr * kpairs * 2, tile_c, ldc, rows, cols, add});
-            } else {
-              const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + ir * a.rs : af + ir * kc;
-              ker.micro_f32({kc, tile_a, a.rs, 1, !a_in_place, bf + jr * kc, ker.nr, true, tile_c, ldc, rows, cols, add});
-            }
+        // One tile: rows ir.., columns jr.. of this block.
+        auto tile = [&](int64_t ir, int64_t jr) {
+          float* tile_c = c + (ic + ir) * ldc + jc + jr;
+          const int rows = static_cast<int>(std::min<int64_t>(ker.mr, mc - ir));
+          const int cols = static_cast<int>(std::min<int64_t>(ker.nr, nc - jr));
+          if (pairs) {
+            ker.micro_bf16({kpairs, ap + ir * kpairs * 2, bp + jr * kpairs * 2, tile_c, ldc, rows, cols, add});
+          } else {
+            const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + ir * a.rs : af + ir * kc;
+            ker.micro_f32({kc, tile_a, a.rs, 1, !a_in_place, bf + jr * kc, ker.nr, true, tile_c, ldc, rows, cols, add});
           }
+        };
+        // BLIS order keeps a panel of B in L1 while the packed panels of A stream from L2. A read in
+        // place is six strided rows instead, so it is the one kept in L1, and the packed B panels
+        // (one contiguous stream) pass by it.
+        if (a_in_place) {
+          for (int64_t ir = 0; ir < mc; ir += ker.mr)
+            for (int64_t jr = 0; jr < nc; jr += ker.nr) tile(ir, jr);
+        } else {
+          for (int64_t jr = 0; jr < nc; jr += ker.nr)
+            for (int64_t ir = 0; ir < mc; ir += ker.mr) tile(ir, jr);
         }
       }
     }
@@ -195,12 +213,17 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
     return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate);
   }
 
-  // Split C into contiguous blocks along its larger dimension, in whole tiles.
+  // Split C into contiguous blocks along its larger dimension, in whole tiles: one per thread
+  // along M (each block packs all of B), and along N a few per thread when A is read in place
+  // (each block packs only its own columns of B, so smaller blocks cost nothing and let the
+  // pool's tail stealing move the unstarted ones of a preempted thread to a running one).
   const bool along_m = m >= n;
   const int64_t unit = along_m ? ker.mr : ker.nr;
   const int64_t units = ((along_m ? m : n) + unit - 1) / unit;
-  const int64_t parts = std::clamp<int64_t>(std::min<int64_t>(num_threads(), work / kWorkPerThread), 1, units);
-  if (parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate);
+  const int64_t threads = std::min<int64_t>(num_threads(), work / kWorkPerThread);
+  const bool fine = !along_m && a_read_in_place(ker, a, m);
+  const int64_t parts = std::clamp<int64_t>(fine ? threads * kPartsPerThreadAlongN : threads, 1, units);
+  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate);
   parallel_for(parts, [&](int64_t part) {
     const int64_t first = units * part / parts * unit, last = std::min(units * (part + 1) / parts * unit, along_m ? m : n);
     if (along_m)

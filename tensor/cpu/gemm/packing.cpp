@@ -1,5 +1,6 @@
-// Portable packers (packing.h). The common layouts — rows or columns contiguous, float32 — get
-// loops the compiler vectorises; everything else reads element by element through the strides.
+// Portable packers (packing.h): loops over the source's strides that the compiler vectorises
+// where a panel row is contiguous in the source. The kernel sets may bring faster packers for the
+// layouts that matter (GemmKernel::pack_b).
 #include "tensor/cpu/gemm/packing.h"
 
 #include <algorithm>
@@ -9,46 +10,43 @@
 namespace weft::detail {
 namespace {
 
-float load(const GemmMatrix& x, int64_t i, int64_t j) {
-  const int64_t offset = i * x.rs + j * x.cs;
-  if (x.bf16) return bfloat16_to_float(static_cast<const uint16_t*>(x.data)[offset]);
-  return static_cast<const float*>(x.data)[offset];
-}
-
 uint16_t load_bits(const GemmMatrix& x, int64_t i, int64_t j) {
   return static_cast<const uint16_t*>(x.data)[i * x.rs + j * x.cs];
 }
 
+float widen(float v) { return v; }
+float widen(uint16_t bits) { return bfloat16_to_float(bits); }
+
 // dst[p·width + l] = M(l, p) for l < lanes, p < steps, zero for lanes ≤ l < width, where M(l, p)
-// is x(l, p) (pack A: lanes are rows) or x(p, l) (pack B: lanes are columns, transposed = true).
+// is x(l, p) (pack A: lanes are rows) or x(p, l) (pack B: lanes are columns). T is the stored
+// type: float, or uint16_t for bfloat16 bits.
+template <class T>
 void pack_panel(const GemmMatrix& x, bool lanes_are_columns, int64_t lanes, int64_t steps, int width, float* dst) {
   const int64_t lane_stride = lanes_are_columns ? x.cs : x.rs;
   const int64_t step_stride = lanes_are_columns ? x.rs : x.cs;
-  if (!x.bf16 && lane_stride == 1) {
+  const auto* src = static_cast<const T*>(x.data);
+  if (lane_stride == 1) {
     // Each step's lanes are contiguous in the source: a row copy per step.
-    const auto* src = static_cast<const float*>(x.data);
     for (int64_t p = 0; p < steps; ++p) {
-      const float* s = src + p * step_stride;
+      const T* s = src + p * step_stride;
       float* d = dst + p * width;
-      for (int64_t l = 0; l < lanes; ++l) d[l] = s[l];
+      for (int64_t l = 0; l < lanes; ++l) d[l] = widen(s[l]);
       for (int64_t l = lanes; l < width; ++l) d[l] = 0.0f;
     }
     return;
   }
-  if (!x.bf16 && step_stride == 1) {
-    // Each lane is contiguous along the steps: walk the lanes, scatter by `width`.
-    const auto* src = static_cast<const float*>(x.data);
-    for (int64_t l = 0; l < lanes; ++l) {
-      const float* row = src + l * lane_stride;
-      for (int64_t p = 0; p < steps; ++p) dst[p * width + l] = row[p];
-    }
-    for (int64_t p = 0; p < steps; ++p) std::fill(dst + p * width + lanes, dst + (p + 1) * width, 0.0f);
-    return;
+  // Otherwise walk the lanes (contiguous along the steps when step_stride is 1), scattering by
+  // `width`.
+  for (int64_t l = 0; l < lanes; ++l) {
+    const T* s = src + l * lane_stride;
+    for (int64_t p = 0; p < steps; ++p) dst[p * width + l] = widen(s[p * step_stride]);
   }
-  for (int64_t p = 0; p < steps; ++p) {
-    for (int64_t l = 0; l < lanes; ++l) dst[p * width + l] = lanes_are_columns ? load(x, p, l) : load(x, l, p);
-    std::fill(dst + p * width + lanes, dst + (p + 1) * width, 0.0f);
-  }
+  for (int64_t p = 0; p < steps; ++p) std::fill(dst + p * width + lanes, dst + (p + 1) * width, 0.0f);
+}
+
+void pack_panel(const GemmMatrix& x, bool lanes_are_columns, int64_t lanes, int64_t steps, int width, float* dst) {
+  if (x.bf16) pack_panel<uint16_t>(x, lanes_are_columns, lanes, steps, width, dst);
+  else pack_panel<float>(x, lanes_are_columns, lanes, steps, width, dst);
 }
 
 // The K-pair form of pack_panel for bfloat16 bits (Note [bf16 K-pair panels]).
