@@ -4,8 +4,9 @@
 // peak (fma_peak.h). PyTorch is measured by bench/matmul_torch.py on the same cases, and
 // bench/compare_matmul.sh puts them all in one table.
 //
-// Peers run as a user gets them: Eigen compiled here with OpenMP (its GEMM's threading), OpenBLAS
-// with its own threads and whatever core type its run-time detection (or OPENBLAS_CORETYPE) picks.
+// Peers run as a user gets them: Eigen compiled for this machine (-march=native, eigen_peer.cpp)
+// with OpenMP (its GEMM's threading), OpenBLAS with its own threads and whatever core type its
+// run-time detection (or OPENBLAS_CORETYPE) picks.
 // weft runs its default GEMM (its own kernels, chosen for this CPU); the header says which.
 //
 // Timing: each library runs its calls in blocks, the libraries one after another with a pause
@@ -14,10 +15,8 @@
 // that waited a time slice for a preempted thread. Results are compared before any timing.
 //
 // Output: a table, then one line of JSON starting with {"bench":"matmul".
-#include <omp.h>
 #include <time.h>
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -28,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "eigen_peer.h"
 #include "fma_peak.h"
 #include "weft.h"
 
@@ -167,9 +167,6 @@ struct Result {
   double weft = 0, eigen = 0, openblas = 0;  // GFLOP/s; 0: not measured
 };
 
-using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ColMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
-
 Result run_case(const Case& c, weft::DType dtype, const Options& opt, weft::Generator& gen) {
   using weft::Tensor;
   const Tensor a_store = weft::randn(c.a_t ? weft::Shape{c.k, c.m} : weft::Shape{c.m, c.k}, weft::kFloat32, &gen);
@@ -186,13 +183,7 @@ Result run_case(const Case& c, weft::DType dtype, const Options& opt, weft::Gene
   if (dtype == weft::kFloat32) {
     const float* ap = a_store.data<float>();
     const float* bp = b_store.data<float>();
-    Eigen::Map<RowMajor> ec(c_eigen.data(), c.m, c.n);
-    auto eigen = [&, ap, bp] {
-      // The maps give Eigen the same strides weft gets: A or Aᵀ, B or Bᵀ of row-major storage.
-      if (c.a_t && !c.b_t) ec.noalias() = Eigen::Map<const ColMajor>(ap, c.m, c.k) * Eigen::Map<const RowMajor>(bp, c.k, c.n);
-      else if (c.b_t) ec.noalias() = Eigen::Map<const RowMajor>(ap, c.m, c.k) * Eigen::Map<const ColMajor>(bp, c.k, c.n);
-      else ec.noalias() = Eigen::Map<const RowMajor>(ap, c.m, c.k) * Eigen::Map<const RowMajor>(bp, c.k, c.n);
-    };
+    auto eigen = [&, ap, bp] { bench::eigen_sgemm(c.m, c.n, c.k, ap, c.a_t, bp, c.b_t, c_eigen.data()); };
     eigen();
     check_close("Eigen", c, want, c_eigen.data());
     timers.emplace_back(&r.eigen, Timer(eigen, opt.cpu_clock));
@@ -238,8 +229,7 @@ int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   const int threads = opt.threads > 0 ? opt.threads : weft::num_threads();
   weft::set_num_threads(threads);
-  omp_set_num_threads(threads);
-  Eigen::setNbThreads(threads);
+  bench::eigen_set_threads(threads);
 #ifdef WEFT_BENCH_OPENBLAS
   openblas_set_num_threads(threads);
 #endif
@@ -250,9 +240,8 @@ int main(int argc, char** argv) {
               threads, weft::cpu_gemm_kernel(weft::kFloat32).c_str(), weft::cpu_gemm_kernel(weft::kBFloat16).c_str(),
               kRounds, opt.min_time / kRounds);
   std::printf("%s\n", peak.explain().c_str());
-  std::printf("Eigen %d.%d.%d (OpenMP, %d threads); %s; OPENBLAS_CORETYPE=%s\n\n", EIGEN_WORLD_VERSION,
-              EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, Eigen::nbThreads(), openblas_description().c_str(),
-              coretype ? coretype : "(unset)");
+  std::printf("Eigen (-march=native: %s; OpenMP, %d threads); %s; OPENBLAS_CORETYPE=%s\n\n", bench::eigen_simd(),
+              bench::eigen_threads(), openblas_description().c_str(), coretype ? coretype : "(unset)");
   std::printf("%-16s %5s %5s %5s %5s | %9s %6s | %9s %9s | %10s\n", "case", "dtype", "M", "K", "N", "weft GF/s",
               "%peak", "Eigen", "OpenBLAS", "weft/best");
   std::fflush(stdout);

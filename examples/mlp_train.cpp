@@ -68,8 +68,8 @@ const char* kUsage = R"(usage: mlp_train [options]
   --precision 32-true  32-true, 64-true, 16-true, bf16-true, bf16-mixed, 16-mixed (bf16-mixed on
                        the cpu), transformer-engine, transformer-engine-float16 (FP8 training),
                        or the aliases 64, 32, 16, bf16
-  --gemm LIBRARY       openblas or eigen: which library computes matrix products (default:
-                       OpenBLAS when weft was built with it)
+  --gemm LIBRARY       weft, eigen or openblas: what computes matrix products (default weft:
+                       its own kernels for this CPU; openblas only when weft was built with it)
   --no-progress        no per-step progress line
 )";
 
@@ -130,8 +130,8 @@ Options parse(int argc, char** argv) {
   if (o.batch_size < 1) usage_error("--batch-size must be at least 1");
   if (!(o.lr > 0)) usage_error("--lr must be positive");
   if (o.threads < 0) usage_error("--threads must be positive");
-  if (!o.gemm.empty() && o.gemm != "openblas" && o.gemm != "eigen")
-    usage_error("--gemm expects openblas or eigen, got '" + o.gemm + "'");
+  if (!o.gemm.empty() && o.gemm != "weft" && o.gemm != "openblas" && o.gemm != "eigen")
+    usage_error("--gemm expects weft, eigen or openblas, got '" + o.gemm + "'");
   return o;
 }
 
@@ -205,12 +205,20 @@ void progress_line(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, d
                static_cast<long long>(steps), loss, rate);
 }
 
+// The dtype the matrix products of a precision run in, to name the GEMM kernel they take.
+DType gemm_dtype(const std::string& precision) {
+  if (precision == "bf16-mixed" || precision == "bf16-true") return kBFloat16;
+  if (precision == "16-true" || precision == "16-mixed") return kFloat16;
+  if (precision == "64-true") return kFloat64;
+  return kFloat32;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
   if (o.threads > 0) set_num_threads(o.threads);
-  if (!o.gemm.empty()) set_cpu_gemm_library(o.gemm == "eigen" ? GemmLibrary::Eigen : GemmLibrary::OpenBLAS);
+  if (!o.gemm.empty()) set_cpu_gemm_library(gemm_library_from_name(o.gemm));
   const Split train = load_split(o.data_dir, "train");
   const Split test = load_split(o.data_dir, "t10k");
 
@@ -280,9 +288,11 @@ int main(int argc, char** argv) try {
     log.close();
     render_plot(o.log, o.plot);
   }
-  std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"gemm\": \"%s\", \"epochs\": %lld, "
-              "\"seconds\": %.3f, \"test_accuracy\": %.4f}\n",
-              num_threads(), to_string(cpu_gemm_library()), static_cast<long long>(o.epochs), total_seconds, accuracy);
+  std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"gemm\": \"%s\", \"kernel\": \"%s\", "
+              "\"cpu_isa\": \"%s\", \"precision\": \"%s\", \"epochs\": %lld, \"seconds\": %.3f, \"test_accuracy\": %.4f}\n",
+              num_threads(), to_string(cpu_gemm_library()), cpu_gemm_kernel(gemm_dtype(fabric.precision().precision())).c_str(),
+              std::string(cpu_isa_name(cpu_isa())).c_str(), fabric.precision().precision().c_str(),
+              static_cast<long long>(o.epochs), total_seconds, accuracy);
   return 0;
 } catch (const std::exception& e) {
   std::cerr << "mlp_train: " << e.what() << "\n";
