@@ -86,8 +86,8 @@ const char* kUsage = R"(usage: mlp_train [options]
   --precision 32-true  32-true, 64-true, 16-true, bf16-true, bf16-mixed, 16-mixed (bf16-mixed on
                        the cpu), transformer-engine, transformer-engine-float16 (FP8 training),
                        or the aliases 64, 32, 16, bf16
-  --gemm LIBRARY       openblas or eigen: which library computes matrix products (default:
-                       OpenBLAS when weft was built with it)
+  --gemm LIBRARY       weft, eigen or openblas: what computes matrix products (default weft:
+                       its own kernels for this CPU; openblas only when weft was built with it)
   --strategy auto      auto, ddp or fsdp (several processes: under weft-run / torchrun, or --devices)
   --devices N          processes on this node (default: what the launcher started, else 1)
   --num-nodes M        nodes (default: what the launcher started, else 1)
@@ -187,8 +187,8 @@ void check_options(const Options& o) {
   if (o.threads && (*o.threads < 1 || *o.threads > max_threads))
     option_error("--threads expects 1 to " + std::to_string(max_threads) + " (4 x the hardware threads), got " +
                  std::to_string(*o.threads));
-  if (!o.gemm.empty() && o.gemm != "openblas" && o.gemm != "eigen")
-    option_error("--gemm expects openblas or eigen, got '" + o.gemm + "'");
+  if (!o.gemm.empty() && o.gemm != "weft" && o.gemm != "openblas" && o.gemm != "eigen")
+    option_error("--gemm expects weft, eigen or openblas, got '" + o.gemm + "'");
   if (o.strategy != "auto" && o.strategy != "ddp" && o.strategy != "fsdp")
     option_error("--strategy expects auto, ddp or fsdp, got '" + o.strategy + "'");
   if (o.devices < 0 || o.num_nodes < 0) option_error("--devices and --num-nodes must be positive");
@@ -303,13 +303,21 @@ void progress_line(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, d
                static_cast<long long>(steps), loss, rate);
 }
 
+// The dtype the matrix products of a precision run in, to name the GEMM kernel they take.
+DType gemm_dtype(const std::string& precision) {
+  if (precision == "bf16-mixed" || precision == "bf16-true") return kBFloat16;
+  if (precision == "16-true" || precision == "16-mixed") return kFloat16;
+  if (precision == "64-true") return kFloat64;
+  return kFloat32;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
   check_options(o);
   if (o.threads) set_num_threads(*o.threads);
-  if (!o.gemm.empty()) set_cpu_gemm_library(o.gemm == "eigen" ? GemmLibrary::Eigen : GemmLibrary::OpenBLAS);
+  if (!o.gemm.empty()) set_cpu_gemm_library(gemm_library_from_name(o.gemm));
   const Split train = load_split(o.data_dir, "train");
   const Split test = load_split(o.data_dir, "t10k");
 
@@ -403,10 +411,13 @@ int main(int argc, char** argv) try {
     render_plot(o.log, o.plot);
   }
   if (fabric.is_global_zero())
-    std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"gemm\": \"%s\", \"ranks\": %d, "
-                "\"strategy\": \"%s\", \"epochs\": %lld, \"seconds\": %.3f, \"test_accuracy\": %.4f}\n",
-                num_threads(), to_string(cpu_gemm_library()), world, fabric.strategy().name().c_str(),
-                static_cast<long long>(o.epochs), total_seconds, accuracy);
+    std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"gemm\": \"%s\", \"kernel\": \"%s\", "
+                "\"cpu_isa\": \"%s\", \"precision\": \"%s\", \"ranks\": %d, \"strategy\": \"%s\", "
+                "\"epochs\": %lld, \"seconds\": %.3f, \"test_accuracy\": %.4f}\n",
+                num_threads(), to_string(cpu_gemm_library()),
+                cpu_gemm_kernel(gemm_dtype(fabric.precision().precision())).c_str(),
+                std::string(cpu_isa_name(cpu_isa())).c_str(), fabric.precision().precision().c_str(), world,
+                fabric.strategy().name().c_str(), static_cast<long long>(o.epochs), total_seconds, accuracy);
   return 0;
 } catch (const std::exception& e) {
   std::cerr << "mlp_train: " << e.what() << "\n";

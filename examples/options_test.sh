@@ -43,7 +43,7 @@ refuses "--batch-size expects at least 1, got 0" --batch-size 0
 refuses "--lr expects a positive number, got -0.100000" --lr -0.1
 refuses "--lr expects a number, got 'inf'" --lr inf
 refuses "--lr expects a number, got 'fast'" --lr fast
-refuses "--gemm expects openblas or eigen, got 'mkl'" --gemm mkl
+refuses "--gemm expects weft, eigen or openblas, got 'mkl'" --gemm mkl
 refuses "--precision: [precision] " --precision 8-true
 refuses "--data-dir: 'nowhere/train-images-idx3-ubyte.gz': cannot open: No such file or directory; expected a folder with the Fashion-MNIST IDX .gz files" --data-dir nowhere
 refuses "--log: cannot create a file in directory 'missing'" --log missing/log.csv

@@ -4,9 +4,10 @@
 // see an in-place write: autograd compares it with the version a saved tensor had when it was
 // saved (Note [Saved tensor versions] in tensor/autograd.h).
 //
-// Memory comes from an Allocator chosen by device; the CPU allocator aligns to 64 bytes so that
-// vector kernels and Eigen never meet a split cache line. A storage can also wrap memory the
-// caller owns (Storage::borrow), in which case it never frees it.
+// Memory comes from an Allocator chosen by device; the CPU's caches large blocks for reuse
+// (tensor/cpu/caching_allocator.h) and aligns every block to at least 64 bytes so that vector
+// kernels and Eigen never meet a split cache line. A storage can also wrap memory the caller owns
+// (Storage::borrow), in which case it never frees it.
 #pragma once
 
 #include <cstddef>

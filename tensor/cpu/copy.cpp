@@ -9,11 +9,9 @@
 #include <cstring>
 #include <type_traits>
 
-#ifdef __F16C__
-#include <immintrin.h>
-#endif
-
+#include "tensor/cpu/convert_kernels.h"
 #include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/isa.h"
 #include "tensor/cpu/loops.h"
 
 namespace weft::detail {
@@ -43,24 +41,28 @@ Dst convert(Src s) {
   }
 }
 
-#ifdef __F16C__
-// Where the CPU has F16C, contiguous float32 <-> float16 runs convert 8 values per instruction.
-// F16C rounds to nearest even and keeps NaN quiet exactly as float_to_half / half_to_float do
-// (tests/tensor/test_float_formats.cpp checks every code against it); the tail goes one by one.
-void convert_contiguous(Half* d, const float* s, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
-  for (; i < n; ++i) d[i] = Half{float_to_half(s[i])};
+// Contiguous float32 <-> float16 / bfloat16 runs take a vector kernel where the CPU has AVX2 and
+// F16C (convert_kernels.h); it gives the same bits as the scalar conversions below. Returns false
+// when there is none for this pair or level.
+template <class Dst, class Src>
+bool convert_contiguous_vector(Dst* d, const Src* s, int64_t n) {
+  constexpr bool kToBits = std::is_same_v<Src, float> && (std::is_same_v<Dst, Half> || std::is_same_v<Dst, BFloat16>);
+  constexpr bool kFromBits = std::is_same_v<Dst, float> && (std::is_same_v<Src, Half> || std::is_same_v<Src, BFloat16>);
+  if constexpr (kToBits || kFromBits) {
+    if (cpu_isa() < CpuIsa::Avx2) return false;
+    if constexpr (kToBits) {
+      auto* bits = reinterpret_cast<uint16_t*>(d);
+      if constexpr (std::is_same_v<Dst, Half>) float_to_half_avx2(s, bits, n);
+      else float_to_bfloat16_avx2(s, bits, n);
+    } else {
+      const auto* bits = reinterpret_cast<const uint16_t*>(s);
+      if constexpr (std::is_same_v<Src, Half>) half_to_float_avx2(bits, d, n);
+      else bfloat16_to_float_avx2(bits, d, n);
+    }
+    return true;
+  }
+  return false;
 }
-
-void convert_contiguous(float* d, const Half* s, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
-  for (; i < n; ++i) d[i] = half_to_float(s[i].bits);
-}
-#endif
 
 template <class Dst, class Src>
 void convert_run(const StridedRun<2>& run) {
@@ -69,11 +71,7 @@ void convert_run(const StridedRun<2>& run) {
   if (run.stride[0] == sizeof(Dst) && run.stride[1] == sizeof(Src)) {
     Dst* dp = reinterpret_cast<Dst*>(d);
     const Src* sp = reinterpret_cast<const Src*>(s);
-#ifdef __F16C__
-    constexpr bool kFloatHalf = (std::is_same_v<Dst, Half> && std::is_same_v<Src, float>) ||
-                                (std::is_same_v<Dst, float> && std::is_same_v<Src, Half>);
-    if constexpr (kFloatHalf) return convert_contiguous(dp, sp, run.n);
-#endif
+    if (convert_contiguous_vector(dp, sp, run.n)) return;
     for (int64_t i = 0; i < run.n; ++i) dp[i] = convert<Dst>(sp[i]);
     return;
   }
