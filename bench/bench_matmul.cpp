@@ -1,32 +1,34 @@
-// fp32 matrix product throughput: weft::matmul against Eigen and OpenBLAS, measured in the same
-// run on the same inputs, with the same thread count and (for Eigen) the same compile flags.
+// Matrix product throughput: weft::matmul against Eigen and OpenBLAS in the same run, on the
+// example MLP's products (forward and backward, in the layouts training uses) and on squares,
+// in float32 and with bfloat16 inputs, as GFLOP/s and as a share of the machine's measured FMA
+// peak (fma_peak.h). PyTorch is measured by bench/matmul_torch.py on the same cases, and
+// bench/compare_matmul.sh puts them all in one table.
 //
-// weft's CPU GEMM is OpenBLAS's OpenMP build when weft was built with it, Eigen's otherwise
-// (tensor/cpu/gemm_library.h; the header line says which). weft over its own library isolates
-// what weft's op layer adds on top (checks, output allocation, stride handling); the other
-// column says how far the alternative is.
+// Peers run as a user gets them: Eigen compiled for this machine (-march=native, eigen_peer.cpp)
+// with OpenMP (its GEMM's threading), OpenBLAS with its own threads and whatever core type its
+// run-time detection (or OPENBLAS_CORETYPE) picks.
+// weft runs its default GEMM (its own kernels, chosen for this CPU); the header says which.
 //
-// Timing: after a warm-up call each, weft and Eigen run alternately, one call at a time in ABBA
-// order, until each has run --min-time seconds and at least kMinCalls calls; every call is timed,
-// t is the median call and GFLOP/s = 2·M·N·K / t. Alternating single calls makes both see the
-// same background load and the same cache state; the median ignores the calls whose thread team
-// waited a whole time slice for a preempted member, which on a busy machine would poison a mean.
-// OpenBLAS runs its calls afterwards, between pauses that let the pool's threads go idle. The
-// three results are compared before timing; a mismatch aborts instead of timing garbage.
+// Timing: each library runs its calls in blocks, the libraries one after another with a pause
+// between (OpenMP pools keep spinning after a call and would slow whoever runs next), for three
+// rounds; t is the median call over all rounds and GFLOP/s = 2·M·N·K / t. The median ignores calls
+// that waited a time slice for a preempted thread. Results are compared before any timing.
 //
 // Output: a table, then one line of JSON starting with {"bench":"matmul".
-#include <Eigen/Core>
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "eigen_peer.h"
+#include "fma_peak.h"
 #include "weft.h"
 
 #ifdef WEFT_BENCH_OPENBLAS
@@ -38,59 +40,83 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Options {
-  int threads = 0;  // 0: all that OpenMP offers (OMP_NUM_THREADS, else every core)
-  double min_time = 0.5;
+  int threads = 0;  // 0: weft's default (all cores unless WEFT_NUM_THREADS/OMP_NUM_THREADS say otherwise)
+  double min_time = 0.6;
+  bool fp32 = true, bf16 = true;
+  std::string only;  // run only cases whose name contains this
+  bool cpu_clock = false;  // time calls by the calling thread's CPU time (meaningful with one thread)
 };
 
+// C(m×n) = A(m×k)·B(k×n); A is stored as (k, m) row-major when a_t (a transposed view), B as
+// (n, k) when b_t.
 struct Case {
+  const char* name;
   int64_t m, k, n;
+  bool a_t, b_t;
 };
 
-constexpr int kMinCalls = 6;
+const Case kCases[] = {
+    {"mlp fwd1 x·W1t", 128, 784, 512, false, true},  {"mlp fwd2 h·W2t", 128, 512, 512, false, true},
+    {"mlp fwd3 h·W3t", 128, 512, 10, false, true},   {"mlp dX3 g·W3", 128, 10, 512, false, false},
+    {"mlp dW3 gt·h", 10, 128, 512, true, false},     {"mlp dX2 g·W2", 128, 512, 512, false, false},
+    {"mlp dW2 gt·h", 512, 128, 512, true, false},    {"mlp dW1 gt·x", 512, 128, 784, true, false},
+    {"square 512", 512, 512, 512, false, false},     {"square 1024", 1024, 1024, 1024, false, false},
+    {"square 2048", 2048, 2048, 2048, false, false},
+};
+
+constexpr int kRounds = 3;
+constexpr int kMinCallsPerRound = 2;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// One library's timed calls. The constructor makes the warm-up call: first-touch page faults,
-// thread pool start, packing buffers.
+double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Lets the previous library's worker threads stop spinning before the next one starts.
+void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }
+
+// One library's calls of one case. The constructor makes the warm-up call.
 class Timer {
  public:
-  explicit Timer(std::function<void()> fn) : fn_(std::move(fn)) { fn_(); }
-  void call() {
-    const auto t0 = Clock::now();
-    fn_();
-    per_call_.push_back(seconds_since(t0));
-    total_ += per_call_.back();
+  Timer(std::function<void()> fn, bool cpu_clock) : fn_(std::move(fn)), cpu_clock_(cpu_clock) { fn_(); }
+  void round(double seconds) {
+    const auto start = Clock::now();
+    for (int i = 0; i < kMinCallsPerRound || seconds_since(start) < seconds; ++i) {
+      const auto t0 = Clock::now();
+      const double c0 = cpu_clock_ ? thread_cpu_seconds() : 0;
+      fn_();
+      per_call_.push_back(cpu_clock_ ? thread_cpu_seconds() - c0 : seconds_since(t0));
+    }
   }
-  bool done(double min_time) const { return total_ >= min_time && per_call_.size() >= kMinCalls; }
   double median_seconds() {
-    std::nth_element(per_call_.begin(), per_call_.begin() + static_cast<int64_t>(per_call_.size() / 2),
-                     per_call_.end());
+    std::nth_element(per_call_.begin(), per_call_.begin() + static_cast<int64_t>(per_call_.size() / 2), per_call_.end());
     return per_call_[per_call_.size() / 2];
   }
 
  private:
   std::function<void()> fn_;
+  bool cpu_clock_;
   std::vector<double> per_call_;
-  double total_ = 0;
 };
 
-// Lets the previous library's worker threads stop spinning before the next one starts.
-void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
-
 // Largest |x - y| relative to the largest |y|.
-double relative_error(const float* x, const float* y, int64_t count) {
+double relative_error(const std::vector<double>& x, const float* y) {
   double diff = 0, scale = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    diff = std::max(diff, static_cast<double>(std::fabs(x[i] - y[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(y[i])));
+  for (size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, std::fabs(x[i] - static_cast<double>(y[i])));
+    scale = std::max(scale, std::fabs(static_cast<double>(y[i])));
   }
   return scale > 0 ? diff / scale : diff;
 }
 
-void check_close(const char* who, const float* x, const float* y, int64_t count) {
-  const double err = relative_error(x, y, count);
+void check_close(const char* who, const Case& c, const std::vector<double>& want, const float* got) {
+  const double err = relative_error(want, got);
   if (err > 1e-4) {
-    std::fprintf(stderr, "bench_matmul: %s disagrees with Eigen (relative error %.3g); not timing it\n", who, err);
+    std::fprintf(stderr, "bench_matmul: %s disagrees with weft on %s (relative error %.3g); not timing it\n", who,
+                 c.name, err);
     std::exit(1);
   }
 }
@@ -103,133 +129,152 @@ Options parse(int argc, char** argv) {
       o.threads = std::atoi(argv[++i]);
     } else if (arg == "--min-time" && i + 1 < argc) {
       o.min_time = std::atof(argv[++i]);
+    } else if (arg == "--dtype" && i + 1 < argc) {
+      const std::string d = argv[++i];
+      o.fp32 = d == "fp32" || d == "both";
+      o.bf16 = d == "bf16" || d == "both";
+    } else if (arg == "--only" && i + 1 < argc) {
+      o.only = argv[++i];
+    } else if (arg == "--cpu-clock") {
+      o.cpu_clock = true;
     } else {
       std::fprintf(stderr,
-                   "usage: bench_matmul [--threads N] [--min-time SECONDS]\n"
-                   "  --threads N     threads for weft, Eigen and OpenBLAS (default: all cores)\n"
-                   "  --min-time S    timed seconds per library and case (default 0.5)\n");
+                   "usage: bench_matmul [--threads N] [--min-time SECONDS] [--dtype fp32|bf16|both] [--only TEXT] [--cpu-clock]\n"
+                   "  --threads N     threads for weft, Eigen and OpenBLAS (default: weft's default)\n"
+                   "  --min-time S    timed seconds per library and case, over %d rounds (default 0.6)\n"
+                   "  --dtype D       input dtype(s) to measure (default both; bf16 has no Eigen/OpenBLAS peer)\n"
+                   "  --only TEXT     only the cases whose name contains TEXT (e.g. 'mlp', 'square')\n"
+                   "  --cpu-clock     time by the calling thread's CPU time, not wall time: with --threads 1\n"
+                   "                  on a busy machine, time spent preempted does not count\n",
+                   kRounds);
       std::exit(arg == "--help" ? 0 : 2);
     }
   }
-  if (o.threads < 0 || o.min_time <= 0) {
-    std::fprintf(stderr, "bench_matmul: --threads must be >= 1 and --min-time > 0\n");
+  if (o.cpu_clock && o.threads != 1) {
+    std::fprintf(stderr, "bench_matmul: --cpu-clock needs --threads 1 (other threads' time would not count)\n");
+    std::exit(2);
+  }
+  if (o.threads < 0 || o.min_time <= 0 || !(o.fp32 || o.bf16)) {
+    std::fprintf(stderr, "bench_matmul: --threads must be >= 1, --min-time > 0, --dtype fp32, bf16 or both\n");
     std::exit(2);
   }
   return o;
 }
 
-std::string simd_flags() {
-  std::string s;
-#ifdef __AVX512F__
-  s += " avx512f";
+struct Result {
+  const Case* c;
+  const char* dtype;
+  double weft = 0, eigen = 0, openblas = 0;  // GFLOP/s; 0: not measured
+};
+
+Result run_case(const Case& c, weft::DType dtype, const Options& opt, weft::Generator& gen) {
+  using weft::Tensor;
+  const Tensor a_store = weft::randn(c.a_t ? weft::Shape{c.k, c.m} : weft::Shape{c.m, c.k}, weft::kFloat32, &gen);
+  const Tensor b_store = weft::randn(c.b_t ? weft::Shape{c.n, c.k} : weft::Shape{c.k, c.n}, weft::kFloat32, &gen);
+  const Tensor a = (c.a_t ? a_store.t() : a_store).to(dtype), b = (c.b_t ? b_store.t() : b_store).to(dtype);
+  const double flop = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+  Result r{&c, dtype == weft::kFloat32 ? "fp32" : "bf16"};
+  const std::vector<double> want = weft::matmul(a, b).to_vector<double>();
+
+  Tensor sink;
+  std::vector<std::pair<double*, Timer>> timers;
+  timers.emplace_back(&r.weft, Timer([&] { sink = weft::matmul(a, b); }, opt.cpu_clock));
+  std::vector<float> c_eigen(static_cast<size_t>(c.m * c.n)), c_blas(static_cast<size_t>(c.m * c.n));
+  if (dtype == weft::kFloat32) {
+    const float* ap = a_store.data<float>();
+    const float* bp = b_store.data<float>();
+    auto eigen = [&, ap, bp] { bench::eigen_sgemm(c.m, c.n, c.k, ap, c.a_t, bp, c.b_t, c_eigen.data()); };
+    eigen();
+    check_close("Eigen", c, want, c_eigen.data());
+    timers.emplace_back(&r.eigen, Timer(eigen, opt.cpu_clock));
+#ifdef WEFT_BENCH_OPENBLAS
+    auto sgemm = [&, ap, bp] {
+      cblas_sgemm(CblasRowMajor, c.a_t ? CblasTrans : CblasNoTrans, c.b_t ? CblasTrans : CblasNoTrans,
+                  static_cast<int>(c.m), static_cast<int>(c.n), static_cast<int>(c.k), 1.0f, ap,
+                  static_cast<int>(c.a_t ? c.m : c.k), bp, static_cast<int>(c.b_t ? c.k : c.n), 0.0f, c_blas.data(),
+                  static_cast<int>(c.n));
+    };
+    sgemm();
+    check_close("OpenBLAS", c, want, c_blas.data());
+    timers.emplace_back(&r.openblas, Timer(sgemm, opt.cpu_clock));
 #endif
-#ifdef __AVX2__
-  s += " avx2";
-#endif
-#ifdef __FMA__
-  s += " fma";
-#endif
-  return s.empty() ? " (no AVX)" : s;
+  }
+  for (int round = 0; round < kRounds; ++round)
+    for (auto& [slot, timer] : timers) {
+      settle();
+      timer.round(opt.min_time / kRounds);
+    }
+  for (auto& [slot, timer] : timers) *slot = flop / timer.median_seconds() * 1e-9;
+  return r;
 }
 
-struct Result {
-  Case c;
-  double weft, eigen, openblas;  // GFLOP/s; openblas is 0 when not built
-};
+std::string openblas_description() {
+#ifdef WEFT_BENCH_OPENBLAS
+  return std::string(openblas_get_config()) + ", core " + openblas_get_corename();
+#else
+  return "OpenBLAS not built in (install libopenblas-openmp-dev, e.g. scripts/install-deps.sh, and re-run cmake)";
+#endif
+}
+
+std::string number_or_null(double v) {
+  if (v <= 0) return "null";
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2f", v);
+  return s;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   const int threads = opt.threads > 0 ? opt.threads : weft::num_threads();
-  weft::set_num_threads(threads);  // OpenMP and Eigen
+  weft::set_num_threads(threads);
+  bench::eigen_set_threads(threads);
 #ifdef WEFT_BENCH_OPENBLAS
   openblas_set_num_threads(threads);
-  const std::string openblas_name = openblas_get_config();
-#else
-  const std::string openblas_name =
-      "OpenBLAS not built in (install libopenblas-openmp-dev, e.g. scripts/install-deps.sh, and re-run cmake)";
 #endif
+  const bench::FmaPeak peak = bench::measure_fma_peak(threads);
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
 
-  const std::vector<Case> cases = {{128, 784, 512}, {512, 512, 512}, {2048, 2048, 2048}};
-  std::printf("bench_matmul: fp32 C = A·B, %d threads (Eigen sees %d), weft's GEMM: %s, "
-              "median call over >= %d calls and >= %.2f s per library\n",
-              threads, Eigen::nbThreads(), weft::to_string(weft::cpu_gemm_library()), kMinCalls, opt.min_time);
-  std::printf("compiled with%s; Eigen %d.%d.%d; %s\n\n", simd_flags().c_str(), EIGEN_WORLD_VERSION,
-              EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, openblas_name.c_str());
-  std::printf("%6s %6s %6s | %10s %10s %10s | %10s %13s\n", "M", "K", "N", "weft GF/s", "Eigen GF/s",
-              "BLAS GF/s", "weft/Eigen", "weft/OpenBLAS");
+  std::printf("bench_matmul: C = A·B, %d threads; weft: %s / %s; median call over %d rounds of >= %.2f s per library\n",
+              threads, weft::cpu_gemm_kernel(weft::kFloat32).c_str(), weft::cpu_gemm_kernel(weft::kBFloat16).c_str(),
+              kRounds, opt.min_time / kRounds);
+  std::printf("%s\n", peak.explain().c_str());
+  std::printf("Eigen (-march=native: %s; OpenMP, %d threads); %s; OPENBLAS_CORETYPE=%s\n\n", bench::eigen_simd(),
+              bench::eigen_threads(), openblas_description().c_str(), coretype ? coretype : "(unset)");
+  std::printf("%-16s %5s %5s %5s %5s | %9s %6s | %9s %9s | %10s\n", "case", "dtype", "M", "K", "N", "weft GF/s",
+              "%peak", "Eigen", "OpenBLAS", "weft/best");
   std::fflush(stdout);
 
   weft::Generator gen(1234);
   std::vector<Result> results;
-  for (const Case& c : cases) {
-    const weft::Tensor a = weft::randn({c.m, c.k}, {}, &gen);
-    const weft::Tensor b = weft::randn({c.k, c.n}, {}, &gen);
-    using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    const Eigen::MatrixXf ea = Eigen::Map<const RowMajor>(a.data<float>(), c.m, c.k);
-    const Eigen::MatrixXf eb = Eigen::Map<const RowMajor>(b.data<float>(), c.k, c.n);
-    Eigen::MatrixXf ec(c.m, c.n);
-    const double flop = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
-
-    // Same answers first (compared in row-major order).
-    ec.noalias() = ea * eb;
-    const RowMajor expected = ec;
-    check_close("weft", weft::matmul(a, b).data<float>(), expected.data(), c.m * c.n);
-
-    weft::Tensor sink;
-    Timer weft_timer([&] { sink = weft::matmul(a, b); });
-    Timer eigen_timer([&] { ec.noalias() = ea * eb; });
-    for (int i = 0; !weft_timer.done(opt.min_time) || !eigen_timer.done(opt.min_time); ++i) {
-      Timer& first = i % 2 == 0 ? weft_timer : eigen_timer;  // ABBA
-      Timer& second = i % 2 == 0 ? eigen_timer : weft_timer;
-      first.call();
-      second.call();
+  for (const weft::DType dtype : {weft::kFloat32, weft::kBFloat16}) {
+    if ((dtype == weft::kFloat32 && !opt.fp32) || (dtype == weft::kBFloat16 && !opt.bf16)) continue;
+    for (const Case& c : kCases) {
+      if (!opt.only.empty() && std::string(c.name).find(opt.only) == std::string::npos) continue;
+      const Result r = run_case(c, dtype, opt, gen);
+      results.push_back(r);
+      const double best = std::max(r.eigen, r.openblas);
+      std::printf("%-16s %5s %5lld %5lld %5lld | %9.1f %5.1f%% | %9s %9s | %10s\n", c.name, r.dtype,
+                  static_cast<long long>(c.m), static_cast<long long>(c.k), static_cast<long long>(c.n), r.weft,
+                  100 * r.weft / peak.gflops(), number_or_null(r.eigen).c_str(), number_or_null(r.openblas).c_str(),
+                  best > 0 ? number_or_null(r.weft / best).c_str() : "-");
+      std::fflush(stdout);
     }
-    const double t_weft = weft_timer.median_seconds(), t_eigen = eigen_timer.median_seconds();
-    double openblas_gflops = 0;
-#ifdef WEFT_BENCH_OPENBLAS
-    std::vector<float> oc(static_cast<size_t>(c.m * c.n));
-    auto sgemm = [&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(c.m), static_cast<int>(c.n),
-                  static_cast<int>(c.k), 1.0f, a.data<float>(), static_cast<int>(c.k), b.data<float>(),
-                  static_cast<int>(c.n), 0.0f, oc.data(), static_cast<int>(c.n));
-    };
-    sgemm();
-    check_close("OpenBLAS", oc.data(), expected.data(), c.m * c.n);
-    settle();
-    Timer blas_timer(sgemm);
-    while (!blas_timer.done(opt.min_time)) blas_timer.call();
-    openblas_gflops = flop / blas_timer.median_seconds() * 1e-9;
-    settle();
-#endif
-    const Result r{c, flop / t_weft * 1e-9, flop / t_eigen * 1e-9, openblas_gflops};
-    results.push_back(r);
-    char blas[32] = "-", ratio[32] = "-";
-    if (r.openblas > 0) {
-      std::snprintf(blas, sizeof blas, "%.1f", r.openblas);
-      std::snprintf(ratio, sizeof ratio, "%.3f", r.weft / r.openblas);
-    }
-    std::printf("%6lld %6lld %6lld | %10.1f %10.1f %10s | %10.3f %13s\n", static_cast<long long>(c.m),
-                static_cast<long long>(c.k), static_cast<long long>(c.n), r.weft, r.eigen, blas, r.weft / r.eigen,
-                ratio);
-    std::fflush(stdout);
   }
 
-  std::printf("\n{\"bench\":\"matmul\",\"dtype\":\"float32\",\"threads\":%d,\"weft_gemm\":\"%s\",\"min_time_s\":%g,"
-              "\"cases\":[",
-              threads, weft::to_string(weft::cpu_gemm_library()), opt.min_time);
+  std::printf("\n{\"bench\":\"matmul\",\"threads\":%d,\"kernel_fp32\":\"%s\",\"kernel_bf16\":\"%s\",\"openblas\":\"%s\","
+              "\"openblas_coretype_env\":%s%s%s,\"peak_gflops\":%.2f,\"ghz\":%.3f,\"flop_per_cycle\":%.2f,\"cases\":[",
+              threads, weft::cpu_gemm_kernel(weft::kFloat32).c_str(), weft::cpu_gemm_kernel(weft::kBFloat16).c_str(),
+              openblas_description().c_str(), coretype ? "\"" : "", coretype ? coretype : "null", coretype ? "\"" : "",
+              peak.gflops(), peak.ghz, peak.flop_per_cycle);
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
-    std::printf("%s{\"m\":%lld,\"k\":%lld,\"n\":%lld,\"weft_gflops\":%.2f,\"eigen_gflops\":%.2f,", i ? "," : "",
-                static_cast<long long>(r.c.m), static_cast<long long>(r.c.k), static_cast<long long>(r.c.n), r.weft,
-                r.eigen);
-    if (r.openblas > 0) {
-      std::printf("\"openblas_gflops\":%.2f,\"weft_vs_eigen\":%.4f,\"weft_vs_openblas\":%.4f}", r.openblas,
-                  r.weft / r.eigen, r.weft / r.openblas);
-    } else {
-      std::printf("\"openblas_gflops\":null,\"weft_vs_eigen\":%.4f,\"weft_vs_openblas\":null}", r.weft / r.eigen);
-    }
+    std::printf("%s{\"name\":\"%s\",\"dtype\":\"%s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,\"weft_gflops\":%.2f,"
+                "\"eigen_gflops\":%s,\"openblas_gflops\":%s}",
+                i ? "," : "", r.c->name, r.dtype, static_cast<long long>(r.c->m), static_cast<long long>(r.c->k),
+                static_cast<long long>(r.c->n), r.weft, number_or_null(r.eigen).c_str(),
+                number_or_null(r.openblas).c_str());
   }
   std::printf("]}\n");
   return 0;

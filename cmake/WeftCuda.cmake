@@ -1,4 +1,4 @@
-# The CUDA build of weft (-DWEFT_CUDA=ON): nvcc, the CUDA runtime, cuBLAS and cuBLASLt from the
+# The CUDA build of weft (-DWEFT_CUDA=ON): nvcc, the CUDA runtime, cuBLAS, cuBLASLt and NCCL from the
 # toolkit (/usr/local/cuda), linked shared (libcublasLt alone is half a gigabyte).
 #
 # WEFT_CUDA_ARCHITECTURES lists the GPUs the kernels are compiled for (CMake's CUDA_ARCHITECTURES
@@ -22,6 +22,8 @@ set(CMAKE_CUDA_ARCHITECTURES ${WEFT_CUDA_ARCHITECTURES})
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 message(STATUS "weft: CUDA ${CUDAToolkit_VERSION}, kernels for ${WEFT_CUDA_ARCHITECTURES}")
+# NCCL, the GPU collectives of distributed/, ships beside the toolkit's libraries.
+find_library(WEFT_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 
 # CMake 3.25 knows no nvcc flag for C++20 and fails to generate a target with CUDA sources and
 # C++20 ("requires the language dialect CUDA20"); nvcc 13 takes -std=c++20, so CMake is told.
@@ -37,5 +39,7 @@ function(weft_link_cuda target)
   set_target_properties(${target}_cuda_kernels PROPERTIES CUDA_ARCHITECTURES "${WEFT_CUDA_ARCHITECTURES}"
                                                           POSITION_INDEPENDENT_CODE ON CUDA_STANDARD 20)
   target_sources(${target} PRIVATE $<TARGET_OBJECTS:${target}_cuda_kernels>)
-  target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt)
+  target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt ${WEFT_NCCL_LIBRARY})
+  # distributed/cuda/ (the NCCL process group) is compiled in and init_process_group offers it.
+  target_compile_definitions(${target} PRIVATE WEFT_HAVE_NCCL)
 endfunction()

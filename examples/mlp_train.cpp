@@ -4,17 +4,30 @@
 // Training goes through the Fabric facade (fabric/fabric.h), so --precision picks the
 // precision plugin: 32-true (default), 64-true, 16-true, bf16-true, bf16-mixed, and 16-mixed,
 // which on the cpu falls back to bf16-mixed with a warning (fp16 autocast is a GPU feature), plus
-// the aliases 64, 32, 16, bf16.
+// the aliases 64, 32, 16, bf16; and transformer-engine (transformer-engine-float16), FP8 training
+// with bfloat16 (float16) weights: the hidden layers become Fp8Linear when their sizes are
+// multiples of 16, the 10-class output layer stays in high precision (with a warning).
 //
 // Reproducibility is part of the contract: the model is initialised from --seed, each epoch's
-// shuffle comes from a generator seeded by (seed, epoch), and a checkpoint holds the model, the
-// optimizer state, the precision plugin's state (the loss scale under 16-mixed) and the epoch.
+// shuffle comes from a generator seeded by (seed, epoch), and a checkpoint holds the model (FP8
+// layers' scales and amax histories included), the optimizer state, the precision plugin's state
+// (the loss scale under 16-mixed) and the epoch.
 // So a run of 2 epochs resumed for a third equals a straight run of 3 epochs bit for bit
 // (examples/resume_test.sh checks this under CTest).
 //
+// Several processes: `weft-run -n 2 mlp_train --strategy ddp` (or fsdp; torchrun works too) trains
+// with data parallelism: --batch-size is the global batch, each rank takes its share of every
+// batch through Fabric's distributed sampler, and only rank 0 prints, logs and plots (every rank
+// evaluates the whole test set, since an fsdp forward needs all ranks). `--devices 2` without a
+// launcher makes Fabric start the two ranks itself.
+//
 // Output: a progress line per step (loss, throughput), the test accuracy per epoch, a CSV log,
 // a PNG plot of the curves when gnuplot is installed, and a final JSON summary line that the
-// benchmark script reads.
+// benchmark script reads. The log and the plot go to the current directory unless --log and
+// --plot say otherwise.
+//
+// Every flag and path is checked before any data is read (check_options): a run never fails
+// half way, or silently skips its log, for a reason known at the start.
 #include <unistd.h>
 
 #include <chrono>
@@ -23,10 +36,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "option_checks.h"
 #include "weft.h"
 
 using namespace weft;
@@ -39,14 +55,18 @@ struct Options {
   int64_t batch_size = 128;
   double lr = 1e-3;
   uint64_t seed = 0;
-  int threads = 0;  // 0: leave the default
+  std::optional<int> threads;  // unset: leave the default
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::string checkpoint;  // saved after every epoch when set
   std::string resume;      // checkpoint to continue from
   std::string log = "mlp_train.csv";
   std::string plot = "mlp_train.png";
+  bool plot_given = false;  // --plot on the command line, not the default
   std::string precision = "32-true";
   std::string gemm;  // empty: the build's default
+  std::string strategy = "auto";
+  int64_t devices = 0;  // 0: what the launcher started on this node, else 1
+  int64_t num_nodes = 0;  // 0: what the launcher started, else 1
   bool progress = true;
 };
 
@@ -56,16 +76,21 @@ const char* kUsage = R"(usage: mlp_train [options]
   --batch-size 128     mini-batch size
   --lr 0.001           AdamW learning rate
   --seed 0             seed for initialisation and shuffling
-  --threads N          CPU threads (default: all cores)
+  --threads N          CPU threads, 1 to 4 x the hardware threads (default: all cores)
   --data-dir DIR       folder with the Fashion-MNIST IDX .gz files
   --checkpoint FILE    save model + optimizer after every epoch (safetensors)
   --resume FILE        continue training from a checkpoint
   --log FILE           CSV log of per-epoch figures (default mlp_train.csv; '' to disable)
-  --plot FILE          PNG plot of the curves via gnuplot (default mlp_train.png; '' to disable)
+  --plot FILE          PNG plot of the curves via gnuplot (default mlp_train.png when gnuplot is
+                       installed; '' to disable)
   --precision 32-true  32-true, 64-true, 16-true, bf16-true, bf16-mixed, 16-mixed (bf16-mixed on
-                       the cpu), or the aliases 64, 32, 16, bf16
-  --gemm LIBRARY       openblas or eigen: which library computes matrix products (default:
-                       OpenBLAS when weft was built with it)
+                       the cpu), transformer-engine, transformer-engine-float16 (FP8 training),
+                       or the aliases 64, 32, 16, bf16
+  --gemm LIBRARY       weft, eigen or openblas: what computes matrix products (default weft:
+                       its own kernels for this CPU; openblas only when weft was built with it)
+  --strategy auto      auto, ddp or fsdp (several processes: under weft-run / torchrun, or --devices)
+  --devices N          processes on this node (default: what the launcher started, else 1)
+  --num-nodes M        nodes (default: what the launcher started, else 1)
   --no-progress        no per-step progress line
 )";
 
@@ -74,11 +99,21 @@ const char* kUsage = R"(usage: mlp_train [options]
   std::exit(2);
 }
 
+// A flag whose value is well-formed but unusable: the message says what was expected.
+[[noreturn]] void option_error(const std::string& message) {
+  std::cerr << "mlp_train: " << message << "\n(mlp_train --help lists the options)\n";
+  std::exit(2);
+}
+
 template <class T>
 T parse_number(const std::string& flag, const std::string& text) {
   std::istringstream is(text);
   T value{};
-  if (!(is >> value) || !is.eof()) usage_error(flag + " expects a number, got '" + text + "'");
+  // An unsigned read accepts "-1" as 2^64 - 1: a sign is refused before the read.
+  const bool negative_unsigned = std::is_unsigned_v<T> && text.find('-') != std::string::npos;
+  if (negative_unsigned || !(is >> value) || !is.eof())
+    usage_error(flag + " expects " + (std::is_unsigned_v<T> ? "a non-negative whole number" : "a number") + ", got '" +
+                text + "'");
   return value;
 }
 
@@ -117,18 +152,86 @@ Options parse(int argc, char** argv) {
     else if (flag == "--checkpoint") o.checkpoint = value;
     else if (flag == "--resume") o.resume = value;
     else if (flag == "--log") o.log = value;
-    else if (flag == "--plot") o.plot = value;
+    else if (flag == "--plot") {
+      o.plot = value;
+      o.plot_given = true;
+    }
     else if (flag == "--precision") o.precision = value;
     else if (flag == "--gemm") o.gemm = value;
+    else if (flag == "--strategy") o.strategy = value;
+    else if (flag == "--devices") o.devices = parse_number<int64_t>(flag, value);
+    else if (flag == "--num-nodes") o.num_nodes = parse_number<int64_t>(flag, value);
     else usage_error("unknown option " + flag);
   }
-  if (o.epochs < 1) usage_error("--epochs must be at least 1");
-  if (o.batch_size < 1) usage_error("--batch-size must be at least 1");
-  if (!(o.lr > 0)) usage_error("--lr must be positive");
-  if (o.threads < 0) usage_error("--threads must be positive");
-  if (!o.gemm.empty() && o.gemm != "openblas" && o.gemm != "eigen")
-    usage_error("--gemm expects openblas or eigen, got '" + o.gemm + "'");
   return o;
+}
+
+// The epoch a checkpoint of this program was saved after (its "epoch" metadata).
+int64_t saved_epoch(const io::SafetensorsMetadata& meta, const std::string& path) {
+  const auto it = meta.find("epoch");
+  if (it == meta.end()) option_error("--resume: '" + path + "' has no 'epoch' entry; expected a checkpoint saved by "
+                                     "mlp_train --checkpoint");
+  return parse_number<int64_t>("the checkpoint's epoch", it->second);
+}
+
+bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
+
+// Every value and path, before any data is read or any epoch runs. A new flag adds its check here.
+void check_options(const Options& o) {
+  if (o.epochs < 1) option_error("--epochs expects at least 1, got " + std::to_string(o.epochs));
+  if (o.batch_size < 1) option_error("--batch-size expects at least 1, got " + std::to_string(o.batch_size));
+  if (!(o.lr > 0)) option_error("--lr expects a positive number, got " + std::to_string(o.lr));
+  // More threads than a few per hardware thread never helps a compute-bound run, and a huge count
+  // exhausts the process (OpenMP starts them all).
+  const int max_threads = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.threads && (*o.threads < 1 || *o.threads > max_threads))
+    option_error("--threads expects 1 to " + std::to_string(max_threads) + " (4 x the hardware threads), got " +
+                 std::to_string(*o.threads));
+  if (!o.gemm.empty() && o.gemm != "weft" && o.gemm != "openblas" && o.gemm != "eigen")
+    option_error("--gemm expects weft, eigen or openblas, got '" + o.gemm + "'");
+  if (o.strategy != "auto" && o.strategy != "ddp" && o.strategy != "fsdp")
+    option_error("--strategy expects auto, ddp or fsdp, got '" + o.strategy + "'");
+  if (o.devices < 0 || o.num_nodes < 0) option_error("--devices and --num-nodes must be positive");
+  try {
+    precision::CaptureWarnings quiet;  // Fabric parses it again below and warns then
+    precision::parse_precision(o.precision);
+  } catch (const Error& e) {
+    option_error(std::string("--precision: ") + e.what());
+  }
+  if (o.gemm == "openblas" && !cpu_gemm_library_available(GemmLibrary::OpenBLAS))
+    option_error("--gemm openblas: this build of weft has no OpenBLAS (install libopenblas-openmp-dev and rebuild)");
+  const char* kinds[] = {"images-idx3", "labels-idx1"};
+  for (const char* split : {"train", "t10k"})
+    for (const char* kind : kinds) {
+      const std::string file = o.data_dir + "/" + split + "-" + kind + "-ubyte.gz";
+      if (const std::string why = examples::unreadable_reason(file); !why.empty())
+        option_error("--data-dir: " + why + "; expected a folder with the Fashion-MNIST IDX .gz files\n"
+                     "Install them with:  apt-get install dataset-fashion-mnist");
+    }
+  if (!o.checkpoint.empty())
+    if (const std::string why = examples::unwritable_reason(o.checkpoint); !why.empty())
+      option_error("--checkpoint: " + why);
+  if (!o.resume.empty()) {
+    if (const std::string why = examples::unreadable_reason(o.resume); !why.empty()) option_error("--resume: " + why);
+    io::SafetensorsMetadata meta;
+    try {
+      meta = io::read_checkpoint(o.resume).metadata;
+    } catch (const Error& e) {
+      option_error(std::string("--resume: ") + e.what());
+    }
+    const int64_t done = saved_epoch(meta, o.resume);
+    if (done >= o.epochs)
+      option_error("--resume: '" + o.resume + "' was saved after epoch " + std::to_string(done) + " and --epochs is " +
+                   std::to_string(o.epochs) + ", so there is nothing left to train; expected --epochs above " +
+                   std::to_string(done));
+  }
+  if (!o.log.empty())
+    if (const std::string why = examples::unappendable_reason(o.log); !why.empty()) option_error("--log: " + why);
+  if (o.plot_given && !o.plot.empty()) {
+    if (o.log.empty()) option_error("--plot draws the CSV log, which --log '' turned off");
+    if (!have_gnuplot()) option_error("--plot needs gnuplot (apt-get install gnuplot-nox), or --plot '' for no plot");
+    if (const std::string why = examples::unwritable_reason(o.plot); !why.empty()) option_error("--plot: " + why);
+  }
 }
 
 struct Split {
@@ -139,12 +242,6 @@ struct Split {
 Split load_split(const std::string& dir, const std::string& prefix) {
   const std::string images = dir + "/" + prefix + "-images-idx3-ubyte.gz";
   const std::string labels = dir + "/" + prefix + "-labels-idx1-ubyte.gz";
-  if (!std::filesystem::exists(images) || !std::filesystem::exists(labels)) {
-    std::cerr << "mlp_train: Fashion-MNIST not found in " << dir << " (looked for " << images << ").\n"
-              << "Install it with:  apt-get install dataset-fashion-mnist\n"
-              << "or point --data-dir at a folder holding the four IDX .gz files.\n";
-    std::exit(1);
-  }
   const Tensor x = io::read_idx(images);
   const Tensor y = io::read_idx(labels);
   WEFT_CHECK(x.dim() == 3 && y.dim() == 1 && x.size(0) == y.size(0), "[mlp_train] ", prefix,
@@ -179,7 +276,11 @@ double evaluate(const fabric::FabricModule& model, const Split& test) {
 }
 
 void render_plot(const std::string& csv, const std::string& png) {
-  if (png.empty() || csv.empty() || std::system("command -v gnuplot > /dev/null 2>&1") != 0) return;
+  if (png.empty() || csv.empty()) return;
+  if (!have_gnuplot()) {
+    std::cout << "no plot: gnuplot is not installed (apt-get install gnuplot-nox)\n";
+    return;
+  }
   const std::string script = png + ".gp";
   std::ofstream(script) << "set terminal pngcairo size 900,400\nset output '" << png << "'\n"
                         << "set datafile separator ','\nset multiplot layout 1,2\n"
@@ -189,6 +290,7 @@ void render_plot(const std::string& csv, const std::string& png) {
                         << "plot '" << csv << "' using 1:3 skip 1 with linespoints title 'accuracy'\n"
                         << "unset multiplot\n";
   if (std::system(("gnuplot '" + script + "' 2> /dev/null").c_str()) == 0) std::cout << "plot: " << png << "\n";
+  else std::cerr << "mlp_train: gnuplot could not draw " << png << "\n";
   std::filesystem::remove(script);
 }
 
@@ -201,54 +303,85 @@ void progress_line(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, d
                static_cast<long long>(steps), loss, rate);
 }
 
+// The dtype the matrix products of a precision run in, to name the GEMM kernel they take.
+DType gemm_dtype(const std::string& precision) {
+  if (precision == "bf16-mixed" || precision == "bf16-true") return kBFloat16;
+  if (precision == "16-true" || precision == "16-mixed") return kFloat16;
+  if (precision == "64-true") return kFloat64;
+  return kFloat32;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
-  if (o.threads > 0) set_num_threads(o.threads);
-  if (!o.gemm.empty()) set_cpu_gemm_library(o.gemm == "eigen" ? GemmLibrary::Eigen : GemmLibrary::OpenBLAS);
+  check_options(o);
+  if (o.threads) set_num_threads(*o.threads);
+  if (!o.gemm.empty()) set_cpu_gemm_library(gemm_library_from_name(o.gemm));
   const Split train = load_split(o.data_dir, "train");
   const Split test = load_split(o.data_dir, "t10k");
 
   fabric::FabricOptions fabric_options;
   fabric_options.precision = o.precision;
+  fabric_options.strategy = o.strategy;
+  const bool launched = distributed::launched_by_launcher();
+  const distributed::DistEnv env = launched ? distributed::read_dist_env() : distributed::DistEnv{};
+  fabric_options.devices = o.devices > 0 ? o.devices : env.local_world_size;
+  fabric_options.num_nodes = o.num_nodes > 0 ? o.num_nodes : env.world_size / env.local_world_size;
+  fabric_options.auto_wrap_policy = distributed::module_type_auto_wrap_policy({"Linear"});
   fabric::Fabric fabric(fabric_options);
-  std::cout << "precision: " << fabric.precision().precision() << "\n";
+  fabric.launch();
+  const int world = fabric.world_size();
+  if (o.batch_size % world != 0)
+    usage_error("--batch-size (the global batch) must divide by the " + std::to_string(world) + " ranks");
+  const int64_t local_batch = o.batch_size / world;
+  fabric.print("precision: " + fabric.precision().precision() + ", strategy: " + fabric.strategy().name() +
+               ", ranks: " + std::to_string(world));
   fabric::Fabric::seed_everything(o.seed);
   nn::Sequential net = [&] {
     precision::Context init = fabric.init_module();
     return build_model(o, train.images.size(1), 10);
   }();
   const fabric::FabricModule model = fabric.setup_module(net);
-  optim::AdamW adamw(net->parameters(), {.lr = o.lr});
-  const fabric::FabricOptimizer optimizer = fabric.setup_optimizer(adamw);
+  const fabric::FabricOptimizer optimizer =
+      fabric.setup_optimizer(optim::AdamW(model.wrapped()->parameters(), {.lr = o.lr}));
   int64_t first_epoch = 1;
   if (!o.resume.empty()) {
     const auto meta = fabric.load(o.resume, model, &optimizer);
-    first_epoch = parse_number<int64_t>("checkpoint epoch", meta.at("epoch")) + 1;
-    std::cout << "resumed from " << o.resume << " after epoch " << first_epoch - 1 << "\n";
+    first_epoch = saved_epoch(meta, o.resume) + 1;
+    fabric.print("resumed from " + o.resume + " after epoch " + std::to_string(first_epoch - 1));
   }
-  std::cout << *net << "\n";
+  if (fabric.is_global_zero()) std::cout << *net << "\n";
 
   std::ofstream log;
-  if (!o.log.empty()) {
+  if (!o.log.empty() && fabric.is_global_zero()) {
     const bool append = !o.resume.empty() && std::filesystem::exists(o.log);
     log.open(o.log, append ? std::ios::app : std::ios::trunc);
+    WEFT_CHECK(log.is_open(), "[mlp_train] cannot open the log '", o.log, "' for writing");
     if (!append) log << "epoch,train_loss,test_accuracy,seconds,samples_per_second\n";
   }
 
   const int64_t n = train.images.size(0);
-  const int64_t steps = (n + o.batch_size - 1) / o.batch_size;
-  const bool show_progress = o.progress && isatty(STDERR_FILENO);
+  // One process shuffles the whole set; several take their shares of one shuffle per epoch.
+  distributed::DistributedSampler sampler = fabric.distributed_sampler(n, {.seed = o.seed * 1000003ull});
+  const int64_t mine = world == 1 ? n : sampler.num_samples();
+  const int64_t steps = (mine + local_batch - 1) / local_batch;
+  const bool show_progress = o.progress && isatty(STDERR_FILENO) && fabric.is_global_zero();
   double total_seconds = 0, accuracy = 0;
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
-    Generator shuffle(o.seed * 1000003ull + static_cast<uint64_t>(epoch));
-    const Tensor order = randperm(n, &shuffle);
+    Tensor order;
+    if (world == 1) {
+      Generator shuffle(o.seed * 1000003ull + static_cast<uint64_t>(epoch));
+      order = randperm(n, &shuffle);
+    } else {
+      sampler.set_epoch(epoch);
+      order = sampler.indices();
+    }
     double loss_sum = 0;
     for (int64_t step = 0; step < steps; ++step) {
-      const int64_t begin = step * o.batch_size;
-      const Tensor idx = order.narrow(0, begin, std::min(o.batch_size, n - begin));
+      const int64_t begin = step * local_batch;
+      const Tensor idx = order.narrow(0, begin, std::min(local_batch, mine - begin));
       const Tensor loss = cross_entropy(model(index_select(train.images, 0, idx)), index_select(train.labels, 0, idx));
       optimizer.zero_grad();
       fabric.backward(loss, &model);
@@ -264,9 +397,10 @@ int main(int argc, char** argv) try {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     total_seconds += seconds;
     if (show_progress) std::fprintf(stderr, "\n");
-    const double mean_loss = loss_sum / static_cast<double>(steps);
-    std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.2f s (%.0f samples/s)\n",
-                static_cast<long long>(epoch), mean_loss, 100 * accuracy, seconds, static_cast<double>(n) / seconds);
+    const double mean_loss = fabric.all_reduce(scalar_tensor(loss_sum / static_cast<double>(steps), kFloat64)).item();
+    if (fabric.is_global_zero())
+      std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.2f s (%.0f samples/s)\n",
+                  static_cast<long long>(epoch), mean_loss, 100 * accuracy, seconds, static_cast<double>(n) / seconds);
     if (log.is_open()) log << epoch << ',' << mean_loss << ',' << accuracy << ',' << seconds << ',' << n / seconds << '\n';
     if (!o.checkpoint.empty()) {
       fabric.save(o.checkpoint, model, &optimizer, {{"epoch", std::to_string(epoch)}});
@@ -276,9 +410,14 @@ int main(int argc, char** argv) try {
     log.close();
     render_plot(o.log, o.plot);
   }
-  std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"gemm\": \"%s\", \"epochs\": %lld, "
-              "\"seconds\": %.3f, \"test_accuracy\": %.4f}\n",
-              num_threads(), to_string(cpu_gemm_library()), static_cast<long long>(o.epochs), total_seconds, accuracy);
+  if (fabric.is_global_zero())
+    std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"gemm\": \"%s\", \"kernel\": \"%s\", "
+                "\"cpu_isa\": \"%s\", \"precision\": \"%s\", \"ranks\": %d, \"strategy\": \"%s\", "
+                "\"epochs\": %lld, \"seconds\": %.3f, \"test_accuracy\": %.4f}\n",
+                num_threads(), to_string(cpu_gemm_library()),
+                cpu_gemm_kernel(gemm_dtype(fabric.precision().precision())).c_str(),
+                std::string(cpu_isa_name(cpu_isa())).c_str(), fabric.precision().precision().c_str(), world,
+                fabric.strategy().name().c_str(), static_cast<long long>(o.epochs), total_seconds, accuracy);
   return 0;
 } catch (const std::exception& e) {
   std::cerr << "mlp_train: " << e.what() << "\n";

@@ -1,6 +1,6 @@
 // The fabric floor in one include (and everything below it): the Fabric facade.
 #pragma once
 
-#include "precision/all.h"
+#include "distributed/all.h"
 
 #include "fabric/fabric.h"

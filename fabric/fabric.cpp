@@ -73,25 +73,53 @@ Tensor FabricModule::operator()(const Tensor& input) const {
   Tensor output;
   {
     precision::Context forward = plugin_->forward_context();
-    output = module_->forward(converted);
+    output = wrapped_->call(converted);
   }
   output = plugin_->convert_output(output);
   return plugin_->requires_plugin_backward() ? guard_output(output) : output;
 }
 
-Fabric::Fabric(FabricOptions options) : accelerator_(checked_accelerator(options.accelerator)) {
-  WEFT_CHECK(options.devices == 1, "[Fabric] expected devices=1 on the cpu (data-parallel strategies are not "
-             "available yet), got ", options.devices);
-  WEFT_CHECK(options.strategy == "auto" || options.strategy == "single_device",
-             "[Fabric] strategy '", options.strategy, "' is not available in this build; use 'auto' or "
-             "'single_device'");
+Fabric::Fabric(FabricOptions options)
+    : accelerator_(checked_accelerator(options.accelerator)),
+      processes_(options.devices * options.num_nodes),
+      devices_(options.devices) {
+  WEFT_CHECK(options.devices >= 1 && options.num_nodes >= 1, "[Fabric] expected devices >= 1 and num_nodes >= 1, "
+             "got ", options.devices, " and ", options.num_nodes);
+  StrategyOptions so;
+  so.name = options.strategy == "auto" ? (processes_ > 1 ? "ddp" : "single_device") : options.strategy;
+  WEFT_CHECK(so.name != "single_device" || processes_ == 1, "[Fabric] strategy 'single_device' runs one process, "
+             "got devices=", options.devices, " and num_nodes=", options.num_nodes, "; use 'ddp' or 'fsdp'");
+  WEFT_CHECK(so.name != "fsdp" || !options.plugin, "[Fabric] The FSDP strategy can only work with the "
+             "`FSDPPrecision` plugin, found ", options.plugin ? options.plugin->precision() : "", " plugin; pass the "
+             "precision as a string (its FSDP dtype table comes from precision::FSDPPrecision)");
   plugin_ = choose_plugin(options, accelerator_);
+  so.timeout = options.timeout;
+  so.ddp = options.ddp;
+  so.fsdp.sharding_strategy = distributed::parse_sharding_strategy(options.sharding_strategy);
+  so.fsdp.auto_wrap_policy = options.auto_wrap_policy;
+  so.state_dict_type = options.state_dict_type;
+  strategy_ = make_strategy(std::move(so), plugin_->precision());
+}
+
+void Fabric::require_launched(const char* what) const {
+  WEFT_CHECK(launched_ || processes_ == 1, "[Fabric] To use Fabric with more than one device, you must call "
+             "`.launch()` before `", what, "`.");
 }
 
 FabricModule Fabric::setup_module(std::shared_ptr<nn::Module> module) {
   WEFT_CHECK(module != nullptr, "[Fabric.setup] expected a module, got an empty one");
+  require_launched(".setup_module()");
   plugin_->convert_module(*module);
-  return FabricModule(std::move(module), plugin_);
+  std::shared_ptr<nn::Module> wrapped = strategy_->connected() ? strategy_->wrap(module) : module;
+  wrapped_.push_back(wrapped);
+  return FabricModule(std::move(module), std::move(wrapped), plugin_);
+}
+
+FabricOptimizer Fabric::wrap_optimizer(std::shared_ptr<optim::Optimizer> optimizer) {
+  WEFT_CHECK(optimizer != nullptr, "[Fabric.setup] expected an optimizer, got an empty pointer");
+  if (strategy_->connected())
+    for (const auto& wrapped : wrapped_) strategy_->check_optimizer(*optimizer, *wrapped);
+  return FabricOptimizer(std::move(optimizer), plugin_);
 }
 
 void Fabric::backward(const Tensor& loss, const FabricModule* model) {
@@ -102,7 +130,7 @@ void Fabric::backward(const Tensor& loss, const FabricModule* model) {
   plugin_->post_backward(loss, module);
 }
 
-std::optional<double> Fabric::clip_gradients(const FabricModule&, const FabricOptimizer& optimizer,
+std::optional<double> Fabric::clip_gradients(const FabricModule& model, const FabricOptimizer& optimizer,
                                              std::optional<double> clip_val, std::optional<double> max_norm,
                                              double norm_type, bool error_if_nonfinite) {
   WEFT_CHECK(!(clip_val && max_norm), "[Fabric.clip_gradients] Only one of `clip_val` or `max_norm` can be set as "
@@ -112,10 +140,10 @@ std::optional<double> Fabric::clip_gradients(const FabricModule&, const FabricOp
   plugin_->unscale_gradients(optimizer.optimizer());
   const std::vector<Tensor> params = plugin_->main_params(optimizer.optimizer());
   if (clip_val) {
-    optim::clip_grad_value_(params, *clip_val);
+    strategy_->clip_grad_value(*model.wrapped(), params, *clip_val);
     return std::nullopt;
   }
-  return optim::clip_grad_norm_(params, *max_norm, norm_type, error_if_nonfinite);
+  return strategy_->clip_grad_norm(*model.wrapped(), params, *max_norm, norm_type, error_if_nonfinite);
 }
 
 precision::Context Fabric::init_tensor() {
@@ -125,6 +153,7 @@ precision::Context Fabric::init_tensor() {
 }
 
 precision::Context Fabric::init_module(std::optional<bool> empty_init) {
+  require_launched(".init_module()");
   precision::Context context;
   context.push<TensorFrameGuard>(TensorFrame{{}, Device(), empty_init.value_or(false)});
   return std::move(context.then(plugin_->module_init_context()));
@@ -141,21 +170,21 @@ void Fabric::save(const std::filesystem::path& path, const FabricModule& model, 
   }
   meta[kPrecisionKey] = plugin_->precision();
   for (const auto& [key, value] : plugin_->state_dict()) meta[prefix + key] = optim::format_scalar(value.item<double>());
-  io::save_checkpoint(path, *model.module(), optimizer != nullptr ? &optimizer->optimizer() : nullptr, meta);
+  strategy_->save(path, *model.module(), *model.wrapped(), optimizer != nullptr ? &optimizer->optimizer() : nullptr,
+                  meta);
 }
 
-// All or nothing: the file is read and its precision entries parsed before anything changes. The
+// All or nothing: the precision entries are read and parsed before anything changes. The
 // plugin's state goes in first — its load_state_dict validates before it writes (GradScaler does),
-// so a file from another precision changes nothing — then the model and optimizer, which are
-// all or nothing themselves (io::apply_checkpoint); if they refuse, the plugin gets back the
-// state it had, through its own state_dict (a plugin must accept what it saves).
+// so a file from another precision changes nothing — then the model and optimizer, which the
+// strategy loads all or nothing; if they refuse, the plugin gets back the state it had, through
+// its own state_dict (a plugin must accept what it saves).
 io::SafetensorsMetadata Fabric::load(const std::filesystem::path& path, const FabricModule& model,
                                      const FabricOptimizer* optimizer) const {
   const std::string prefix = std::string(kPrecisionKey) + ".";
-  io::Checkpoint checkpoint = io::read_checkpoint(path);
   io::SafetensorsMetadata user;
   nn::TensorDict state;
-  for (const auto& [key, value] : checkpoint.metadata) {
+  for (const auto& [key, value] : strategy_->read_metadata(path)) {
     if (key.rfind(prefix, 0) == 0) {
       double number = 0;
       optim::parse_scalar(key, value, number, "[Fabric.load] metadata");
@@ -168,7 +197,7 @@ io::SafetensorsMetadata Fabric::load(const std::filesystem::path& path, const Fa
   const nn::TensorDict previous = plugin_->state_dict();
   plugin_->load_state_dict(state);
   try {
-    io::apply_checkpoint(checkpoint, *model.module(), optimizer != nullptr ? &optimizer->optimizer() : nullptr);
+    strategy_->load(path, *model.module(), *model.wrapped(), optimizer != nullptr ? &optimizer->optimizer() : nullptr);
   } catch (...) {
     plugin_->load_state_dict(previous);
     throw;

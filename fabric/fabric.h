@@ -2,14 +2,19 @@
 // precision plugin and routes every precision-relevant step through it:
 //
 //   fabric::Fabric fabric({.precision = "bf16-mixed"});
-//   auto [model, optimizer] = fabric.setup(net, adamw);     // convert_module, then wrap
+//   auto [model, optimizer] = fabric.setup(net, std::move(adamw));  // convert_module, then wrap
 //   Tensor loss = cross_entropy(model(x), y);               // convert_input → autocast → convert_output
 //   fabric.backward(loss);                                  // loss scaling under 16-mixed
 //   fabric.clip_gradients(model, optimizer, std::nullopt, 1.0);  // by norm; unscales first
 //   optimizer.step();                                       // the plugin's step (skips on inf)
 //
-// Scope of this build: one CPU device, strategy "auto" / "single_device". "cuda" fails because
-// the build has no CUDA backend; multi-device and sharded strategies fail until they exist.
+// Several processes (fabric/strategy.h): `Fabric({.devices = 2, .strategy = "fsdp"}).launch()`
+// starts the ranks (or, under weft-run or torchrun, joins the ones the launcher started); then
+// setup_module wraps the model in DDP or FSDP, the collectives (all_reduce, all_gather, broadcast,
+// barrier) work across ranks, print() speaks on rank 0 only, save() has rank 0 write a full
+// checkpoint (or, under fsdp with state_dict_type "sharded", every rank its shard), and
+// distributed_sampler() hands each rank its share of a dataset. "cuda" fails: the build has no
+// CUDA backend.
 //
 // Note [Backward guard]: when the plugin owns backward (requires_plugin_backward), every output
 // of a FabricModule that requires grad passes through an identity autograd node whose backward
@@ -25,17 +30,22 @@
 // that fails leaves the model, the optimizer and the plugin as they were.
 #pragma once
 
+#include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "distributed/sampler.h"
+#include "fabric/strategy.h"
+#include "io/safetensors.h"
 #include "nn/module.h"
 #include "nn/module_holder.h"
 #include "optim/optimizer.h"
-#include "io/safetensors.h"
 #include "precision/context.h"
 #include "precision/precision.h"
 #include "precision/precision_input.h"
@@ -44,47 +54,70 @@ namespace weft::fabric {
 
 struct FabricOptions {
   std::string accelerator = "cpu";  // "cpu" or "auto" (the cpu here); "cuda" needs a CUDA build
-  int64_t devices = 1;
-  std::string strategy = "auto";  // "auto" or "single_device"
+  int64_t devices = 1;              // processes per node
+  int64_t num_nodes = 1;
+  // "auto" (ddp for several processes, else single_device), "single_device", "ddp" or "fsdp"
+  std::string strategy = "auto";
   // At most one of these; neither means "32-true".
   std::optional<precision::PrecisionInput> precision;
-  std::shared_ptr<precision::Precision> plugin;
+  std::shared_ptr<precision::Precision> plugin{};  // {}: designated initializers may leave it out
+  // Strategy settings: ddp's buckets; fsdp's sharding, wrapping and checkpoint kind ("full": one
+  // file written by rank 0, "sharded": a folder of per-rank files); every collective's timeout.
+  distributed::DDPOptions ddp{};
+  std::string sharding_strategy = "FULL_SHARD";
+  distributed::AutoWrapPolicy auto_wrap_policy{};
+  std::string state_dict_type = "full";
+  std::chrono::milliseconds timeout{1'800'000};
 };
 
 class Fabric;
 
-// A model set up by Fabric: calling it runs convert_input → forward_context → forward →
-// convert_output. state_dict and everything else go to the module itself (module()).
+// A model set up by Fabric: calling it runs convert_input → forward_context → the strategy's
+// wrapped module (DDP, FSDP, or the module itself) → convert_output. module() is the model as the
+// user built it (its state_dict has the original names); wrapped() is what training runs through
+// (under fsdp, its parameters() are the shards an optimizer must train).
 class FabricModule {
  public:
   Tensor operator()(const Tensor& input) const;
   Tensor forward(const Tensor& input) const { return (*this)(input); }
   const std::shared_ptr<nn::Module>& module() const { return module_; }
+  const std::shared_ptr<nn::Module>& wrapped() const { return wrapped_; }
   nn::Module* operator->() const { return module_.get(); }
 
  private:
   friend class Fabric;
-  FabricModule(std::shared_ptr<nn::Module> module, std::shared_ptr<precision::Precision> plugin)
-      : module_(std::move(module)), plugin_(std::move(plugin)) {}
+  FabricModule(std::shared_ptr<nn::Module> module, std::shared_ptr<nn::Module> wrapped,
+               std::shared_ptr<precision::Precision> plugin)
+      : module_(std::move(module)), wrapped_(std::move(wrapped)), plugin_(std::move(plugin)) {}
   std::shared_ptr<nn::Module> module_;
+  std::shared_ptr<nn::Module> wrapped_;
   std::shared_ptr<precision::Precision> plugin_;
 };
 
-// An optimizer set up by Fabric: step() is the plugin's optimizer_step (which may skip).
+// An optimizer set up by Fabric: step() is the plugin's optimizer_step (which may skip). It shares
+// ownership of the optimizer, as FabricModule does of the module, so it can never outlive it.
 class FabricOptimizer {
  public:
   // Returns whether the optimizer stepped.
   bool step() const { return plugin_->optimizer_step(*optimizer_); }
   void zero_grad(bool set_to_none = true) const { optimizer_->zero_grad(set_to_none); }
   optim::Optimizer& optimizer() const { return *optimizer_; }
+  optim::Optimizer* operator->() const { return optimizer_.get(); }
 
  private:
   friend class Fabric;
-  FabricOptimizer(optim::Optimizer& optimizer, std::shared_ptr<precision::Precision> plugin)
-      : optimizer_(&optimizer), plugin_(std::move(plugin)) {}
-  optim::Optimizer* optimizer_;
+  FabricOptimizer(std::shared_ptr<optim::Optimizer> optimizer, std::shared_ptr<precision::Precision> plugin)
+      : optimizer_(std::move(optimizer)), plugin_(std::move(plugin)) {}
+  std::shared_ptr<optim::Optimizer> optimizer_;
   std::shared_ptr<precision::Precision> plugin_;
 };
+
+// What Fabric::setup_optimizer takes: an optimizer moved in (`std::move(adamw)`, or a temporary)
+// or a std::shared_ptr to one. A plain reference is refused at compile time: the wrapper would
+// hold a pointer that dangles once that optimizer goes out of scope.
+template <class T>
+concept OptimizerHandover =
+    std::derived_from<T, optim::Optimizer> || std::convertible_to<T, std::shared_ptr<optim::Optimizer>>;
 
 class Fabric {
  public:
@@ -92,6 +125,32 @@ class Fabric {
 
   precision::Precision& precision() const { return *plugin_; }
   const std::string& accelerator() const { return accelerator_; }
+  const Strategy& strategy() const { return *strategy_; }
+
+  // ---- processes ----
+  // Starts the ranks: under weft-run or torchrun (RANK and WORLD_SIZE set), joins them; with one
+  // process in all, does nothing more; otherwise this process becomes the launcher of `devices`
+  // copies of itself (same arguments) and exits with their exit code (several nodes need weft-run
+  // or torchrun on each). Must come before init_module and setup when there are several ranks.
+  void launch();
+  int global_rank() const { return strategy_->global_rank(); }
+  int world_size() const { return strategy_->world_size(); }
+  int local_rank() const { return strategy_->local_rank(); }
+  int node_rank() const { return strategy_->node_rank(); }
+  bool is_global_zero() const { return global_rank() == 0; }
+
+  // ---- collectives (each returns a new tensor; all ranks must call them) ----
+  Tensor all_reduce(const Tensor& tensor, distributed::ReduceOp op = distributed::ReduceOp::Avg) const;
+  Tensor all_gather(const Tensor& tensor) const;  // (world_size, *tensor.shape())
+  Tensor broadcast(const Tensor& tensor, int src = 0) const;
+  void barrier() const;
+  // Prints on rank 0 only (rank-aware logging).
+  void print(const std::string& message) const;
+  // This rank's share of a dataset of `size` samples (distributed/sampler.h).
+  distributed::DistributedSampler distributed_sampler(int64_t size, distributed::SamplerOptions options = {}) const;
+  // While the returned guard lives, backward passes through `model` accumulate gradients locally
+  // (gradient accumulation); the first backward after it synchronises.
+  std::shared_ptr<void> no_backward_sync(const FabricModule& model, bool enabled = true) const;
 
   // Applies the plugin's convert_module, then wraps. Set a model up once: a layer-replacing plugin
   // swaps layers, so build the optimizer from the converted model (setup_module first) when it does.
@@ -100,11 +159,21 @@ class Fabric {
   FabricModule setup_module(const nn::ModuleHolder<Impl>& holder) {
     return setup_module(std::static_pointer_cast<nn::Module>(holder.ptr()));
   }
-  FabricOptimizer setup_optimizer(optim::Optimizer& optimizer) { return FabricOptimizer(optimizer, plugin_); }
-  template <class Model>
-  std::pair<FabricModule, FabricOptimizer> setup(const Model& model, optim::Optimizer& optimizer) {
+  // Under fsdp the optimizer must train the shards: build it from setup_module(model).wrapped().
+  // `Opt&&` binds an lvalue as Opt = T&, which OptimizerHandover refuses (see above).
+  template <class Opt>
+    requires OptimizerHandover<Opt>
+  FabricOptimizer setup_optimizer(Opt&& optimizer) {
+    if constexpr (std::derived_from<Opt, optim::Optimizer>)
+      return wrap_optimizer(std::make_shared<Opt>(std::move(optimizer)));
+    else
+      return wrap_optimizer(std::shared_ptr<optim::Optimizer>(std::forward<Opt>(optimizer)));
+  }
+  template <class Model, class Opt>
+    requires OptimizerHandover<Opt>
+  std::pair<FabricModule, FabricOptimizer> setup(const Model& model, Opt&& optimizer) {
     FabricModule wrapped = setup_module(model);
-    return {std::move(wrapped), setup_optimizer(optimizer)};
+    return {std::move(wrapped), setup_optimizer(std::forward<Opt>(optimizer))};
   }
 
   // pre_backward → the plugin's backward (loss scaling) → post_backward.
@@ -132,8 +201,17 @@ class Fabric {
   static void seed_everything(uint64_t seed);
 
  private:
+  FabricOptimizer wrap_optimizer(std::shared_ptr<optim::Optimizer> optimizer);
+  // Fails unless launch() ran when there are several ranks (`what` names the caller).
+  void require_launched(const char* what) const;
+
   std::string accelerator_;
+  int64_t processes_ = 1;  // devices × num_nodes
+  int64_t devices_ = 1;
+  bool launched_ = false;
   std::shared_ptr<precision::Precision> plugin_;
+  std::unique_ptr<Strategy> strategy_;
+  std::vector<std::shared_ptr<nn::Module>> wrapped_;  // what setup_module returned, for setup_optimizer
 };
 
 namespace detail {

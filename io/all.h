@@ -7,4 +7,5 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/idx_file.h"
+#include "io/input_file.h"
 #include "io/safetensors.h"

@@ -1,13 +1,16 @@
-// AtomicFileWriter on POSIX: open(O_EXCL) a unique temporary name, write, fsync, rename.
+// AtomicFileWriter on POSIX: follow the target's symbolic links, open(O_EXCL) a unique temporary
+// name beside the real file, give it the old file's mode, write, fsync, rename.
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <system_error>
 
+#include "io/input_file.h"
 #include "tensor/error.h"
 
 namespace weft::io {
@@ -15,30 +18,57 @@ namespace {
 
 std::string os_reason(int err) { return std::system_category().message(err); }
 
+// The path a write to `path` lands on: symbolic links followed, as open() follows them, but the
+// last one may dangle (the write then creates its target).
+std::filesystem::path follow_symlinks(std::filesystem::path path, const std::string& op) {
+  constexpr int kMaxLinks = 40;  // as Linux's ELOOP limit
+  for (int hops = 0; hops < kMaxLinks; ++hops) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
+    std::error_code error;
+    const std::filesystem::path link = std::filesystem::read_symlink(path, error);
+    WEFT_CHECK(!error, "[", op, "] cannot read the symbolic link '", path.string(), "': ", error.message());
+    path = link.is_absolute() ? link : path.parent_path() / link;
+  }
+  WEFT_FAIL("[", op, "] '", path.string(), "': more than ", kMaxLinks, " levels of symbolic links (a loop?)");
+}
+
 }  // namespace
 
 AtomicFileWriter::AtomicFileWriter(std::filesystem::path target, std::string op)
     : target_(std::move(target)), op_(std::move(op)) {
   WEFT_CHECK(target_.has_filename(), "[", op_, "] expected a path to a file, got '", target_.string(), "'");
-  const std::filesystem::path dir = target_.has_parent_path() ? target_.parent_path() : ".";
+  resolved_ = follow_symlinks(target_, op_);
+  WEFT_CHECK(resolved_.has_filename(), "[", op_, "] '", target_.string(), "' links to '", resolved_.string(),
+             "', which is not a path to a file");
+  struct stat existing {};
+  const bool exists = ::stat(resolved_.c_str(), &existing) == 0;
+  WEFT_CHECK(!exists || S_ISREG(existing.st_mode), "[", op_, "] '", target_.string(), "' is ",
+             file_kind(existing.st_mode), "; expected a regular file or a new path");
+  const std::filesystem::path dir = resolved_.has_parent_path() ? resolved_.parent_path() : ".";
   // pid + counter makes the name unique among writers; O_EXCL settles any remaining race.
   static std::atomic<uint64_t> counter{0};
   for (int attempt = 0;; ++attempt) {
     std::string name = ".";
-    name += target_.filename().string();
+    name += resolved_.filename().string();
     name += ".tmp.";
     name += std::to_string(::getpid());
     name += '.';
     name += std::to_string(counter++);
     temp_path_ = dir / name;
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ >= 0) return;
+    if (fd_ >= 0) break;
     const int err = errno;
     if (err != EEXIST || attempt == 100) {
       temp_path_.clear();
       WEFT_FAIL("[", op_, "] cannot create a file in directory '", dir.string(), "' to write '",
                 target_.string(), "': ", os_reason(err));
     }
+  }
+  // The replacement gets the permission bits of the file it replaces (a new file gets the umask's).
+  if (exists && ::fchmod(fd_, existing.st_mode & 07777) != 0) {
+    const int err = errno;
+    fail("cannot give '" + temp_path_.string() + "' the mode of the file it replaces", err);
   }
 }
 
@@ -86,14 +116,14 @@ void AtomicFileWriter::commit() {
     const int err = errno;
     fail("closing '" + temp_path_.string() + "' failed", err);
   }
-  if (::rename(temp_path_.c_str(), target_.c_str()) != 0) {
+  if (::rename(temp_path_.c_str(), resolved_.c_str()) != 0) {
     const int err = errno;
-    fail("cannot rename '" + temp_path_.string() + "' over '" + target_.string() + "'", err);
+    fail("cannot rename '" + temp_path_.string() + "' over '" + resolved_.string() + "'", err);
   }
   committed_ = true;
   // Makes the rename itself durable. Best effort: the new file is already in place, and some
   // file systems refuse fsync on a directory.
-  const std::filesystem::path dir = target_.has_parent_path() ? target_.parent_path() : ".";
+  const std::filesystem::path dir = resolved_.has_parent_path() ? resolved_.parent_path() : ".";
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd >= 0) {
     ::fsync(dir_fd);

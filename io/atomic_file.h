@@ -5,6 +5,11 @@
 // file system), which is fsync'ed and then renamed over the target. Until commit() succeeds the
 // target is untouched; if anything fails, or the writer is destroyed without commit(), the
 // temporary file is removed. Errors name the op given at construction and the OS's reason.
+//
+// The target keeps its identity: when it exists, the new file gets its permission bits (a 0600
+// file stays 0600), and when the path is a symbolic link the link stays and its target is
+// replaced, atomically in the target's directory. A target that exists but is no regular file (a
+// directory, a named pipe, a device) is refused before anything is written.
 #pragma once
 
 #include <cstddef>
@@ -25,12 +30,15 @@ class AtomicFileWriter {
   void commit();
 
   const std::filesystem::path& temp_path() const { return temp_path_; }
+  // The file that commit() replaces: the target with its symbolic links followed.
+  const std::filesystem::path& resolved_target() const { return resolved_; }
 
  private:
   [[noreturn]] void fail(const std::string& what, int err);
   void discard() noexcept;
 
   std::filesystem::path target_;
+  std::filesystem::path resolved_;
   std::filesystem::path temp_path_;
   std::string op_;
   int fd_ = -1;

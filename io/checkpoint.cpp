@@ -57,6 +57,13 @@ void apply_checkpoint(const Checkpoint& checkpoint, nn::Module& model, optim::Op
     model.load_state_dict(checkpoint.model, true);
     return;
   }
+  // The model's part is checked first: a file saved from another model would otherwise fail in
+  // the optimizer's state, whose buffers have that other model's shapes, and blame the optimizer.
+  try {
+    model.check_state_dict(checkpoint.model, true);
+  } catch (const Error& e) {
+    WEFT_FAIL("[load_checkpoint] '", checkpoint.path.string(), "' does not fit the model: ", e.what());
+  }
   const optim::OptimizerState previous = optimizer->state_dict();
   optimizer->load_state_dict(checkpoint.optimizer);
   try {

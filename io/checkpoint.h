@@ -35,7 +35,9 @@ struct Checkpoint {
 Checkpoint read_checkpoint(const std::filesystem::path& path);
 
 // Loads into `model` (strictly: every key must match) and, when given, into `optimizer`, all or
-// nothing. Each load_state_dict validates before it writes, so the optimizer goes first, then the
+// nothing. The model's part is checked first (Module::check_state_dict), so a file from another
+// model is reported as the model's shape mismatch, not as the optimizer state that follows from
+// it. Each load_state_dict validates before it writes, so the optimizer goes first, then the
 // model; if the model refuses, the optimizer gets its previous state back. (The model is last
 // because its writes cannot be taken back cheaply: lazy layers that a refused load materialised
 // stay materialised, as Module::load_state_dict leaves them.) A checkpoint without optimizer

@@ -1,4 +1,5 @@
-// IDX reader on top of zlib's gz* API, which reads plain and gzip files alike.
+// IDX reader on top of zlib's gz* API, which reads plain and gzip files alike, from a path
+// InputFile has checked (a regular file, never a FIFO that would block).
 #include "io/idx_file.h"
 
 #include <zlib.h>
@@ -7,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "io/input_file.h"
 #include "tensor/ops.h"
 
 namespace weft::io {
@@ -39,8 +41,10 @@ constexpr ElementType kElementTypes[] = {{0x08, kUInt8}, {0x09, kInt8},    {0x0C
 }  // namespace
 
 Tensor read_idx(const std::string& path) {
-  GzFile f(gzopen(path.c_str(), "rb"));
-  WEFT_CHECK(f != nullptr, "[read_idx] cannot open '", path, "'");
+  InputFile file(path, "read_idx");
+  GzFile f(gzdopen(file.fd(), "rb"));
+  WEFT_CHECK(f != nullptr, "[read_idx] '", path, "': cannot start reading (out of memory)");
+  file.release();  // gzclose closes it now
   uint8_t magic[4];
   read_exact(f.get(), magic, 4, path, "the magic number");
   WEFT_CHECK(magic[0] == 0 && magic[1] == 0, "[read_idx] ", path, ": not an IDX file (magic starts with ",

@@ -6,10 +6,7 @@
 // region), (3) copying each tensor's bytes into fresh CPU memory.
 #include "io/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -21,6 +18,7 @@
 #include <system_error>
 
 #include "io/atomic_file.h"
+#include "io/input_file.h"
 #include "io/safetensors_json.h"
 #include "tensor/ops.h"
 
@@ -269,13 +267,6 @@ struct Mapping {
   }
 };
 
-struct FileDescriptor {
-  int fd = -1;
-  ~FileDescriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 std::string os_reason(int err) { return std::system_category().message(err); }
 
 }  // namespace
@@ -313,23 +304,13 @@ SafetensorsFile load_safetensors_from_memory(const uint8_t* data, size_t size) {
 
 SafetensorsFile load_safetensors(const std::filesystem::path& path) {
   const std::string prefix = "[load_safetensors] '" + path.string() + "': ";
-  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) {
-    const int err = errno;
-    WEFT_FAIL(prefix, "cannot open: ", os_reason(err));
-  }
-  struct stat st {};
-  if (::fstat(file.fd, &st) != 0) {
-    const int err = errno;
-    WEFT_FAIL(prefix, "cannot stat: ", os_reason(err));
-  }
-  WEFT_CHECK(S_ISREG(st.st_mode), prefix, "not a regular file");
-  const auto size = static_cast<size_t>(st.st_size);
+  const InputFile file(path, "load_safetensors");
+  const size_t size = file.size();
   if (size == 0) return load_buffer(nullptr, 0, prefix);  // mmap refuses empty mappings
   // Mapping instead of reading: the loader then copies each tensor straight from the page cache
   // into its storage. weft's own writes replace files by rename, so a mapped file is never
   // truncated under the reader by weft.
-  Mapping mapping{::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd, 0), size};
+  Mapping mapping{::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0), size};
   if (mapping.address == MAP_FAILED) {
     const int err = errno;
     WEFT_FAIL(prefix, "cannot map the file into memory: ", os_reason(err));

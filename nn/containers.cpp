@@ -9,7 +9,7 @@ void SequentialImpl::append(std::shared_ptr<Module> module) {
 
 Tensor SequentialImpl::forward(const Tensor& input) {
   Tensor x = input;
-  for (const auto& module : modules_) x = module->forward(x);
+  for (const auto& module : modules_) x = module->call(x);
   return x;
 }
 

@@ -52,6 +52,22 @@ Module& LazyLinearImpl::train(bool on) {
   return *this;
 }
 
+void LazyLinearImpl::save_own_state(const std::string& prefix, TensorDict& out) const {
+  if (twin_ != nullptr) {
+    twin_->save_own_state(prefix, out);
+  } else {
+    LinearImpl::save_own_state(prefix, out);
+  }
+}
+
+void LazyLinearImpl::load_own_state(StateLoader& loader, const std::string& prefix) {
+  if (twin_ != nullptr) {
+    twin_->load_own_state(loader, prefix);
+  } else {
+    LinearImpl::load_own_state(loader, prefix);
+  }
+}
+
 void LazyLinearImpl::before_load_state_dict(const TensorDict& state, const std::string& prefix) {
   if (twin_ != nullptr) return;
   const Tensor* incoming = state.find(prefix + "weight");

@@ -40,6 +40,9 @@ class LazyLinearImpl : public LinearImpl {
   std::string type_name() const override;
   std::string extra_repr() const override;
   Module& train(bool on = true) override;
+  // Once materialised, the twin's state-dict hooks (a quantized twin saves more than its tensors).
+  void save_own_state(const std::string& prefix, TensorDict& out) const override;
+  void load_own_state(StateLoader& loader, const std::string& prefix) override;
 
   bool is_materialized() const { return twin_ != nullptr; }
   // Builds the parameters for `in_features` inputs now, without a forward.

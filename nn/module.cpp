@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <ostream>
-#include <set>
 #include <typeinfo>
 #include <unordered_set>
 
@@ -59,6 +58,37 @@ Tensor Module::forward(const Tensor&) {
   WEFT_FAIL("[forward] ", type_name(), " has no forward(Tensor); call the forward it defines");
 }
 
+size_t Module::register_forward_pre_hook(ForwardPreHook hook) {
+  pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+size_t Module::register_forward_hook(ForwardHook hook) {
+  post_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void Module::remove_forward_hook(size_t id) {
+  std::erase_if(pre_hooks_, [id](const auto& h) { return h.first == id; });
+  std::erase_if(post_hooks_, [id](const auto& h) { return h.first == id; });
+}
+
+void Module::run_forward_pre_hooks() {
+  for (size_t i = 0; i < pre_hooks_.size(); ++i) pre_hooks_[i].second(*this);
+}
+
+Tensor Module::run_forward_hooks(const Tensor& output) {
+  Tensor out = output;
+  for (size_t i = 0; i < post_hooks_.size(); ++i) out = post_hooks_[i].second(*this, out);
+  return out;
+}
+
+Tensor Module::call(const Tensor& input) {
+  if (!has_forward_hooks()) return forward(input);
+  run_forward_pre_hooks();
+  return run_forward_hooks(forward(input));
+}
+
 // ---- registration ----
 
 void Module::check_new_name(const std::string& name, const char* what) const {
@@ -93,12 +123,12 @@ Tensor Module::register_parameter(std::string name, Tensor tensor, bool requires
   return tensor;
 }
 
-Tensor Module::register_buffer(std::string name, Tensor tensor, bool persistent) {
+Tensor Module::register_buffer(std::string name, Tensor tensor, bool persistent, bool keep_dtype) {
   check_new_name(name, "register_buffer");
   if (!tensor.defined()) return tensor;
   Tensor adopted = current_adoption ? current_adoption->adopt(this, name, tensor, true) : Tensor();
   if (adopted.defined()) tensor = adopted;
-  buffers_.push_back({std::move(name), tensor, persistent});
+  buffers_.push_back({std::move(name), tensor, persistent, keep_dtype});
   return tensor;
 }
 
@@ -224,7 +254,10 @@ Module& Module::to(DType dtype) {
     if (t.grad().defined()) t.set_grad(t.grad().detach().to(dtype));
   };
   for (const Tensor& p : parameters()) convert(p);
-  for (const Tensor& b : buffers()) convert(b);
+  walk(true, [&](const std::string&, const std::shared_ptr<Module>& m) {
+    for (const Slot& slot : m->buffers_)
+      if (!slot.keep_dtype) convert(slot.tensor);
+  });
   return *this;
 }
 
@@ -261,71 +294,92 @@ Module& Module::requires_grad_(bool requires_grad) {
 
 // ---- state ----
 
-std::vector<NamedTensor> Module::state_entries() const {
-  std::vector<NamedTensor> out;
-  walk(false, [&](const std::string& p, const std::shared_ptr<Module>& m) {
-    for (const Slot& slot : m->parameters_) out.emplace_back(join(p, slot.name), slot.tensor);
-    for (const Slot& slot : m->buffers_)
-      if (slot.persistent) out.emplace_back(join(p, slot.name), slot.tensor);
+void Module::save_tensor(const std::string& key, const Tensor& local, TensorDict& out) {
+  out.insert(key, local.is_uninitialized() ? weft::detail::make_uninitialized(local.dtype(), local.device(), false)
+                                           : local.detach());
+}
+
+void Module::load_tensor(StateLoader& loader, const std::string& key, const Tensor& local) {
+  const Tensor* incoming = loader.take(key);
+  if (incoming == nullptr) {
+    loader.missing(key);
+  } else if (incoming->is_uninitialized() && !local.is_uninitialized()) {
+    loader.error("'" + key +
+                 "' is uninitialized in the state dict (it comes from a lazy module that has not run "
+                 "forward); run a forward pass on the source module first");
+  } else if (!incoming->is_uninitialized() && local.is_uninitialized()) {
+    if (!loader.check_only())
+      loader.error(weft::detail::cat("'", key, "' is uninitialized in the module and its shape could not be ",
+                                     "inferred from the state dict's ", incoming->shape()));
+  } else if (!local.is_uninitialized() && incoming->shape() != local.shape()) {
+    loader.error(weft::detail::cat("shape mismatch for '", key, "': the module has ", local.shape(),
+                                   ", the state dict has ", incoming->shape()));
+  } else if (!incoming->is_uninitialized()) {
+    const Tensor source = *incoming;
+    loader.defer([local, source] { Tensor(local).copy_(source); });
+  }
+}
+
+void Module::save_own_state(const std::string& prefix, TensorDict& out) const {
+  for (const Slot& slot : parameters_) save_tensor(prefix + slot.name, slot.tensor, out);
+  for (const Slot& slot : buffers_)
+    if (slot.persistent) save_tensor(prefix + slot.name, slot.tensor, out);
+}
+
+void Module::load_own_state(StateLoader& loader, const std::string& prefix) {
+  for (const Slot& slot : parameters_) load_tensor(loader, prefix + slot.name, slot.tensor);
+  for (const Slot& slot : buffers_)
+    if (slot.persistent) load_tensor(loader, prefix + slot.name, slot.tensor);
+}
+
+TensorDict Module::state_dict() const {
+  TensorDict out;
+  walk(false, [&](const std::string& path, const std::shared_ptr<Module>& m) {
+    m->save_own_state(path.empty() ? path : path + ".", out);
   });
   return out;
 }
 
-TensorDict Module::state_dict() const {
-  const std::vector<NamedTensor> entries = state_entries();
-  TensorDict out;
-  for (auto& [name, t] : entries)
-    out.insert(name, t.is_uninitialized() ? weft::detail::make_uninitialized(t.dtype(), t.device(), false)
-                                          : t.detach());
-  return out;
+void Module::before_load_state_dict(const TensorDict&, const std::string&) {}
+
+std::vector<std::string> Module::gather_load(StateLoader& loader, bool strict, IncompatibleKeys& result) const {
+  walk(false, [&](const std::string& path, const std::shared_ptr<Module>& m) {
+    m->load_own_state(loader, path.empty() ? path : path + ".");
+  });
+  result = {loader.missing_keys(), loader.unexpected_keys()};
+  std::vector<std::string> errors = loader.errors();
+  if (strict && !result.unexpected_keys.empty())
+    errors.insert(errors.begin(), "unexpected keys: " + quoted_list(result.unexpected_keys));
+  if (strict && !result.missing_keys.empty())
+    errors.insert(errors.begin(), "missing keys: " + quoted_list(result.missing_keys));
+  return errors;
 }
 
-void Module::before_load_state_dict(const TensorDict&, const std::string&) {}
+void Module::throw_load_errors(const std::vector<std::string>& errors) const {
+  std::string message = "[load_state_dict] cannot load the state dict into " + type_name() + ":";
+  for (const auto& e : errors) message += "\n  " + e;
+  throw Error(message);
+}
+
+void Module::check_state_dict(const TensorDict& state, bool strict) const {
+  // The hooks only defer their changes, so running them and dropping the loader changes nothing.
+  StateLoader loader(state, StateLoader::Mode::kCheckOnly);
+  IncompatibleKeys keys;
+  const std::vector<std::string> errors = gather_load(loader, strict, keys);
+  if (!errors.empty()) throw_load_errors(errors);
+}
 
 IncompatibleKeys Module::load_state_dict(const TensorDict& state, bool strict) {
   walk(false, [&](const std::string& prefix, const std::shared_ptr<Module>& m) {
     m->before_load_state_dict(state, prefix.empty() ? prefix : prefix + ".");
   });
 
-  const std::vector<NamedTensor> entries = state_entries();
+  StateLoader loader(state);
   IncompatibleKeys result;
-  std::vector<std::string> errors;
-  std::set<std::string> expected;
-  for (const auto& [name, local] : entries) {
-    expected.insert(name);
-    const Tensor* incoming = state.find(name);
-    if (incoming == nullptr) {
-      result.missing_keys.push_back(name);
-    } else if (incoming->is_uninitialized() && !local.is_uninitialized()) {
-      errors.push_back("'" + name +
-                       "' is uninitialized in the state dict (it comes from a lazy module that has not run "
-                       "forward); run a forward pass on the source module first");
-    } else if (!incoming->is_uninitialized() && local.is_uninitialized()) {
-      errors.push_back(weft::detail::cat("'", name, "' is uninitialized in the module and its shape could not be ",
-                                         "inferred from the state dict's ", incoming->shape()));
-    } else if (!local.is_uninitialized() && incoming->shape() != local.shape()) {
-      errors.push_back(weft::detail::cat("shape mismatch for '", name, "': the module has ", local.shape(),
-                                         ", the state dict has ", incoming->shape()));
-    }
-  }
-  for (const auto& [name, t] : state)
-    if (!expected.contains(name)) result.unexpected_keys.push_back(name);
-
-  if (strict && !result.unexpected_keys.empty())
-    errors.insert(errors.begin(), "unexpected keys: " + quoted_list(result.unexpected_keys));
-  if (strict && !result.missing_keys.empty())
-    errors.insert(errors.begin(), "missing keys: " + quoted_list(result.missing_keys));
-  if (!errors.empty()) {
-    std::string message = "[load_state_dict] cannot load the state dict into " + type_name() + ":";
-    for (const auto& e : errors) message += "\n  " + e;
-    throw Error(message);
-  }
-
+  const std::vector<std::string> errors = gather_load(loader, strict, result);
+  if (!errors.empty()) throw_load_errors(errors);
   NoGradGuard no_grad;
-  for (const auto& [name, local] : entries) {
-    const Tensor* incoming = state.find(name);
-    if (incoming != nullptr && !incoming->is_uninitialized()) Tensor(local).copy_(*incoming);
-  }
+  loader.apply();
   return result;
 }
 

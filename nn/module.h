@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "nn/state_loader.h"
 #include "nn/tensor_dict.h"
 #include "tensor/tensor.h"
 
@@ -56,6 +57,24 @@ class Module : public std::enable_shared_from_this<Module> {
   // signatures define their own forward instead.
   virtual Tensor forward(const Tensor& input);
 
+  // ---- forward hooks ----
+  // Note [Forward hooks]: a module is run through call() (ModuleHolder's operator() and the
+  // containers do this): the pre-forward hooks, forward, then the forward hooks, each of which may
+  // replace the output. Calling forward() directly skips them, as in PyTorch. Sharded data
+  // parallelism uses them to gather a unit's parameters just before its forward and free them
+  // after. Hooks run in the order registered; the id removes one.
+  using ForwardPreHook = std::function<void(Module& module)>;
+  using ForwardHook = std::function<Tensor(Module& module, const Tensor& output)>;
+  size_t register_forward_pre_hook(ForwardPreHook hook);
+  size_t register_forward_hook(ForwardHook hook);
+  void remove_forward_hook(size_t id);
+  bool has_forward_hooks() const { return !pre_hooks_.empty() || !post_hooks_.empty(); }
+  Tensor call(const Tensor& input);
+  // The two halves of call(), for forwards with other signatures (ModuleHolder uses them); a
+  // forward that does not return one Tensor passes an undefined one to the hooks.
+  void run_forward_pre_hooks();
+  Tensor run_forward_hooks(const Tensor& output);
+
   // ---- walking the tree ----
   std::vector<Tensor> parameters(bool recurse = true) const;
   std::vector<NamedTensor> named_parameters(bool recurse = true) const;
@@ -74,7 +93,8 @@ class Module : public std::enable_shared_from_this<Module> {
   Module& eval() { return train(false); }
   bool is_training() const { return training_; }
   // Converts floating parameters and buffers (and their gradients) to `dtype`, in place;
-  // integer buffers keep their dtype. Uninitialized parameters change the dtype they will get.
+  // integer buffers and keep_dtype buffers keep their dtype. Uninitialized parameters change
+  // the dtype they will get.
   Module& to(DType dtype);
   // Moves every parameter and buffer (integer ones too) to `device`, in place.
   Module& to(Device device);
@@ -97,6 +117,15 @@ class Module : public std::enable_shared_from_this<Module> {
   // and with `strict` any missing or unexpected key, fails before anything is copied, with one
   // error naming every offending key. Lazy modules materialise from the incoming shapes.
   IncompatibleKeys load_state_dict(const TensorDict& state, bool strict = true);
+  // Throws the error load_state_dict would throw for `state`, changing nothing. An uninitialized
+  // (lazy) parameter fits any shape here, as load_state_dict materialises it from the incoming one.
+  void check_state_dict(const TensorDict& state, bool strict = true) const;
+
+  // The state-dict hooks (Note [State dict hooks] in nn/state_loader.h): this module's own
+  // entries, each key `prefix` + a name. The defaults save and load the registered parameters and
+  // persistent buffers with save_tensor / load_tensor.
+  virtual void save_own_state(const std::string& prefix, TensorDict& out) const;
+  virtual void load_own_state(StateLoader& loader, const std::string& prefix);
 
   // The module tree, printed as PyTorch prints it.
   std::string to_string() const;
@@ -106,7 +135,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // handle; an undefined tensor (an absent bias) is not registered and comes back undefined.
   Tensor register_parameter(std::string name, Tensor tensor, bool requires_grad = true);
   // A non-persistent buffer is moved and converted with the module but left out of state_dict.
-  Tensor register_buffer(std::string name, Tensor tensor, bool persistent = true);
+  // A keep_dtype buffer is one whose dtype is part of its meaning (an FP8 layer's float32 scales
+  // and amax history in a bfloat16 model): to(dtype) leaves it as it is.
+  Tensor register_buffer(std::string name, Tensor tensor, bool persistent = true, bool keep_dtype = false);
   std::shared_ptr<Module> register_module(std::string name, std::shared_ptr<Module> module);
   template <class M>
     requires std::is_base_of_v<Module, M>
@@ -121,6 +152,12 @@ class Module : public std::enable_shared_from_this<Module> {
     register_module(std::move(name), std::static_pointer_cast<Module>(holder.ptr()));
     return holder;
   }
+
+  // The default rules for one registered tensor, for hooks that handle only some of theirs:
+  // save_tensor adds a detached alias (an uninitialized tensor stays uninitialized); load_tensor
+  // takes `key`, checks it against `local` (shape, initialization) and defers the converting copy.
+  static void save_tensor(const std::string& key, const Tensor& local, TensorDict& out);
+  static void load_tensor(StateLoader& loader, const std::string& key, const Tensor& local);
 
   // Runs on every module of the tree before load_state_dict checks keys; `prefix` is this
   // module's dotted name plus '.' (empty for the root). Lazy modules materialise here.
@@ -139,6 +176,7 @@ class Module : public std::enable_shared_from_this<Module> {
     std::string name;
     Tensor tensor;
     bool persistent = true;
+    bool keep_dtype = false;
   };
 
   void check_new_name(const std::string& name, const char* what) const;
@@ -148,13 +186,18 @@ class Module : public std::enable_shared_from_this<Module> {
   void walk(bool dedup, const Visitor& visit) const;
   std::vector<NamedTensor> named_tensors(bool buffers, bool recurse) const;
   std::shared_ptr<Module> self() const;
-  // Parameters and persistent buffers by dotted name, live handles, every path.
-  std::vector<NamedTensor> state_entries() const;
+  // Runs every module's load_own_state hook on `loader` and returns what keeps the load from
+  // going ahead, with the incompatible keys in `keys`.
+  std::vector<std::string> gather_load(StateLoader& loader, bool strict, IncompatibleKeys& keys) const;
+  [[noreturn]] void throw_load_errors(const std::vector<std::string>& errors) const;
 
   std::vector<Slot> parameters_;
   std::vector<Slot> buffers_;
   std::vector<NamedModule> children_;
   bool training_ = true;
+  std::vector<std::pair<size_t, ForwardPreHook>> pre_hooks_;
+  std::vector<std::pair<size_t, ForwardHook>> post_hooks_;
+  size_t next_hook_id_ = 0;
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);

@@ -51,10 +51,21 @@ class ModuleHolder {
   bool is_empty() const { return impl_ == nullptr; }
   explicit operator bool() const { return impl_ != nullptr; }
 
-  // Calls the module's forward with the given arguments.
+  // Calls the module's forward with the given arguments, between its forward hooks (Note
+  // [Forward hooks] in nn/module.h).
   template <class... Args>
   decltype(auto) operator()(Args&&... args) const {
-    return get()->forward(std::forward<Args>(args)...);
+    Impl* m = get();
+    using Result = decltype(m->forward(std::forward<Args>(args)...));
+    if (!m->has_forward_hooks()) return m->forward(std::forward<Args>(args)...);
+    m->run_forward_pre_hooks();
+    if constexpr (std::is_same_v<std::decay_t<Result>, Tensor>) {
+      return Result(m->run_forward_hooks(m->forward(std::forward<Args>(args)...)));
+    } else {
+      Result out = m->forward(std::forward<Args>(args)...);
+      m->run_forward_hooks(Tensor());
+      return out;
+    }
   }
 
  private:

@@ -2,12 +2,18 @@
 // optim/fused_kernels.h) and the CPU kernel (formulas in optim/adam.h).
 // Bias corrections are computed in double from the step count, as PyTorch computes them in Python;
 // per-element scalars are then rounded to the compute type once, and each line of the loop is one
-// PyTorch op of _single_tensor_adam(w), in the same order.
+// PyTorch op of _single_tensor_adam(w), in the same order. Those Eigen expressions are also the
+// scalar reference of the AVX2 kernel (optim/adam_update_avx2.cpp) that float32 blocks take on
+// CPUs that have it: the same operations in the same order, so the same bits.
 #include "optim/adam.h"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <type_traits>
+
+#include "optim/adam_kernels.h"
+#include "tensor/cpu/isa.h"
 
 #include "optim/fused_kernels.h"
 #include "optim/fused_update.h"
@@ -54,9 +60,20 @@ void adam_update(const AdamParam& a, const AdamLaunch& s) {
   const C weight_decay = static_cast<C>(s.weight_decay);
   const C decay_factor = static_cast<C>(1.0 - s.lr * s.weight_decay);
   const bool coupled_decay = !s.decoupled && s.weight_decay != 0.0;
+  // float32 blocks take the AVX2 kernel where the CPU has it: the same operations, 8 lanes wide.
+  const bool avx2 = std::is_same_v<C, float> && cpu_isa() >= CpuIsa::Avx2;
 
   detail::for_each_param_block(a.param.data<P>(), a.grad.data<P>(), a.param.numel(),
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
+    if constexpr (std::is_same_v<C, float>) {
+      if (avx2) {
+        detail::adam_block_f32_avx2({p_data, g_data, m_data + offset, v_data + offset,
+                                     v_max_data ? v_max_data + offset : nullptr, length, s.decoupled, coupled_decay,
+                                     weight_decay, decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2,
+                                     neg_step_size, inv_bias_correction2_sqrt, eps});
+        return;
+      }
+    }
     Block<C> p(p_data, length), m(m_data + offset, length), v(v_data + offset, length);
     alignas(64) C g_decayed[detail::kBlock];
     if (coupled_decay) Block<C>(g_decayed, length) = ConstBlock<C>(g_data, length) + weight_decay * p;

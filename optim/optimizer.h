@@ -73,6 +73,8 @@ class Optimizer {
 
  protected:
   explicit Optimizer(std::string name) : name_(std::move(name)) {}
+  // Movable through its concrete type only (so that Fabric can take one over; fabric/fabric.h).
+  Optimizer(Optimizer&&) = default;
 
  private:
   std::string name_;
@@ -271,7 +273,11 @@ class TypedOptimizer : public Optimizer {
       WEFT_CHECK(known, "[", op, "] unknown state entry '", key, "' for ", name());
       return *parsed;
     };
-    for (const auto& [key, value] : state.tensors) {
+    // Plain names rather than structured bindings: lambdas cannot capture bindings before C++20's
+    // P1091 fix, which clang 14 lacks.
+    for (const auto& entry : state.tensors) {
+      const std::string& key = entry.first;
+      const Tensor& value = entry.second;
       load_entry(key, [&](auto& slot, const Tensor& param) {
         if constexpr (std::is_same_v<std::decay_t<decltype(slot)>, Tensor>) {
           slot = detail::adopt_state_tensor(op, key, value, param);
@@ -280,7 +286,9 @@ class TypedOptimizer : public Optimizer {
         return false;
       });
     }
-    for (const auto& [key, text] : state.scalars) {
+    for (const auto& entry : state.scalars) {
+      const std::string& key = entry.first;
+      const std::string& text = entry.second;
       if (key.rfind("state.", 0) != 0) continue;
       auto [index, field] = load_entry(key, [&](auto& slot, const Tensor&) {
         if constexpr (!std::is_same_v<std::decay_t<decltype(slot)>, Tensor>) {
@@ -291,8 +299,9 @@ class TypedOptimizer : public Optimizer {
       });
       counters[index].insert(field);
     }
-    for (auto& [index, param_state] : states) {
-      param_state.visit([&](const char* field, auto& slot) {
+    for (auto& entry : states) {
+      const int64_t index = entry.first;
+      entry.second.visit([&](const char* field, auto& slot) {
         if constexpr (!std::is_same_v<std::decay_t<decltype(slot)>, Tensor>)
           WEFT_CHECK(counters[index].count(field), "[", op, "] the state dict has no 'state.", index, ".", field,
                      "'");

@@ -98,6 +98,12 @@ void GradScaler::unscale_(OptimizerId optimizer, const std::vector<Tensor>& para
     for (const Tensor& g : grads) g.storage()->bump_version();
     found.emplace_back(device, non_finite ? 1.0f : 0.0f);
   }
+  if (found_inf_reduction_) {  // one flag for all ranks, so that every rank steps or skips alike
+    float any = 0.0f;
+    for (const auto& entry : found) any = std::max(any, entry.second);
+    const Device device = found.empty() ? kCPU : found.front().first;
+    found.assign(1, {device, found_inf_reduction_(any)});
+  }
   state.found_inf_per_device = std::move(found);
   state.stage = Stage::Unscaled;
 }

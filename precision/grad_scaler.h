@@ -105,6 +105,12 @@ class GradScaler {
   // Sets the scale to `new_scale` (as float32) instead.
   void update(double new_scale);
 
+  // Sharded data parallelism: each rank unscales only its shard of the gradients, so whether any
+  // gradient was inf/NaN must be combined across ranks, or ranks would skip different steps
+  // (PyTorch's ShardedGradScaler). `reduce` receives this rank's flag (1 or 0) and returns the
+  // maximum over the ranks; distributed::FullyShardedDataParallel::shard_grad_scaler installs it.
+  void set_found_inf_reduction(std::function<float(float)> reduce) { found_inf_reduction_ = std::move(reduce); }
+
   double get_scale() const;  // init_scale before the first scale(); 1 when disabled
   double get_growth_factor() const { return growth_factor_; }
   void set_growth_factor(double factor) { growth_factor_ = factor; }
@@ -150,6 +156,7 @@ class GradScaler {
   std::optional<float> scale_;              // set by the first scale()
   std::optional<int32_t> growth_tracker_;   // likewise
   std::unordered_map<OptimizerId, OptimizerState> per_optimizer_;
+  std::function<float(float)> found_inf_reduction_;
 };
 
 }  // namespace weft::precision

@@ -2,6 +2,7 @@
 #include "precision/make_precision.h"
 
 #include "precision/mixed_precision.h"
+#include "precision/transformer_engine_precision.h"
 #include "precision/true_precision.h"
 
 namespace weft::precision {
@@ -16,9 +17,10 @@ std::unique_ptr<Precision> make_precision(const PrecisionInput& precision, const
     case PluginKind::Mixed: return std::make_unique<MixedPrecision>(name, accelerator);
     case PluginKind::TransformerEngine: break;
   }
-  WEFT_FAIL("[make_precision] precision '", name,
-            "' needs the FP8 (transformer-engine) plugin, which this build does not have; choose one of "
-            "32-true, 64-true, 16-true, bf16-true, 16-mixed, bf16-mixed");
+  TransformerEngineOptions fp8;
+  fp8.weights_dtype = precision_traits(mode).param_dtype;
+  fp8.device = accelerator;
+  return std::make_unique<TransformerEnginePrecision>(std::move(fp8));
 }
 
 }  // namespace weft::precision

@@ -1,11 +1,12 @@
 // make_precision: the plugin a precision input selects on a single-device accelerator, as
 // Lightning's connector does (reference §1.3): 32-true → Precision, 64-true → DoublePrecision,
-// 16-true / bf16-true → HalfPrecision, 16-mixed / bf16-mixed → MixedPrecision on the accelerator.
+// 16-true / bf16-true → HalfPrecision, 16-mixed / bf16-mixed → MixedPrecision on the accelerator,
+// transformer-engine / transformer-engine-float16 → TransformerEnginePrecision with bfloat16 /
+// float16 weights and the default recipe.
 //
 // The input is normalised first (aliases warn, invalid values fail, precision/precision_input.h);
 // on the cpu "16-mixed" becomes "bf16-mixed" with the reference's warning, so no fp16 scaler is
-// ever built there. The transformer-engine precisions need the FP8 plugin, which this build does
-// not have: they fail up front instead of silently training in another precision.
+// ever built there.
 #pragma once
 
 #include <memory>

@@ -24,9 +24,11 @@ struct Walk {
     if (ignored(name)) return nullptr;
     if (auto it = done.find(child.get()); it != done.end()) return it->second;
     std::shared_ptr<nn::Module> replacement;
-    if (converters.linear && typeid(*child) == typeid(nn::LinearImpl))
+    const nn::Module& module = *child;  // typeid of a named object: no call inside typeid
+    const std::type_info& kind = typeid(module);
+    if (converters.linear && kind == typeid(nn::LinearImpl))
       replacement = converters.linear(std::static_pointer_cast<nn::LinearImpl>(child), name);
-    else if (converters.layer_norm && typeid(*child) == typeid(nn::LayerNormImpl))
+    else if (converters.layer_norm && kind == typeid(nn::LayerNormImpl))
       replacement = converters.layer_norm(std::static_pointer_cast<nn::LayerNormImpl>(child), name);
     if (replacement) done.emplace(child.get(), replacement);
     return replacement;

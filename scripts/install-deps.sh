@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages weft builds, tests and trains with (or the packages named as
-# arguments). Run as root on Debian 12. Packages already present are left alone, so a second run
-# costs a few seconds.
+# arguments). With --clang it also installs clang 14 with its sanitizer and libFuzzer runtimes and
+# LLVM's OpenMP, which the sanitizer, ThreadSanitizer and fuzz builds use. Run as root on
+# Debian 12. Packages already present are left alone, so a second run costs a few seconds.
 set -euo pipefail
 packages=(cmake ninja-build g++ python3 libeigen3-dev doctest-dev zlib1g-dev libopenblas-openmp-dev
-          dataset-fashion-mnist gnuplot-nox libsimde-dev)
-[ $# -gt 0 ] && packages=("$@")
+          dataset-fashion-mnist gnuplot-nox libsimde-dev libgloo-dev)
+clang_packages=(clang libclang-rt-14-dev libomp-14-dev)
+if [ "${1:-}" = "--clang" ]; then
+  packages+=("${clang_packages[@]}")
+elif [ $# -gt 0 ]; then
+  packages=("$@")
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

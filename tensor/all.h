@@ -6,6 +6,7 @@
 
 #include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
+#include "tensor/cpu/caching_allocator.h"
 #include "tensor/cpu/gemm_library.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cuda.h"

@@ -17,6 +17,30 @@ namespace {
 
 // Note [Thread-local state] in tensor/init_context.h.
 thread_local bool grad_enabled = true;
+// The callbacks of the backward pass running on this thread (null outside one); Note
+// [Thread-local state] in tensor/init_context.h.
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
+// Installs a fresh callback list for one backward pass and restores the outer one (a backward
+// run from inside a hook) when the pass ends, normally or not.
+class CallbackScope {
+ public:
+  CallbackScope() : previous_(t_callbacks) { t_callbacks = &callbacks_; }
+  ~CallbackScope() { t_callbacks = previous_; }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+
+  void run_all() {
+    for (size_t i = 0; i < callbacks_.size(); ++i) {
+      auto callback = std::move(callbacks_[i]);  // callbacks_ may grow while it runs
+      callback();
+    }
+  }
+
+ private:
+  std::vector<std::function<void()>> callbacks_;
+  std::vector<std::function<void()>>* previous_;
+};
 
 // A closure-backed Node: what record() attaches.
 class FunctionNode final : public Node {
@@ -155,6 +179,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
 
   NoGradGuard no_grad;
   detail::AutocastOffGuard autocast_off;
+  CallbackScope callbacks;
   const std::shared_ptr<Node> start = gradient_edge(root);
 
   // Count the edges into every reachable node.
@@ -213,6 +238,12 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
   }
   if (!retain_graph)
     for (Node* n : visited) n->release_saved();
+  callbacks.run_all();
+}
+
+void queue_callback(std::function<void()> callback) {
+  WEFT_CHECK(t_callbacks != nullptr, "[queue_callback] can only be called during a backward pass");
+  t_callbacks->push_back(std::move(callback));
 }
 
 NoGradGuard::NoGradGuard() : previous_(grad_enabled) { grad_enabled = false; }

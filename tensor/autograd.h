@@ -80,6 +80,12 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
 // The engine. `gradient` has the root's shape.
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
 
+// Runs `callback` once the backward pass running on this thread has finished its last node,
+// before backward() returns (PyTorch's queue_callback). Data-parallel wrappers finish their
+// gradient reductions here. Callbacks run in the order queued, and may queue more; a backward
+// that throws drops them. Only valid inside a backward pass (from a rule or a hook).
+void queue_callback(std::function<void()> callback);
+
 bool grad_mode_enabled();
 
 // Disables graph recording in a scope (optimizer steps, evaluation, inside backward rules).

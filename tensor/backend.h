@@ -54,7 +54,9 @@ class Backend {
   // Sum (a sum over leading dims, e.g. a bias gradient, without first transposing x).
   virtual void sum_columns(const Tensor& x, const Tensor& out) = 0;
   // a: (B, M, K) · b: (B, K, N) -> out: (B, M, N), or out += a · b when accumulating (how a
-  // bias is fused into a product). a and b may be transposed views.
+  // bias is fused into a product). a and b may be transposed views. bfloat16 a and b may come
+  // with a float32 out: the products are accumulated in float32 and stored unrounded (the CPU
+  // FP8 GEMM multiplies its exactly decoded operands so, precision/fp8/fp8_gemm.h).
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) = 0;
   // x: (outer, n, inner), index: int64 (k) -> out: (outer, k, inner)
   virtual void index_select(const Tensor& x, const Tensor& index, const Tensor& out) = 0;

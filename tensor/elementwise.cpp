@@ -88,11 +88,12 @@ DType promoted(const Tensor& a, const Tensor& b, const char* name) {
 // default floating dtype, as PyTorch does.
 Tensor as_floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(default_dtype()); }
 
-// A floating unary op whose backward is `rule(grad, saved input, saved output)`.
+// A floating unary op whose backward is `rule(grad, saved input, saved output)`. Errors name
+// `user_op`, the function called; `name` is the autograd node's.
 template <class Rule>
-Tensor floating_unary(UnaryOp op, const Tensor& x_in, const char* name, Rule rule, double p0 = 0,
-                      double p1 = 0) {
-  detail::check_defined(x_in, name);
+Tensor floating_unary(UnaryOp op, const Tensor& x_in, const char* user_op, const char* name, Rule rule,
+                      double p0 = 0, double p1 = 0) {
+  detail::check_defined(x_in, user_op);
   const Tensor x = as_floating(x_in);
   Tensor out = unary_kernel(op, x, x.dtype(), p0, p1);
   if (autograd::needs_grad({&x})) {
@@ -192,7 +193,7 @@ Tensor pow(const Tensor& a_in, const Tensor& e_in) {
 
 Tensor pow(const Tensor& a_in, double exponent) {
   const auto [a] = autocast_inputs(AutocastOp::Pow, {a_in});
-  return floating_unary(UnaryOp::PowScalar, a, "Pow",
+  return floating_unary(UnaryOp::PowScalar, a, "pow", "Pow",
                         [exponent](const Tensor& g, const Tensor& x, const Tensor&) {
                           if (exponent == 0.0) return zeros_like(g);
                           return mul(g, mul(pow(x, exponent - 1.0), exponent));
@@ -261,18 +262,20 @@ Tensor sign(const Tensor& x) {
 
 Tensor exp(const Tensor& x_in) {
   const auto [x] = autocast_inputs(AutocastOp::Exp, {x_in});
-  return floating_unary(UnaryOp::Exp, x, "Exp", [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
+  return floating_unary(UnaryOp::Exp, x, "exp", "Exp",
+                        [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
 }
 Tensor log(const Tensor& x_in) {
   const auto [x] = autocast_inputs(AutocastOp::Log, {x_in});
-  return floating_unary(UnaryOp::Log, x, "Log", [](const Tensor& g, const Tensor& v, const Tensor&) { return div(g, v); });
+  return floating_unary(UnaryOp::Log, x, "log", "Log",
+                        [](const Tensor& g, const Tensor& v, const Tensor&) { return div(g, v); });
 }
 Tensor sqrt(const Tensor& x) {
-  return floating_unary(UnaryOp::Sqrt, x, "Sqrt",
+  return floating_unary(UnaryOp::Sqrt, x, "sqrt", "Sqrt",
                         [](const Tensor& g, const Tensor&, const Tensor& y) { return div(g, mul(y, 2.0)); });
 }
 Tensor rsqrt(const Tensor& x) {
-  return floating_unary(UnaryOp::Rsqrt, x, "Rsqrt", [](const Tensor& g, const Tensor&, const Tensor& y) {
+  return floating_unary(UnaryOp::Rsqrt, x, "rsqrt", "Rsqrt", [](const Tensor& g, const Tensor&, const Tensor& y) {
     return mul(g, mul(pow(y, 3.0), -0.5));
   });
 }
@@ -289,22 +292,22 @@ Tensor relu(const Tensor& x) {
 Tensor gelu(const Tensor& x, bool tanh_approximation) {
   const auto op = tanh_approximation ? UnaryOp::GeluTanh : UnaryOp::Gelu;
   const auto rule = tanh_approximation ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward;
-  return floating_unary(op, x, "Gelu", [rule](const Tensor& g, const Tensor& v, const Tensor&) {
+  return floating_unary(op, x, "gelu", "Gelu", [rule](const Tensor& g, const Tensor& v, const Tensor&) {
     return fused_backward(rule, g, v);
   });
 }
 Tensor silu(const Tensor& x) {
-  return floating_unary(UnaryOp::Silu, x, "Silu", [](const Tensor& g, const Tensor& v, const Tensor&) {
+  return floating_unary(UnaryOp::Silu, x, "silu", "Silu", [](const Tensor& g, const Tensor& v, const Tensor&) {
     return fused_backward(BinaryOp::SiluBackward, g, v);
   });
 }
 Tensor sigmoid(const Tensor& x) {
-  return floating_unary(UnaryOp::Sigmoid, x, "Sigmoid", [](const Tensor& g, const Tensor&, const Tensor& y) {
+  return floating_unary(UnaryOp::Sigmoid, x, "sigmoid", "Sigmoid", [](const Tensor& g, const Tensor&, const Tensor& y) {
     return fused_backward(BinaryOp::SigmoidBackward, g, y);
   });
 }
 Tensor tanh(const Tensor& x) {
-  return floating_unary(UnaryOp::Tanh, x, "Tanh", [](const Tensor& g, const Tensor&, const Tensor& y) {
+  return floating_unary(UnaryOp::Tanh, x, "tanh", "Tanh", [](const Tensor& g, const Tensor&, const Tensor& y) {
     return fused_backward(BinaryOp::TanhBackward, g, y);
   });
 }

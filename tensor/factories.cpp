@@ -81,7 +81,12 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
              ", end ", end, ", step ", step);
   const bool integral = is_whole(start) && is_whole(end) && is_whole(step);
   const auto r = resolve(o, integral ? DType::Int64 : default_dtype());
-  const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  // Counted in double and checked before the conversion: a count beyond int64 would otherwise
+  // convert to garbage (undefined behaviour) and surface as a negative size.
+  const double count = std::ceil((end - start) / step);
+  WEFT_CHECK(count * static_cast<double>(itemsize(r.dtype)) < 0x1p63, "[arange] the range from ", start, " to ", end,
+             " in steps of ", step, " has ", count, " values, more than a tensor can hold");
+  const auto n = static_cast<int64_t>(count);
   return generated({n}, r, o, [=](int64_t i) { return start + static_cast<double>(i) * step; });
 }
 
@@ -107,21 +112,21 @@ Tensor eye(int64_t n, std::optional<int64_t> m_in, TensorOptions o) {
 Tensor rand(const Shape& shape, TensorOptions o, Generator* gen) {
   const auto r = resolve(o);
   WEFT_CHECK(is_floating(r.dtype), "[rand] expected a floating dtype, got ", r.dtype);
-  Generator& g = pick(gen);
+  Generator::Draws g = pick(gen).draws();
   return generated(shape, r, o, [&g](int64_t) { return g.uniform(); });
 }
 
 Tensor randn(const Shape& shape, TensorOptions o, Generator* gen) {
   const auto r = resolve(o);
   WEFT_CHECK(is_floating(r.dtype), "[randn] expected a floating dtype, got ", r.dtype);
-  Generator& g = pick(gen);
+  Generator::Draws g = pick(gen).draws();
   return generated(shape, r, o, [&g](int64_t) { return g.normal(); });
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, Generator* gen) {
   WEFT_CHECK(low < high, "[randint] expected low < high, got low ", low, " and high ", high);
   const auto r = resolve(o, DType::Int64);
-  Generator& g = pick(gen);
+  Generator::Draws g = pick(gen).draws();
   const auto span = static_cast<uint64_t>(high - low);
   // Drawn as int64 directly: float64 would lose integers beyond 2^53.
   Tensor cpu = detail::make_tensor(shape, DType::Int64, kCPU);
@@ -132,7 +137,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, G
 
 Tensor randperm(int64_t n, Generator* gen) {
   WEFT_CHECK(n >= 0, "[randperm] n must be non-negative, got ", n);
-  Generator& g = pick(gen);
+  Generator::Draws g = pick(gen).draws();
   Tensor out = detail::make_tensor({n}, DType::Int64, kCPU);
   int64_t* p = out.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) p[i] = i;

@@ -17,14 +17,21 @@
 // guard, so that scopes nest strictly and unwind on exceptions. The complete list, floor by floor:
 //   tensor/init_context.cpp      the tensor init frames (default dtype, device, skip-init)
 //   tensor/autocast_state.cpp    autocast: enabled and low dtype per device type
-//   tensor/autograd.cpp          grad mode (NoGradGuard)
+//   tensor/autograd.cpp          grad mode (NoGradGuard); the running backward pass's callbacks
+//                                (queue_callback, scoped to one run_backward)
 //   nn/module_init_context.cpp   the module init frames (layer replacement at construction)
 //   nn/module.cpp                the lazy-adoption scope of load_state_dict (Note [Lazy adoption])
 //   precision/warnings.cpp       the warning handler (CaptureWarnings, WarningHandlerGuard)
+//   precision/context.cpp        the open precision Contexts, so that ending one out of order
+//                                is detected and still restores (Note [Context order])
+//   precision/fp8/fp8_autocast.cpp  fp8_autocast (enabled, recipe, calibrating), its open region,
+//                                an amax-reduction error deferred to the next FP8 call
 //   fabric/fabric.cpp            "inside Fabric::backward" (Note [Backward guard])
 // A new thread starts at every bottom: float32, cpu, autocast off, grad on, no replacement. What
 // is process-wide instead, and so shared by every thread: the thread count, the CPU GEMM library
-// and instruction-set level, the backends, and the default random generator.
+// and instruction-set level, the backends, the default random generator (which locks, so threads
+// may draw from it at once; tensor/generator.h), and the cross-rank reduction a data-parallel
+// strategy installs (precision/cross_rank.h).
 #pragma once
 
 #include <optional>

@@ -20,8 +20,9 @@ using autograd::SavedTensor;
 namespace {
 
 // Softmax over `dim`: the kernel works on rows of the last dim, so other dims are moved there.
-Tensor softmax_impl(const Tensor& input, int64_t dim_in, bool log, const char* name) {
-  detail::check_defined(input, name);
+// Errors name `op`, the function the user called; `name` is the autograd node's.
+Tensor softmax_impl(const Tensor& input, int64_t dim_in, bool log, const char* op, const char* name) {
+  detail::check_defined(input, op);
   const auto [autocast_x] = autocast_inputs(log ? AutocastOp::LogSoftmax : AutocastOp::Softmax, {input});
   const Tensor x = is_floating(autocast_x.dtype()) ? autocast_x : autocast_x.to(default_dtype());
   if (x.dim() == 0) {
@@ -32,7 +33,7 @@ Tensor softmax_impl(const Tensor& input, int64_t dim_in, bool log, const char* n
       autograd::record(name, out, {x}, [](const Tensor& g) { return std::vector<Tensor>{zeros_like(g)}; });
     return out;
   }
-  const int64_t d = detail::wrap_dim(dim_in, x.dim(), name);
+  const int64_t d = detail::wrap_dim(dim_in, x.dim(), op);
   const int64_t last = x.dim() - 1;
   const Tensor rows = x.detach().transpose(d, last).contiguous();
   Tensor y_rows = detail::make_tensor(rows.shape(), x.dtype(), x.device());
@@ -89,26 +90,22 @@ FlatClasses flatten_classes(const Tensor& scores, const Tensor& target, const ch
   return {s.reshape({-1, scores.size(1)}), target.reshape({-1})};
 }
 
-}  // namespace
-
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, "Softmax"); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true, "LogSoftmax"); }
-
-Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, Reduction reduction, int64_t ignore_index,
-                const Tensor& weight_in) {
+// nll_loss on behalf of `op` (nll_loss itself, or cross_entropy), which its errors name.
+Tensor nll_loss_for(const char* op, const Tensor& log_probs_in, const Tensor& target, Reduction reduction,
+                    int64_t ignore_index, const Tensor& weight_in) {
   const auto [log_probs, weight] = autocast_inputs(AutocastOp::NllLoss, {log_probs_in, weight_in});
-  auto [scores, flat_target] = flatten_classes(log_probs, target, "nll_loss");
+  auto [scores, flat_target] = flatten_classes(log_probs, target, op);
   const int64_t classes = scores.size(1);
   const Tensor t = flat_target.to(DType::Int64);
   const Tensor valid = ne(t, static_cast<double>(ignore_index));
   const Tensor safe_t = where(valid, t, zeros_like(t));
   const std::vector<int64_t> labels = safe_t.to_vector<int64_t>();
   for (int64_t label : labels)
-    WEFT_CHECK(label >= 0 && label < classes, "[nll_loss] target ", label, " is out of bounds for ", classes,
+    WEFT_CHECK(label >= 0 && label < classes, "[", op, "] target ", label, " is out of bounds for ", classes,
                " classes");
   Tensor w = valid.to(scores.dtype());
   if (weight.defined()) {
-    WEFT_CHECK(weight.dim() == 1 && weight.size(0) == classes, "[nll_loss] expected a weight of shape (", classes,
+    WEFT_CHECK(weight.dim() == 1 && weight.size(0) == classes, "[", op, "] expected a weight of shape (", classes,
                ",), got ", weight.shape());
     w = mul(w, index_select(weight.to(scores.dtype()), 0, safe_t));
   }
@@ -119,6 +116,16 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, Reduction redu
   return div(sum(losses), sum(w));  // weighted mean over the targets that are not ignored
 }
 
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, "softmax", "Softmax"); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true, "log_softmax", "LogSoftmax"); }
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                const Tensor& weight) {
+  return nll_loss_for("nll_loss", log_probs, target, reduction, ignore_index, weight);
+}
+
 namespace {
 
 // cross_entropy with class weights: log_softmax, then the weighted nll_loss, plus the smoothing term.
@@ -126,7 +133,7 @@ Tensor weighted_cross_entropy(const Tensor& logits, const Tensor& target, Reduct
                               double label_smoothing, const Tensor& weight) {
   const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
   const Tensor logp = log_softmax(logits, class_dim);
-  const Tensor nll = nll_loss(logp, target, reduction, ignore_index, weight);
+  const Tensor nll = nll_loss_for("cross_entropy", logp, target, reduction, ignore_index, weight);
   if (label_smoothing == 0.0) return nll;
 
   // Smoothing spreads ε of the target mass uniformly: loss = (1-ε)·nll + ε/C · Σ_c −log p_c · w_c.
@@ -178,10 +185,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction re
   WEFT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
              "[cross_entropy] label_smoothing must be in [0, 1], got ", label_smoothing);
   if (weight.defined()) return weighted_cross_entropy(logits, target, reduction, ignore_index, label_smoothing, weight);
-  detail::check_defined(logits, "nll_loss");
+  detail::check_defined(logits, "cross_entropy");
   const Tensor floating = is_floating(logits.dtype()) ? logits : logits.to(default_dtype());
-  auto [scores, flat_target] = flatten_classes(floating, target, "nll_loss");
-  detail::check_same_device(scores, flat_target, "nll_loss");
+  auto [scores, flat_target] = flatten_classes(floating, target, "cross_entropy");
+  detail::check_same_device(scores, flat_target, "cross_entropy");
   const Tensor t = flat_target.to(DType::Int64).contiguous();
   const Tensor losses = cross_entropy_rows(scores, t, ignore_index, label_smoothing);
   switch (reduction) {
@@ -232,6 +239,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   detail::check_defined(indices, "embedding", "indices");
   WEFT_CHECK(weight.dim() == 2, "[embedding] expected a 2-D weight (num_embeddings, dim), got ", weight.shape());
   WEFT_CHECK(is_integral(indices.dtype()), "[embedding] expected integer indices, got ", indices.dtype());
+  // Checked here so that the message names embedding, not the index_select below.
+  if (indices.numel() > 0) {
+    const int64_t rows = weight.size(0);
+    const int64_t lowest = amin(indices).item<int64_t>(), highest = amax(indices).item<int64_t>();
+    WEFT_CHECK(lowest >= 0 && highest < rows, "[embedding] index ", lowest < 0 ? lowest : highest,
+               " is out of range for ", rows, " embeddings; expected indices in [0, ", rows, ")");
+  }
   Shape shape = indices.shape();
   shape.push_back(weight.size(1));
   return index_select(weight, 0, indices.reshape({-1})).view(shape);

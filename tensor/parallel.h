@@ -1,13 +1,22 @@
 // CPU threading: how many threads kernels may use, and the one parallel loop they use.
 //
-// weft uses OpenMP (the same pool Eigen's matrix products use), so set_num_threads() governs
-// both. parallel_for(n, fn) runs fn(i) for i in [0, n) and spreads the calls over the threads
-// when n > 1; exceptions thrown inside are carried out to the caller.
+// The loop runs on weft's own pool (tensor/cpu/thread_pool.h, Note [A pool that survives a busy
+// machine]): the calling thread plus num_threads() − 1 workers that yield, then sleep, when idle,
+// so a machine shared with other work slows weft down by about its fair share and no more.
+// parallel_for(n, fn) runs fn(i) for every i in [0, n): each thread takes a contiguous range of
+// indices, and threads that finish early take over what others have not started. The first
+// exception thrown inside is carried out to the caller (indices not started by then are skipped).
+// A call made inside another parallel_for runs serially on its thread.
+//
+// The thread count starts at WEFT_NUM_THREADS, else OMP_NUM_THREADS (as OpenMP programs read
+// it), else the number of CPUs this process may run on; set_num_threads() changes it.
+// weft itself uses no OpenMP: a library linked beside it that does (OpenBLAS's OpenMP build) is
+// only ever called on one thread at a time from this pool (tensor/cpu/matmul.cpp).
 #pragma once
 
 #include <cstdint>
-#include <exception>
-#include <functional>
+#include <memory>
+#include <type_traits>
 
 namespace weft {
 
@@ -15,8 +24,9 @@ int num_threads();
 void set_num_threads(int n);
 
 namespace detail {
-void parallel_for_impl(int64_t n, const std::function<void(int64_t)>& fn);
-}
+using RangeFn = void (*)(void* ctx, int64_t begin, int64_t end);
+void parallel_for_impl(int64_t n, RangeFn fn, void* ctx);
+}  // namespace detail
 
 template <class Fn>
 void parallel_for(int64_t n, Fn&& fn) {
@@ -24,7 +34,14 @@ void parallel_for(int64_t n, Fn&& fn) {
     if (n == 1) fn(int64_t{0});
     return;
   }
-  detail::parallel_for_impl(n, std::function<void(int64_t)>(std::forward<Fn>(fn)));
+  using F = std::remove_reference_t<Fn>;
+  detail::parallel_for_impl(
+      n,
+      [](void* ctx, int64_t begin, int64_t end) {
+        F& f = *static_cast<F*>(ctx);
+        for (int64_t i = begin; i < end; ++i) f(i);
+      },
+      const_cast<void*>(static_cast<const void*>(std::addressof(fn))));
 }
 
 }  // namespace weft

@@ -1,5 +1,6 @@
 // Storage lifetime, and the allocator each storage gets: its device's backend's
-// (Backend::allocator), unless a test has replaced it for the device type (set_allocator).
+// (Backend::allocator; the CPU's is the caching allocator of tensor/cpu/caching_allocator.h),
+// unless a test has replaced it for the device type (set_allocator).
 #include "tensor/storage.h"
 
 #include "tensor/backend.h"
@@ -31,6 +32,15 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, Device devic
   s->device_ = device;
   s->release_ = std::move(release);
   return s;
+}
+
+void Storage::resize_(size_t nbytes) {
+  WEFT_CHECK(allocator_ != nullptr, "[Storage::resize_] cannot resize memory the storage borrowed");
+  allocator_->deallocate(data_, nbytes_);
+  data_ = nullptr;
+  nbytes_ = 0;
+  data_ = allocator_->allocate(nbytes);
+  nbytes_ = nbytes;
 }
 
 Storage::~Storage() {

@@ -4,9 +4,10 @@
 // see an in-place write: autograd compares it with the version a saved tensor had when it was
 // saved (Note [Saved tensor versions] in tensor/autograd.h).
 //
-// Memory comes from the Allocator of the device's backend (tensor/backend.h); the CPU allocator
-// aligns to 64 bytes so that vector kernels and Eigen never meet a split cache line. A storage can also wrap memory the
-// caller owns (Storage::borrow), in which case it never frees it.
+// Memory comes from the Allocator of the device's backend (tensor/backend.h); the CPU's caches
+// large blocks for reuse (tensor/cpu/caching_allocator.h) and aligns every block to at least 64
+// bytes so that vector kernels and Eigen never meet a split cache line. A storage can also wrap
+// memory the caller owns (Storage::borrow), in which case it never frees it.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +45,12 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+
+  // Gives the storage `nbytes` of fresh, uninitialized memory in place of what it had (0 frees
+  // it); every tensor viewing it sees the new memory. Sharded data parallel frees a unit's
+  // unsharded parameters this way while the views autograd saved keep the Storage object
+  // (Note [FSDP unit lifecycle] in distributed/fsdp.h). Not for borrowed memory.
+  void resize_(size_t nbytes);
 
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }

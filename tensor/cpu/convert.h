@@ -4,8 +4,8 @@
 // its own type (Compute<T>). It converts as it reads: load_chunk widens up to kChunk values of a
 // strided run into a buffer on the kernel's stack, store_chunk rounds them back (to nearest even)
 // as it writes. So no kernel needs a widened copy of a whole tensor, and narrow values are rounded
-// exactly once, on store. Contiguous float16 runs convert 8 values per instruction where the CPU
-// has F16C, bit-identical to float_formats (tests/tensor/test_float_formats.cpp).
+// exactly once, on store. Contiguous float32 <-> float16 / bfloat16 runs take AVX2 kernels chosen
+// at run time, bit-identical to float_formats (tests/tensor/test_float_formats.cpp).
 //
 // Note [Conversion semantics]: floating -> floating rounds to nearest even (narrow formats via
 // tensor/float_formats.h; float64 -> narrow goes through float32, as PyTorch's casts do).
@@ -19,10 +19,9 @@
 #include <cstring>
 #include <type_traits>
 
-#ifdef __F16C__
-#include <immintrin.h>
-#endif
 
+#include "tensor/cpu/convert_kernels.h"
+#include "tensor/cpu/isa.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"
 
@@ -60,21 +59,28 @@ Dst convert(Src s) {
   }
 }
 
-#ifdef __F16C__
-inline void convert_contiguous(Half* d, const float* s, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
-  for (; i < n; ++i) d[i] = Half{float_to_half(s[i])};
+// Contiguous float32 <-> float16 / bfloat16 runs take a vector kernel where the CPU has AVX2 and
+// F16C (tensor/cpu/convert_kernels.h, chosen at run time); it gives the same bits as convert().
+// Returns false when there is none for this pair or level.
+template <class Dst, class Src>
+bool convert_contiguous_vector(Dst* d, const Src* s, int64_t n) {
+  constexpr bool kToBits = std::is_same_v<Src, float> && (std::is_same_v<Dst, Half> || std::is_same_v<Dst, BFloat16>);
+  constexpr bool kFromBits = std::is_same_v<Dst, float> && (std::is_same_v<Src, Half> || std::is_same_v<Src, BFloat16>);
+  if constexpr (kToBits || kFromBits) {
+    if (cpu_isa() < CpuIsa::Avx2) return false;
+    if constexpr (kToBits) {
+      auto* bits = reinterpret_cast<uint16_t*>(d);
+      if constexpr (std::is_same_v<Dst, Half>) float_to_half_avx2(s, bits, n);
+      else float_to_bfloat16_avx2(s, bits, n);
+    } else {
+      const auto* bits = reinterpret_cast<const uint16_t*>(s);
+      if constexpr (std::is_same_v<Src, Half>) half_to_float_avx2(bits, d, n);
+      else bfloat16_to_float_avx2(bits, d, n);
+    }
+    return true;
+  }
+  return false;
 }
-
-inline void convert_contiguous(float* d, const Half* s, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
-  for (; i < n; ++i) d[i] = half_to_float(s[i].bits);
-}
-#endif
 
 // n values of storage type Dst at d (byte stride dst_stride) from storage type Src at s.
 template <class Dst, class Src>
@@ -82,11 +88,7 @@ void convert_run(char* d, int64_t dst_stride, const char* s, int64_t src_stride,
   if (dst_stride == sizeof(Dst) && src_stride == sizeof(Src)) {
     Dst* dp = reinterpret_cast<Dst*>(d);
     const Src* sp = reinterpret_cast<const Src*>(s);
-#ifdef __F16C__
-    constexpr bool kFloatHalf = (std::is_same_v<Dst, Half> && std::is_same_v<Src, float>) ||
-                                (std::is_same_v<Dst, float> && std::is_same_v<Src, Half>);
-    if constexpr (kFloatHalf) return convert_contiguous(dp, sp, n);
-#endif
+    if (convert_contiguous_vector(dp, sp, n)) return;
     for (int64_t i = 0; i < n; ++i) dp[i] = convert<Dst>(sp[i]);
     return;
   }

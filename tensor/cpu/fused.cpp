@@ -21,7 +21,7 @@ using Stat = std::conditional_t<std::is_same_v<S, double>, double, float>;
 void check_targets(const Tensor& target, int64_t classes, int64_t ignore_index) {
   const int64_t* t = target.data<int64_t>();
   for (int64_t r = 0; r < target.numel(); ++r)
-    WEFT_CHECK(t[r] == ignore_index || (t[r] >= 0 && t[r] < classes), "[nll_loss] target ", t[r],
+    WEFT_CHECK(t[r] == ignore_index || (t[r] >= 0 && t[r] < classes), "[cross_entropy] target ", t[r],
                " is out of bounds for ", classes, " classes");
 }
 

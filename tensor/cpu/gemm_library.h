@@ -1,24 +1,35 @@
-// Which library computes floating-point matrix products on the CPU.
+// Which code computes floating-point matrix products on the CPU.
 //
-// weft always carries Eigen's GEMM. When it is built with OpenBLAS (the OpenMP flavour, found by
-// CMake; see WEFT_OPENBLAS) that becomes the default: on AVX2 machines its sgemm is about 1.3×
-// Eigen's, and the OpenMP flavour runs on the same thread pool as weft's own kernels, so the two
-// never fight over cores (the pthread flavour would). Integer products never use either.
-// The choice is process-wide; tests switch it to check that both give the same products.
+// Weft (the default) is weft's own GEMM (tensor/cpu/gemm/gemm.h): float32, and bfloat16 read as
+// such, on kernels chosen at run time for the CPU (tensor/cpu/isa.h); float64 and float16 go to
+// Eigen. Eigen and OpenBLAS (when weft is built with it, see WEFT_OPENBLAS) remain choices, to
+// compare against and as a way out: both run single-threaded per block of C on weft's thread pool,
+// so no second pool (OpenMP's) ever competes with it for the cores. Integer products use none.
+// The choice is process-wide; tests switch it to check that all give the same products.
 #pragma once
+
+#include <string>
+
+#include "tensor/dtype.h"
 
 namespace weft {
 
-enum class GemmLibrary { Eigen, OpenBLAS };
+enum class GemmLibrary { Weft, Eigen, OpenBLAS };
 
 const char* to_string(GemmLibrary library);
+// Parses "weft", "eigen" or "openblas"; throws weft::Error listing them otherwise.
+GemmLibrary gemm_library_from_name(const std::string& name);
 
-// True for Eigen always; for OpenBLAS only in a build that links it.
+// True for Weft and Eigen always; for OpenBLAS only in a build that links it.
 bool cpu_gemm_library_available(GemmLibrary library);
 
 GemmLibrary cpu_gemm_library();
 
 // Throws, naming the way to get it, when the library is not available in this build.
 void set_cpu_gemm_library(GemmLibrary library);
+
+// What computes a product of `dtype` inputs now, e.g. "weft avx2 6x16 fp32",
+// "weft avx512_bf16 12x32 bf16 pairs", "openblas" (library and instruction-set level taken into account).
+std::string cpu_gemm_kernel(DType dtype);
 
 }  // namespace weft

@@ -1,7 +1,7 @@
 // Kernel scratch for the CPU products (tensor/cpu/cpu_backend.h): tensors over memory taken from
 // the CPU allocator directly and filled by the CPU copy kernel, so a kernel that hands a GEMM
 // library float32 or dense operands never goes back through the op front end.
-#include "tensor/cpu/cpu_allocator.h"
+#include "tensor/cpu/caching_allocator.h"
 #include "tensor/cpu/cpu_backend.h"
 
 namespace weft::detail {

@@ -122,6 +122,20 @@ static inline simde__m256bh cvtneps_pbh(simde__m512 a) {
 }
 static inline simde__m512bh castsi512_pbh(simde__m512i v) { return from_lanes<simde__m512bh>(reinterpret_cast<const uint8_t*>(&v)); }
 
+
+// ---- FP8 casts (precision/fp8/fp8_kernels_avx512.cpp) ----
+// vpmovdb / vpmovdw: each 32-bit lane truncated to its low byte / word, in lane order.
+static inline simde__m128i cvtepi32_epi8(simde__m512i v) {
+  uint32_t a[16]; uint8_t r[16]; to_lanes(v, a);
+  for (int i = 0; i < 16; ++i) r[i] = static_cast<uint8_t>(a[i]);
+  return from_lanes<simde__m128i>(r);
+}
+static inline simde__m256i cvtepi32_epi16(simde__m512i v) {
+  uint32_t a[16]; uint16_t r[16]; to_lanes(v, a);
+  for (int i = 0; i < 16; ++i) r[i] = static_cast<uint16_t>(a[i]);
+  return from_lanes<simde__m256i>(r);
+}
+
 }  // namespace weft_simd_emulation
 
 #define _mm512_reduce_add_ps weft_simd_emulation::reduce_add_ps
@@ -143,3 +157,10 @@ static inline simde__m512bh castsi512_pbh(simde__m512i v) { return from_lanes<si
 #define _mm512_cvtne2ps_pbh weft_simd_emulation::cvtne2ps_pbh
 #define _mm512_cvtneps_pbh weft_simd_emulation::cvtneps_pbh
 #define _mm512_castsi512_pbh weft_simd_emulation::castsi512_pbh
+#define _mm512_cvtepi32_epi8 weft_simd_emulation::cvtepi32_epi8
+#define _mm512_cvtepi32_epi16 weft_simd_emulation::cvtepi32_epi16
+
+// ---- Quantized kernels (precision/quant/) ----
+// SIMDe 0.7's native alias for vpmaddwd takes the masked form's four arguments.
+#undef _mm512_madd_epi16
+#define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)

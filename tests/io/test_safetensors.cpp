@@ -261,11 +261,17 @@ TEST_CASE("safetensors: a save that fails leaves the old file untouched and remo
 TEST_CASE("safetensors: a failed rename removes the temporary file") {
   TempDir dir;
   const auto path = dir / "ckpt.safetensors";
-  std::filesystem::create_directory(path);  // rename() cannot replace a non-empty directory
+  io::AtomicFileWriter writer(path, "save_safetensors");
+  writer.write("x", 1);
+  // A directory appears at the target after the writer checked it: rename() cannot replace it.
+  std::filesystem::create_directory(path);
   write_bytes(path / "inside", {1});
-  nn::TensorDict tensors;
-  tensors.insert("w", ones({2}));
-  const std::string e = save_error(path, tensors);
+  std::string e;
+  try {
+    writer.commit();
+  } catch (const Error& err) {
+    e = err.what();
+  }
   CHECK(contains(e, "[save_safetensors] cannot rename '"));
   CHECK(contains(e, "' over '" + path.string() + "'"));
   CHECK(dir.entries() == std::vector<std::string>{"ckpt.safetensors"});

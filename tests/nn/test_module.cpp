@@ -139,12 +139,40 @@ TEST_CASE("holders share their module, call forward, and refuse to be used empty
   nn::Linear empty_holder{nullptr};
   CHECK(empty_holder.is_empty());
   CHECK_FALSE(static_cast<bool>(empty_holder));
-  CHECK_THROWS_WITH_AS(empty_holder->in_features, "[ModuleHolder] the module holder is empty (built from nullptr)",
+  CHECK_THROWS_WITH_AS(static_cast<void>(empty_holder->in_features), "[ModuleHolder] the module holder is empty (built from nullptr)",
                        Error);
   const Tensor x = ones({1, 3});
   CHECK(equal(a(x), a->forward(x)));
   nn::ReLU relu_layer;  // default-constructible layers build their Impl
   CHECK_FALSE(relu_layer.is_empty());
+}
+
+TEST_CASE("forward hooks run around forward when a module is called, in order, and can be removed") {
+  nn::Linear fc(3, 2);
+  nn::Sequential seq(fc, nn::ReLU());
+  std::vector<std::string> events;
+  const size_t pre = fc->register_forward_pre_hook([&](nn::Module& m) { events.push_back("pre " + m.type_name()); });
+  fc->register_forward_hook([&](nn::Module&, const Tensor& out) {
+    events.push_back("post");
+    return mul(out, 2.0);  // a hook may replace the output
+  });
+  const size_t second = fc->register_forward_hook([&](nn::Module&, const Tensor& out) {
+    events.push_back("second post");
+    return out;
+  });
+  const Tensor x = ones({1, 3});
+  const Tensor plain = fc->forward(x);  // calling forward directly skips the hooks
+  CHECK(events.empty());
+  CHECK(equal(fc(x), mul(plain, 2.0)));
+  CHECK(events == std::vector<std::string>{"pre Linear", "post", "second post"});
+  events.clear();
+  CHECK(equal(seq(x), relu(mul(plain, 2.0))));  // containers call their modules through the hooks
+  CHECK(events.size() == 3);
+  fc->remove_forward_hook(pre);
+  fc->remove_forward_hook(second);
+  events.clear();
+  fc(x);
+  CHECK(events == std::vector<std::string>{"post"});
 }
 
 TEST_CASE("apply visits children before their parent") {
@@ -193,6 +221,22 @@ TEST_CASE("to(dtype) converts floating parameters, buffers and grads in place; i
   CHECK(w.grad().dtype() == kFloat64);
 
   CHECK_THROWS_WITH_AS(block->to(kInt32), "[Module::to] expected a floating dtype, got int32", Error);
+}
+
+TEST_CASE("to(dtype) leaves keep_dtype buffers alone; they still go into state_dict") {
+  struct MetaImpl : nn::Module {
+    Tensor weight, scale;
+    MetaImpl() {
+      weight = register_parameter("weight", ones({2}));
+      scale = register_buffer("scale", full({1}, 0.1), true, /*keep_dtype=*/true);
+    }
+  };
+  nn::Sequential model(std::make_shared<MetaImpl>());
+  model->to(kBFloat16);
+  const auto state = model->state_dict();
+  CHECK(state.at("0.weight").dtype() == kBFloat16);
+  CHECK(state.at("0.scale").dtype() == kFloat32);
+  CHECK(state.at("0.scale").item<float>() == 0.1f);
 }
 
 TEST_CASE("to(device) keeps the handles") {

@@ -102,7 +102,7 @@ TEST_CASE("clip_grad_norm_ and non-finite norms") {
     // Without the check, PyTorch's behaviour: the gradients are scaled by the non-finite norm.
     const double total = optim::clip_grad_norm_({a}, 1.0);
     CHECK_FALSE(std::isfinite(total));
-    CHECK(std::isnan(bad) ? std::isnan(a.grad().to_vector<double>()[0]) : a.grad().to_vector<double>()[0] == 0.0);
+    CHECK((std::isnan(bad) ? std::isnan(a.grad().to_vector<double>()[0]) : a.grad().to_vector<double>()[0] == 0.0));
   }
   a.set_grad(tensor({1.0, std::numeric_limits<double>::quiet_NaN()}));
   CHECK_THROWS_WITH_AS(optim::clip_grad_norm_({a}, 1.0, kInf, true), doctest::Contains("is nan"), Error);

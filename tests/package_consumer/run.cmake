@@ -1,5 +1,7 @@
 # Installs the weft build into a scratch prefix, then configures, builds and runs the consumer
-# project against it. Called by CTest with BUILD_DIR, SOURCE_DIR and WORK_DIR set.
+# project against it, with the compiler weft was built with (CXX_COMPILER) and, when one is
+# installed, with the other compiler family (g++ or clang++) too.
+# Called by CTest with BUILD_DIR, SOURCE_DIR, WORK_DIR, CXX_COMPILER and OTHER_COMPILER set.
 file(REMOVE_RECURSE ${WORK_DIR})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
                 RESULT_VARIABLE rc OUTPUT_QUIET)
@@ -8,6 +10,7 @@ if(rc)
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G Ninja
                         -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
+                        -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
                 RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "configuring the consumer failed: ${rc}")
@@ -19,4 +22,23 @@ endif()
 execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "the consumer computed a wrong gradient: ${rc}")
+endif()
+if(OTHER_COMPILER)
+  # weft runs its own thread pool, not OpenMP, so no compiler's runtime is baked into the library:
+  # a program compiled by the other compiler family links and runs against it as well.
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/other -G Ninja
+                          -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
+                          -DCMAKE_CXX_COMPILER=${OTHER_COMPILER}
+                  RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "configuring the consumer with ${OTHER_COMPILER} failed: ${rc}")
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/other RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "building the consumer with ${OTHER_COMPILER} failed: ${rc}")
+  endif()
+  execute_process(COMMAND ${WORK_DIR}/other/consumer RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "the consumer built with ${OTHER_COMPILER} computed a wrong gradient: ${rc}")
+  endif()
 endif()

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "precision/all.h"
@@ -24,6 +25,13 @@ inline std::string error_of(const std::function<void()>& fn) {
 }
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// True when the dynamic type of `object` is exactly T. (typeid of a named reference: clang warns
+// about typeid(*ptr), whose operand is a call.)
+template <class T, class U>
+bool has_type(const U& object) {
+  return typeid(object) == typeid(T);
+}
 
 // Plain SGD with lr 1 over one or more groups, named as the test says.
 class NamedSgd : public optim::Optimizer {

@@ -223,9 +223,9 @@ TEST_CASE("T27 16-mixed refuses clipping with an optimizer that unscales in its 
 }
 
 TEST_CASE("T4 make_precision picks the plugin for each cpu precision") {
-  CHECK(typeid(*make_precision("32-true")) == typeid(Precision));
-  CHECK(typeid(*make_precision(32)) == typeid(Precision));
-  CHECK(typeid(*make_precision("64-true")) == typeid(DoublePrecision));
+  CHECK(testing::has_type<Precision>(*make_precision("32-true")));
+  CHECK(testing::has_type<Precision>(*make_precision(32)));
+  CHECK(testing::has_type<DoublePrecision>(*make_precision("64-true")));
   auto half = make_precision("16-true");
   REQUIRE(dynamic_cast<HalfPrecision*>(half.get()) != nullptr);
   CHECK(dynamic_cast<HalfPrecision&>(*half).dtype() == kFloat16);
@@ -236,7 +236,12 @@ TEST_CASE("T4 make_precision picks the plugin for each cpu precision") {
   REQUIRE(amp != nullptr);
   CHECK(amp->device_type() == DeviceType::CPU);
   CHECK(amp->scaler() == nullptr);
-  CHECK(contains(error_of([] { make_precision("transformer-engine"); }), "FP8 (transformer-engine) plugin"));
+  auto te = make_precision("transformer-engine", "cpu");
+  REQUIRE(dynamic_cast<TransformerEnginePrecision*>(te.get()) != nullptr);
+  CHECK(dynamic_cast<TransformerEnginePrecision&>(*te).weights_dtype() == kBFloat16);
+  auto te16 = make_precision("transformer-engine-float16", "cpu");
+  CHECK(dynamic_cast<TransformerEnginePrecision&>(*te16).weights_dtype() == kFloat16);
+  CHECK(te16->precision() == "transformer-engine-float16");
   CHECK(contains(error_of([] { make_precision("invalid"); }), "Precision 'invalid' is invalid."));
 }
 

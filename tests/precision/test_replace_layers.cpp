@@ -25,7 +25,7 @@ struct TwoBranches : nn::Module {
   }
 };
 
-bool is_plain_linear(const std::shared_ptr<nn::Module>& m) { return typeid(*m) == typeid(nn::LinearImpl); }
+bool is_plain_linear(const std::shared_ptr<nn::Module>& m) { return testing::has_type<nn::LinearImpl>(*m); }
 bool is_marked(const std::shared_ptr<nn::Module>& m) { return dynamic_cast<MarkedLinear*>(m.get()) != nullptr; }
 
 std::shared_ptr<nn::Module> child(const nn::Module& m, const std::string& dotted) {
@@ -95,7 +95,7 @@ TEST_CASE("replace_layers: a shared layer is replaced once and stays shared; Lay
   CHECK(linear_calls == 1);
   CHECK((*model)[0] == (*model)[2]);
   CHECK(is_marked((*model)[0]));
-  CHECK(typeid(*(*model)[1]) == typeid(nn::IdentityImpl));
+  CHECK(testing::has_type<nn::IdentityImpl>(*(*model)[1]));
 }
 
 TEST_CASE("T39 init_tensor never replaces a Linear; init_module does (issue #18703)") {
@@ -117,11 +117,10 @@ TEST_CASE("T39 init_tensor never replaces a Linear; init_module does (issue #187
   CHECK(after->weight.dtype() == kFloat32);
 }
 
-// T36, T40 and T41 describe the bitsandbytes and TransformerEngine plugins, which do not exist
-// yet. The cases below check what those plugins will build on — replace_layers and a
-// module_init_context that pushes a module frame — through the test-only ReplacingPrecision. The
-// plugins' own policies (TE's replace_layers tri-state and its divisibility warning, bnb's refusal
-// of ignore_modules at init, weights_dtype casts) are left to their issues.
+// T36, T40 and T41 describe the bitsandbytes and TransformerEngine plugins. The cases below check
+// what those plugins build on — replace_layers and a module_init_context that pushes a module
+// frame — through the test-only ReplacingPrecision; the TransformerEngine plugin's own policies
+// are tested in test_transformer_engine.cpp, bitsandbytes' with that plugin.
 
 TEST_CASE("T36 (machinery, test-only replacement) a model built under module_init_context holds the replacement; outside, the original") {
   ReplacingPrecision plugin;

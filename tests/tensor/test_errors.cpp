@@ -111,7 +111,7 @@ TEST_CASE("out-of-range dims and indices") {
   CHECK(error_of([&] { x.transpose(0, 5); }) == "[transpose] dimension out of range: expected in [-2, 1], got 5");
   CHECK(error_of([&] { x.size(2); }) == "[size] dimension out of range: expected in [-2, 1], got 2");
   CHECK(error_of([&] { x.unsqueeze(3); }) == "[unsqueeze] dimension out of range: expected in [-3, 2], got 3");
-  CHECK(error_of([&] { softmax(x, 2); }) == "[Softmax] dimension out of range: expected in [-2, 1], got 2");
+  CHECK(error_of([&] { softmax(x, 2); }) == "[softmax] dimension out of range: expected in [-2, 1], got 2");
   CHECK(error_of([&] { cat({x, x}, 2); }) == "[cat] dimension out of range: expected in [-2, 1], got 2");
   CHECK(error_of([&] { index_select(x, 1, tensor({0, 3}, kInt64)); }) ==
         "[index_select] index 3 is out of bounds for size 3");
@@ -124,8 +124,16 @@ TEST_CASE("out-of-range dims and indices") {
         "[gather] index shape (1, 4) exceeds input shape (2, 3) in dimension 1");
   CHECK(error_of([&] { index_add(x, 0, tensor({5}, kInt64), ones({1, 3})); }) ==
         "[index_add] index 5 is out of bounds for size 2");
+  // Errors name the op the user called, not the op it is built on (index_select here).
   CHECK(error_of([&] { embedding(ones({3, 2}), tensor({3}, kInt64)); }) ==
-        "[index_select] index 3 is out of bounds for size 3");
+        "[embedding] index 3 is out of range for 3 embeddings; expected indices in [0, 3)");
+  CHECK(error_of([&] { embedding(ones({3, 2}), tensor({0, -1, 2}, kInt64).view({1, 3})); }) ==
+        "[embedding] index -1 is out of range for 3 embeddings; expected indices in [0, 3)");
+  CHECK(error_of([&] { log_softmax(x, -3); }) == "[log_softmax] dimension out of range: expected in [-2, 1], got -3");
+  CHECK(error_of([&] { cross_entropy(ones({2, 3}), tensor({0, 3}, kInt64)); }) ==
+        "[cross_entropy] target 3 is out of bounds for 3 classes");
+  CHECK(error_of([&] { cross_entropy(ones({2, 3}), tensor({0}, kInt64)); }) ==
+        "[cross_entropy] expected a target of shape (2,) for input (2, 3), got (1,)");
 }
 
 TEST_CASE("undefined tensors") {
@@ -140,8 +148,8 @@ TEST_CASE("undefined tensors") {
   CHECK(error_of([&] { where(ones({1}, kBool), u, ones({1})); }) == "[where] the input tensor is undefined");
   CHECK(error_of([&] { matmul(ones({1}), u); }) == "[matmul] the input tensor is undefined");
   CHECK(error_of([&] { sum(u); }) == "[sum] the input tensor is undefined");
-  CHECK(error_of([&] { exp(u); }) == "[Exp] the input tensor is undefined");
-  CHECK(error_of([&] { cross_entropy(ones({2, 2}), u); }) == "[nll_loss] the target tensor is undefined");
+  CHECK(error_of([&] { exp(u); }) == "[exp] the input tensor is undefined");
+  CHECK(error_of([&] { cross_entropy(ones({2, 2}), u); }) == "[cross_entropy] the target tensor is undefined");
   CHECK(error_of([&] { linear(ones({2, 2}), u); }) == "[linear] the weight tensor is undefined");
   CHECK(error_of([&] { u.requires_grad(); }) == "[requires_grad] called on an undefined tensor");
   CHECK(u.to_string() == "tensor(undefined)");

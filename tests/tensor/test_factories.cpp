@@ -64,6 +64,11 @@ TEST_CASE("arange") {
     CHECK_THROWS_WITH_AS(arange(0.0, 5.0, -1.0),
                          "[arange] upper bound and step sign are inconsistent: start 0, end 5, step -1", Error);
     CHECK_THROWS_WITH_AS(arange(0.0, INFINITY), "[arange] bounds must be finite", Error);
+    // A count beyond what a tensor can hold is reported as such (it used to wrap to a negative size).
+    CHECK_THROWS_WITH_AS(arange(0.0, 1e300), "[arange] the range from 0 to 1e+300 in steps of 1 has 1e+300 values, "
+                         "more than a tensor can hold", Error);
+    CHECK_THROWS_WITH_AS(arange(-1e30, 1e30, 0.5), "[arange] the range from -1e+30 to 1e+30 in steps of 0.5 has "
+                         "4e+30 values, more than a tensor can hold", Error);
   }
 }
 

@@ -289,3 +289,40 @@ TEST_CASE("float16 encoding equals the F16C instruction") {
   CHECK(failures == 0);
 }
 #endif
+
+TEST_CASE("tensor conversions float32 <-> float16 / bfloat16 give the scalar functions' bits at every level") {
+  // The contiguous conversion loops take vector kernels where the CPU has them
+  // (tensor/cpu/convert_kernels.h); every code and the encoding inputs above (an odd count, so
+  // the last partial vector is covered) must come out as float_to_half / float_to_bfloat16 and
+  // half_to_float / bfloat16_to_float give them.
+  std::vector<float> xs = encoding_inputs(weft_test::make_table(weft_test::kHalfSpec));
+  if (xs.size() % 8 == 0) xs.push_back(1.0f);
+  std::vector<uint16_t> codes(65536 + 5);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint16_t>(i * 40503u);  // every code, shuffled
+  const Tensor floats = from_blob(xs.data(), {static_cast<int64_t>(xs.size())}, kFloat32);
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    CAPTURE(cpu_isa_name(isa));
+    CpuIsaGuard guard(isa);
+    for (const DType narrow : {kFloat16, kBFloat16}) {
+      CAPTURE(narrow);
+      const bool half = narrow == kFloat16;
+      const Tensor encoded = floats.to(narrow);
+      const auto* got = static_cast<const uint16_t*>(encoded.data_ptr());
+      int failures = 0;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const uint16_t want = half ? float_to_half(xs[i]) : float_to_bfloat16(xs[i]);
+        const bool ok = std::isnan(xs[i]) ? std::isnan(half ? half_to_float(got[i]) : bfloat16_to_float(got[i]))
+                                          : got[i] == want;
+        if (!ok && failures++ < 5) FAIL_CHECK(hex(bits_of(xs[i])) << " gave " << hex(got[i]) << ", expected " << hex(want));
+      }
+      const Tensor decoded = from_blob(codes.data(), {static_cast<int64_t>(codes.size())}, narrow).to(kFloat32);
+      const auto* back = decoded.data<float>();
+      for (size_t i = 0; i < codes.size(); ++i) {
+        const float want = half ? half_to_float(codes[i]) : bfloat16_to_float(codes[i]);
+        const bool ok = std::isnan(want) ? std::isnan(back[i]) : bits_of(back[i]) == bits_of(want);
+        if (!ok && failures++ < 5) FAIL_CHECK("decode of " << hex(codes[i]) << " gave " << hex(bits_of(back[i])));
+      }
+      CHECK(failures == 0);
+    }
+  }
+}

@@ -92,12 +92,12 @@ TEST_CASE("cross_entropy: hand-computed cases") {
   // A (C) input with a 0-d target.
   check_close(values(cross_entropy(tensor({0.0, std::log(3.0)}, kFloat64), tensor({1}, kInt64).view({}))),
               {-std::log(0.75)});
-  CHECK_THROWS_WITH_AS(cross_entropy(logits, tensor({2, 0}, kInt64)), "[nll_loss] target 2 is out of bounds for 2 classes",
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, tensor({2, 0}, kInt64)), "[cross_entropy] target 2 is out of bounds for 2 classes",
                        Error);
   CHECK_THROWS_WITH_AS(cross_entropy(logits, tensor({1.0, 0.0})),
-                       "[nll_loss] expected class-index targets of an integer dtype, got float32", Error);
+                       "[cross_entropy] expected class-index targets of an integer dtype, got float32", Error);
   CHECK_THROWS_WITH_AS(cross_entropy(logits, tensor({1, 0, 1}, kInt64)),
-                       "[nll_loss] expected a target of shape (2,) for input (2, 2), got (3,)", Error);
+                       "[cross_entropy] expected a target of shape (2,) for input (2, 2), got (3,)", Error);
   CHECK_THROWS_AS(cross_entropy(logits, target, Reduction::Mean, -100, 1.5), Error);
 }
 

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Data-parallel training against PyTorch on Gloo, in one run: the example MLP on 2 ranks, global
+# batch 128, one thread per rank, DDP and FSDP (PyTorch: DDP and FSDP2), then weft's model-state
+# memory per rank against the ZeRO formula at 1, 2 and 4 ranks. Prints each JSON line and the
+# step-time ratios weft/PyTorch (below 1: weft is faster). Final figures need a quiet machine.
+# Usage: bench/compare_distributed.sh [--build-dir DIR] [--python PYTHON]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build python=/work/venv/bin/python
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+bench="$build/bench/bench_distributed" run="$build/weft-run"
+for f in "$bench" "$run"; do
+  [ -x "$f" ] || { echo "build $f first (cmake --build $build --target bench_distributed weft-run)" >&2; exit 1; }
+done
+export OMP_NUM_THREADS=1
+results=()
+for s in ddp fsdp; do
+  results+=("$("$run" -n 2 "$bench" step --strategy "$s" | grep '^{')")
+  if "$python" -c 'import torch' 2>/dev/null; then
+    results+=("$("$python" bench/distributed_torch.py --strategy "$s" --ranks 2 | grep '^{')")
+  fi
+done
+for s in ddp fsdp zero2; do
+  for n in 1 2 4; do
+    results+=("$("$run" -n "$n" "$bench" memory --strategy "$s" | grep '^{')")
+  done
+done
+printf '%s\n' "${results[@]}"
+printf '%s\n' "${results[@]}" | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+for s in ("ddp", "fsdp"):
+    w = [r for r in rows if r["mode"] == "step" and r["strategy"] == s and r["program"].startswith("weft")]
+    t = [r for r in rows if r["mode"] == "step" and r["strategy"] == s and r["program"].startswith("pytorch")]
+    if w and t:
+        w, t = w[0], t[0]
+        print("%s: weft %.2f ms, pytorch %.2f ms, ratio %.2f; bytes written per step %d vs %d"
+              % (s, w["median_ms"], t["median_ms"], w["median_ms"] / t["median_ms"],
+                 w["bytes_written_per_step"], t["bytes_written_per_step"]))
+for r in rows:
+    if r["mode"] == "memory":
+        print("memory %-5s x%d: %.2f MB vs ZeRO %.2f MB (%+.1f%%)"
+              % (r["strategy"], r["ranks"], r["model_state_bytes"] / 1e6, r["zero_formula_bytes"] / 1e6,
+                 100 * (r["ratio"] - 1)))
+'

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Peers of bench/bench_quant.cpp, measured by bench/run_quant.sh in the same run.
+
+  torch._int_mm      int8 -> int32 GEMM at bench_quant's shapes (shapes torch._int_mm refuses,
+                     such as N = 10, are reported as null)
+  fp32 linear        torch.nn.functional.linear at the 4-bit GEMV's shapes (batch 1) and at the
+                     Linear4bit case (batch 1 and 32): what an unquantized layer costs
+  bnb Linear4bit     bitsandbytes.nn.Linear4bit (NF4, double quantization, float32 compute) on
+                     the CPU at batch 1 and 32
+
+Timing as bench_quant: a warm-up call, then calls until --min-time seconds and at least 6 calls;
+the median call. Prints a table, then one line of JSON starting with {"bench":"quant_torch".
+
+Usage: quant_torch.py [--threads N] [--min-time S] [--quick]   (torch 2.15, bitsandbytes 0.50)
+"""
+import argparse
+import json
+import time
+
+import torch
+
+
+def median_seconds(fn, min_time):
+    fn()
+    calls, total = [], 0.0
+    while total < min_time or len(calls) < 6:
+        t0 = time.perf_counter()
+        fn()
+        calls.append(time.perf_counter() - t0)
+        total += calls[-1]
+    return sorted(calls)[len(calls) // 2]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--min-time", type=float, default=0.5)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    out = {"bench": "quant_torch", "torch": torch.__version__, "threads": torch.get_num_threads(),
+           "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    print(f"quant_torch: torch {torch.__version__} ({out['cpu_capability']}), {out['threads']} threads")
+
+    shapes = [(128, 512, 784), (128, 512, 512), (128, 10, 512), (512, 512, 512), (1024, 1024, 1024)]
+    if not args.quick:
+        shapes += [(2048, 2048, 2048), (4096, 4096, 4096)]
+    out["int_mm"] = []
+    print(f"\ntorch._int_mm\n{'M':>6} {'N':>6} {'K':>6} | {'GOP/s':>10}")
+    for m, n, k in shapes:
+        a = torch.randint(-127, 128, (m, k), dtype=torch.int8)
+        b = torch.randint(-127, 128, (k, n), dtype=torch.int8)
+        try:
+            t = median_seconds(lambda: torch._int_mm(a, b), args.min_time)
+            gops = 2 * m * n * k / t / 1e9
+        except RuntimeError:
+            gops = None
+        out["int_mm"].append({"m": m, "n": n, "k": k, "gops": gops})
+        print(f"{m:>6} {n:>6} {k:>6} | {gops if gops is None else round(gops, 1)!s:>10}")
+
+    gemv_shapes = [(4096, 4096)] + ([] if args.quick else [(8192, 8192), (16384, 32768)])
+    out["linear_gemv"] = []
+    print(f"\nfp32 linear, batch 1\n{'N':>6} {'K':>6} | {'ms':>10}")
+    with torch.no_grad():
+        for n, k in gemv_shapes:
+            w = torch.empty(n, k).uniform_(-1, 1)
+            x = torch.randn(1, k)
+            t = median_seconds(lambda: torch.nn.functional.linear(x, w), args.min_time)
+            out["linear_gemv"].append({"n": n, "k": k, "seconds": t})
+            print(f"{n:>6} {k:>6} | {t * 1e3:>10.3f}")
+            del w
+
+        features = 1024 if args.quick else 4096
+        w = torch.empty(features, features).uniform_(-1, 1)
+        out["linear_fp32"] = {"features": features}
+        out["bnb_linear4bit"] = {"features": features}
+        try:
+            import bitsandbytes as bnb
+
+            layer = bnb.nn.Linear4bit(features, features, bias=False, compute_dtype=torch.float32,
+                                      compress_statistics=True, quant_type="nf4")
+            layer.load_state_dict({"weight": w})
+            layer = layer.to("cpu").eval()
+            out["bnb_linear4bit"]["version"] = bnb.__version__
+        except ImportError:
+            layer = None
+        print(f"\n{features} x {features} layer\n{'batch':>6} | {'fp32 ms':>10} {'bnb nf4 ms':>11}")
+        for batch in (1, 32):
+            x = torch.randn(batch, features)
+            t = median_seconds(lambda: torch.nn.functional.linear(x, w), args.min_time)
+            out["linear_fp32"][f"batch{batch}_ms"] = t * 1e3
+            tb = median_seconds(lambda: layer(x), args.min_time) if layer is not None else None
+            out["bnb_linear4bit"][f"batch{batch}_ms"] = None if tb is None else tb * 1e3
+            print(f"{batch:>6} | {t * 1e3:>10.3f} {'n/a' if tb is None else f'{tb * 1e3:.3f}':>11}")
+    print(json.dumps(out, separators=(",", ":")))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Runs the quantized-kernel benchmarks of weft (bench_quant) and of PyTorch / bitsandbytes
+# (quant_torch.py) back to back with the same arguments, and prints the ratios the quantization
+# issue sets as targets, as a table and one JSON line ({"bench":"quant_summary", ...}):
+#
+#   int8 GEMM        weft / torch._int_mm (target >= 0.9)
+#   4-bit GEMV       weft GB/s / memcpy GB/s of the same bytes (>= 0.70);
+#                    PyTorch fp32 linear time / weft time (>= 4)
+#   Linear4bit       batch 32: PyTorch fp32 linear time / weft time (>= 1);
+#                    bitsandbytes CPU Linear4bit time / weft time at batch 1 and 32 (>= 20)
+#
+#   bench/run_quant.sh [--build-dir DIR] [--python PY] [--threads N] [--min-time S] [--quick]
+#
+# DIR (default build, or $WEFT_BUILD_DIR) is a build configured with -DWEFT_BUILD_BENCH=ON. PY
+# defaults to /work/venv/bin/python when it exists, else python3; it needs torch (and
+# bitsandbytes for its column). Without torch, weft's figures alone are printed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_dir="${WEFT_BUILD_DIR:-build}"
+python="python3"
+[ -x /work/venv/bin/python ] && python=/work/venv/bin/python
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build_dir="$2"; shift 2 ;;
+    --python) python="$2"; shift 2 ;;
+    --threads|--min-time) args+=("$1" "$2"); shift 2 ;;
+    --quick) args+=("$1"); shift ;;
+    *) echo "usage: $0 [--build-dir DIR] [--python PY] [--threads N] [--min-time S] [--quick]" >&2; exit 2 ;;
+  esac
+done
+
+weft_bin="$build_dir/bench/bench_quant"
+if [ ! -x "$weft_bin" ]; then
+  echo "run_quant: $weft_bin not found; build it with" >&2
+  echo "  cmake -S . -B $build_dir -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_BENCH=ON && cmake --build $build_dir --target bench_quant" >&2
+  exit 1
+fi
+
+weft_out="$("$weft_bin" "${args[@]}")"
+echo "$weft_out"
+weft_json="$(grep '^{"bench":"quant"' <<<"$weft_out")"
+
+if ! "$python" -c 'import torch' 2>/dev/null; then
+  echo
+  echo "PyTorch is not available to $python: weft's figures only."
+  exit 0
+fi
+echo
+torch_out="$("$python" bench/quant_torch.py "${args[@]}" 2>/dev/null)"
+echo "$torch_out"
+torch_json="$(grep '^{"bench":"quant_torch"' <<<"$torch_out")"
+
+echo
+"$python" - "$weft_json" "$torch_json" <<'PY'
+import json, sys
+w, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+summary = {"bench": "quant_summary", "int8_gemm": [], "gemv_4bit": [], "linear4bit": {}}
+print("summary (ratios above 1: weft is faster)")
+print(f"{'int8 GEMM M x N x K':<24} {'weft GOP/s':>11} {'torch GOP/s':>12} {'weft/torch':>11}")
+for a, b in zip(w["int8_gemm"], t["int_mm"]):
+    ratio = None if not b["gops"] else a["gops"] / b["gops"]
+    summary["int8_gemm"].append({"m": a["m"], "n": a["n"], "k": a["k"], "weft_gops": a["gops"], "torch_gops": b["gops"],
+                                 "ratio": ratio})
+    shape = f"{a['m']}x{a['n']}x{a['k']}"
+    print(f"{shape:<24} {a['gops']:>11.1f} {b['gops'] or float('nan'):>12.1f} {ratio or float('nan'):>11.2f}")
+print(f"\n{'4-bit GEMV N x K':<24} {'GB/s':>8} {'of memcpy':>10} {'fp32 ms':>9} {'weft ms':>9} {'fp32/weft':>10}")
+for a, b in zip(w["gemv_4bit"], t["linear_gemv"]):
+    speedup = b["seconds"] / a["seconds"]
+    summary["gemv_4bit"].append({"n": a["n"], "k": a["k"], "gbps": a["gbps"], "of_memcpy": a["gbps"] / a["memcpy_gbps"],
+                                 "torch_fp32_over_weft": speedup})
+    shape = f"{a['n']}x{a['k']}"
+    print(f"{shape:<24} {a['gbps']:>8.1f} {a['gbps'] / a['memcpy_gbps']:>10.2f} {b['seconds'] * 1e3:>9.3f} "
+          f"{a['seconds'] * 1e3:>9.3f} {speedup:>10.2f}")
+f = w["linear4bit"]["features"]
+print(f"\n{'Linear4bit ' + str(f) + '^2':<24} {'weft ms':>9} {'fp32 ms':>9} {'fp32/weft':>10} {'bnb ms':>9} {'bnb/weft':>9}")
+for batch in (1, 32):
+    key = f"batch{batch}_ms"
+    wm, fm, bm = w["linear4bit"][key], t["linear_fp32"][key], t["bnb_linear4bit"].get(key)
+    summary["linear4bit"][f"batch{batch}"] = {"weft_ms": wm, "torch_fp32_ms": fm, "bnb_ms": bm,
+                                             "fp32_over_weft": fm / wm, "bnb_over_weft": bm / wm if bm else None}
+    print(f"{'batch ' + str(batch):<24} {wm:>9.3f} {fm:>9.3f} {fm / wm:>10.2f} {bm or float('nan'):>9.3f} "
+          f"{(bm or float('nan')) / wm:>9.2f}")
+print(json.dumps(summary, separators=(",", ":")))
+PY

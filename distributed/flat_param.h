@@ -1,0 +1,107 @@
+// FlatParam: one FSDP unit's parameters as a single padded flat buffer, its shard, and the
+// collectives that move between the two (Note [FSDP unit lifecycle] in fsdp.h).
+//
+// Layout: the unit's parameters, flattened in registration order, then zero padding up to
+//   padded = W·ceil(numel / W)        (W = world size; 1 under NO_SHARD)
+// Rank r owns elements [r·s, (r+1)·s), s = padded / W: its shard, a leaf tensor in the
+// parameters' own dtype (the master copy under mixed precision) that the optimizer updates. The
+// padding of the shard, of its gradient and of the optimizer's state stays exactly zero: padded
+// gradients are zero and every update of a zero parameter with a zero gradient is zero.
+//
+// The unsharded parameters live in `full`, a (padded) tensor in the compute dtype whose storage
+// is resized to zero bytes when the unit is resharded (the original parameters then become empty
+// tensors) and back when it is gathered. Under NO_SHARD without a dtype change, `full` is the
+// shard itself and is never freed.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/process_group.h"
+#include "nn/module.h"
+
+namespace weft::distributed::detail {
+
+struct FlatParamEntry {
+  std::string fqn;  // dotted name in the wrapped module's state_dict
+  Tensor param;     // the original parameter (its handle, shared with the layer)
+  Shape shape;
+  int64_t numel = 0;
+  int64_t offset = 0;  // in the flat buffer
+};
+
+class FlatParam {
+ public:
+  // Flattens `entries` (their current values, which must be rank 0's: the caller broadcast them).
+  FlatParam(std::string name, std::vector<FlatParamEntry> entries, int rank, int world, bool sharded,
+            DType compute_dtype, DType reduce_dtype);
+
+  const std::string& name() const { return name_; }
+  const std::vector<FlatParamEntry>& entries() const { return entries_; }
+  int64_t numel() const { return numel_; }
+  int64_t padded_numel() const { return padded_; }
+  int64_t shard_numel() const { return shard_numel_; }
+  int64_t shard_offset() const { return shard_offset_; }  // of this rank's shard in the flat buffer
+  bool sharded() const { return sharded_; }
+  bool requires_grad() const { return requires_grad_; }
+  const Tensor& shard() const { return shard_; }
+  DType master_dtype() const { return shard_.dtype(); }
+  DType compute_dtype() const { return compute_dtype_; }
+
+  // ---- unsharding ----
+  bool unsharded() const { return unsharded_; }
+  bool gathering() const { return gather_work_ != nullptr; }
+  // Allocates the full storage and starts its all-gather (a local cast when not sharded).
+  void start_gather(ProcessGroup& pg);
+  // Waits for the gather (starting it first if needed) and points the parameters at it.
+  void finish_gather(ProcessGroup& pg);
+  // Frees the full storage and makes the parameters empty; never for an aliasing NO_SHARD unit.
+  void reshard();
+  bool can_free() const { return !full_aliases_shard_; }
+
+  // ---- gradients ----
+  // Counts a parameter's gradient in this backward; true when it was the last one the unit needs.
+  bool grad_ready(size_t entry);
+  bool all_grads_ready() const { return pending_grads_ == 0; }
+  // Flattens the gradients (missing ones as zeros) into reduce_dtype, drops them from the
+  // parameters, and starts the reduce-scatter (all-reduce when not sharded) with Avg.
+  void start_reduce(ProcessGroup& pg);
+  bool reducing() const { return reduce_work_ != nullptr; }
+  // Waits and accumulates the reduced shard into shard().grad() in the master dtype.
+  void finish_reduce();
+  // Forgets this backward's readiness (after the end-of-backward work).
+  void reset_grads();
+
+  // Copies `flat` (numel or padded elements, master dtype) into the shard, zero padding.
+  void load_shard_from_full(const Tensor& flat);
+
+ private:
+  void point_params_at_full();
+
+  std::string name_;
+  std::vector<FlatParamEntry> entries_;
+  int rank_;
+  int world_;
+  bool sharded_;
+  bool requires_grad_ = false;
+  int64_t numel_ = 0;
+  int64_t padded_ = 0;
+  int64_t shard_numel_ = 0;
+  int64_t shard_offset_ = 0;
+  DType compute_dtype_;
+  DType reduce_dtype_;
+  Tensor shard_;
+  Tensor full_;
+  bool full_aliases_shard_ = false;
+  bool unsharded_ = false;
+  Tensor gather_input_;  // the shard cast to the compute dtype, kept alive while gathering
+  std::shared_ptr<Work> gather_work_;
+  std::vector<bool> grad_seen_;
+  size_t pending_grads_ = 0;
+  Tensor reduce_input_;
+  Tensor reduce_output_;
+  std::shared_ptr<Work> reduce_work_;
+};
+
+}  // namespace weft::distributed::detail

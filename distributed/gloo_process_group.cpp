@@ -1,0 +1,219 @@
+// The Gloo backend (see gloo_process_group.h).
+#include "distributed/gloo_process_group.h"
+
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "distributed/comm_thread.h"
+#include "distributed/health.h"
+#include "distributed/reduce_kernels.h"
+#include "tensor/error.h"
+
+namespace weft::distributed {
+namespace detail {
+
+void rendezvous_barrier(Store& store, int rank, int size, Milliseconds timeout, const char* who) {
+  store.set("joined/" + std::to_string(rank), "1");
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back("joined/" + std::to_string(r));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  while (!store.check(keys)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::string missing;
+      for (int r = 0; r < size; ++r)
+        if (!store.check({keys[r]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      WEFT_FAIL("[", who, "] rank(s) ", missing, " of ", size, " did not join the rendezvous within ", timeout.count(),
+                " ms (", store.describe(), "); rank ", rank, " gives up");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+// Gloo's rendezvous talks to our store through this.
+class GlooStore final : public gloo::rendezvous::Store {
+ public:
+  GlooStore(distributed::Store& store, Milliseconds timeout) : store_(store), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    const std::string value = store_.get(key, timeout_);
+    return std::vector<char>(value.begin(), value.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { store_.wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    store_.wait(keys, timeout);
+  }
+
+ private:
+  distributed::Store& store_;
+  Milliseconds timeout_;
+};
+
+// Calls f with a pointer of the C++ type Gloo should see for `dtype` (narrow floats as uint16_t).
+template <class F>
+void with_element_type(DType dtype, void* data, F&& f) {
+  switch (dtype) {
+    case DType::Float64: return f(static_cast<double*>(data));
+    case DType::Float32: return f(static_cast<float*>(data));
+    case DType::Float16:
+    case DType::BFloat16: return f(static_cast<uint16_t*>(data));
+    case DType::Int32: return f(static_cast<int32_t*>(data));
+    case DType::Int64: return f(static_cast<int64_t*>(data));
+    case DType::Int8: return f(static_cast<int8_t*>(data));
+    case DType::UInt8: return f(static_cast<uint8_t*>(data));
+    default: WEFT_FAIL("[all_reduce] cannot reduce ", dtype, " buffers");
+  }
+}
+
+uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
+
+}  // namespace
+
+struct GlooProcessGroup::State {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::unique_ptr<detail::HealthMonitor> health;
+  std::unique_ptr<detail::CommThread> comm;
+  int size = 1;
+
+  // Runs one collective on the communication thread. A group of one only copies.
+  void run(const Collective& c) {
+    switch (c.kind) {
+      case CollectiveKind::AllReduce: return all_reduce(c);
+      case CollectiveKind::AllGather: return all_gather(c);
+      case CollectiveKind::ReduceScatter: return reduce_scatter(c);
+      case CollectiveKind::Broadcast: return broadcast(c);
+      case CollectiveKind::Barrier: return barrier(c);
+    }
+  }
+
+  void all_reduce(const Collective& c) {
+    const auto count = static_cast<size_t>(c.output.numel());
+    if (size == 1 || count == 0) return;
+    const DType dtype = c.output.dtype();
+    const ReduceOp op = c.op;
+    with_element_type(dtype, c.output.data_ptr(), [&](auto* ptr) {
+      gloo::AllreduceOptions opts(context);
+      opts.setOutput(ptr, count);
+      opts.setReduceFunction([dtype, op](void* out, const void* a, const void* b, size_t n) {
+        detail::combine(dtype, op, out, a, b, n);
+      });
+      opts.setTag(static_cast<uint32_t>(c.seq));
+      gloo::allreduce(opts);
+    });
+    if (op == ReduceOp::Avg) detail::divide(dtype, c.output.data_ptr(), count, size);
+  }
+
+  void all_gather(const Collective& c) {
+    const size_t nbytes = c.input.nbytes();
+    if (size == 1) {
+      if (nbytes > 0) std::memcpy(c.output.data_ptr(), c.input.data_ptr(), nbytes);
+      return;
+    }
+    if (nbytes == 0) return;
+    gloo::AllgatherOptions opts(context);
+    opts.setInput(bytes_of(c.input), nbytes);
+    opts.setOutput(bytes_of(c.output), nbytes * size);
+    opts.setTag(static_cast<uint32_t>(c.seq));
+    gloo::allgather(opts);
+  }
+
+  // Block r of every rank's input goes to rank r (an all-to-all); each rank then reduces the
+  // blocks it received, in rank order.
+  void reduce_scatter(const Collective& c) {
+    const auto block = static_cast<size_t>(c.output.numel());
+    if (block == 0) return;
+    if (size == 1) {
+      detail::reduce_blocks(c.output.dtype(), c.op, c.output.data_ptr(), c.input.data_ptr(), 1, block);
+      return;
+    }
+    std::vector<uint8_t> received(c.input.nbytes());
+    gloo::AlltoallOptions opts(context);
+    opts.setInput(bytes_of(c.input), c.input.nbytes());
+    opts.setOutput(received.data(), received.size());
+    opts.setTag(static_cast<uint32_t>(c.seq));
+    gloo::alltoall(opts);
+    detail::reduce_blocks(c.output.dtype(), c.op, c.output.data_ptr(), received.data(), size, block);
+  }
+
+  void broadcast(const Collective& c) {
+    if (size == 1 || c.output.nbytes() == 0) return;
+    gloo::BroadcastOptions opts(context);
+    opts.setOutput(bytes_of(c.output), c.output.nbytes());
+    opts.setRoot(c.root);
+    opts.setTag(static_cast<uint32_t>(c.seq));
+    gloo::broadcast(opts);
+  }
+
+  void barrier(const Collective& c) {
+    if (size == 1) return;
+    gloo::BarrierOptions opts(context);
+    opts.setTag(static_cast<uint32_t>(c.seq));
+    gloo::barrier(opts);
+  }
+};
+
+GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, std::shared_ptr<Store> job_store, int rank, int size,
+                                   GlooOptions options)
+    : ProcessGroup(rank, size, options.timeout, std::move(store)), state_(std::make_unique<State>()) {
+  std::signal(SIGPIPE, SIG_IGN);
+  state_->size = size;
+  if (size > 1) {
+    detail::rendezvous_barrier(*this->store(), rank, size, options.timeout, "init_process_group");
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.address.empty() ? "127.0.0.1" : options.address;
+    try {
+      state_->device = gloo::transport::tcp::CreateDevice(attr);
+      state_->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+      state_->context->setTimeout(options.timeout);
+      GlooStore adapter(*this->store(), options.timeout);
+      state_->context->connectFullMesh(adapter, state_->device);
+    } catch (const std::exception& e) {
+      WEFT_FAIL("[init_process_group] rank ", rank, " could not connect to the other ", size - 1, " rank(s) from ",
+                attr.hostname, ": ", e.what());
+    }
+    state_->health = std::make_unique<detail::HealthMonitor>(job_store, rank, size, options.timeout,
+                                                             [this] { return issued(); });
+  }
+  // The diagnosis after a failure takes up to ~3 heartbeat intervals; the grace covers it.
+  const auto interval = state_->health ? state_->health->interval() : Milliseconds(0);
+  const Milliseconds budget = options.timeout + interval * 4 + Milliseconds(2000);
+  state_->comm = std::make_unique<detail::CommThread>(
+      [this](const Collective& c) { state_->run(c); },
+      [this](const Collective& c, const std::string& what) {
+        const std::string cause = state_->health ? state_->health->diagnose(c.seq) : std::string();
+        return mark_broken(weft::detail::cat("[", collective_name(c.kind), "] ", c.describe(), " failed on rank ",
+                                             this->rank(), " of ", this->size(), ": ",
+                                             cause.empty() ? "no peer is known to have failed" : cause,
+                                             " (gloo: ", what, ")"));
+      },
+      budget);
+}
+
+GlooProcessGroup::~GlooProcessGroup() {
+  state_->comm.reset();
+  state_->health.reset();
+  state_->context.reset();
+  state_->device.reset();
+}
+
+std::shared_ptr<Work> GlooProcessGroup::launch(Collective collective) { return state_->comm->enqueue(std::move(collective)); }
+
+}  // namespace weft::distributed

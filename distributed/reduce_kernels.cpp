@@ -1,0 +1,105 @@
+// Reduction loops for collectives. Scalar loops only: they run over buffers that just came off
+// the network, and the compiler vectorises the float32 ones; a collective is bound by the copy.
+#include "distributed/reduce_kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "tensor/error.h"
+#include "tensor/float_formats.h"
+
+namespace weft::distributed::detail {
+namespace {
+
+// How a stored element widens to the type it is combined in, and narrows back.
+template <class T>
+struct Widen {
+  using Acc = T;
+  static Acc load(T v) { return v; }
+  static T store(Acc v) { return v; }
+};
+template <>
+struct Widen<Half> {
+  using Acc = float;
+  static float load(Half v) { return half_to_float(v.bits); }
+  static Half store(float v) { return Half{float_to_half(v)}; }
+};
+template <>
+struct Widen<BFloat16> {
+  using Acc = float;
+  static float load(BFloat16 v) { return bfloat16_to_float(v.bits); }
+  static BFloat16 store(float v) { return BFloat16{float_to_bfloat16(v)}; }
+};
+
+template <class Acc>
+Acc apply(ReduceOp op, Acc a, Acc b) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return a + b;
+    case ReduceOp::Max: return std::max(a, b);
+    case ReduceOp::Min: return std::min(a, b);
+  }
+  return a;
+}
+
+template <class T>
+void combine_typed(ReduceOp op, void* out, const void* a, const void* b, size_t n) {
+  using W = Widen<T>;
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(a);
+  const auto* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = W::store(apply(op, W::load(x[i]), W::load(y[i])));
+}
+
+template <class T>
+void reduce_blocks_typed(ReduceOp op, void* out, const void* in, size_t blocks, size_t n) {
+  using W = Widen<T>;
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(in);
+  for (size_t i = 0; i < n; ++i) {
+    typename W::Acc acc = W::load(x[i]);
+    for (size_t r = 1; r < blocks; ++r) acc = apply(op, acc, W::load(x[r * n + i]));
+    if (op == ReduceOp::Avg) acc = static_cast<typename W::Acc>(acc / static_cast<typename W::Acc>(blocks));
+    o[i] = W::store(acc);
+  }
+}
+
+template <class T>
+void divide_typed(void* x, size_t n, double divisor) {
+  using W = Widen<T>;
+  using Acc = typename W::Acc;
+  auto* p = static_cast<T*>(x);
+  const auto d = static_cast<Acc>(divisor);
+  for (size_t i = 0; i < n; ++i) p[i] = W::store(static_cast<Acc>(W::load(p[i]) / d));
+}
+
+template <class F>
+void dispatch(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float64: return f(double{});
+    case DType::Float32: return f(float{});
+    case DType::Float16: return f(Half{});
+    case DType::BFloat16: return f(BFloat16{});
+    case DType::Int8: return f(int8_t{});
+    case DType::UInt8: return f(uint8_t{});
+    case DType::Int32: return f(int32_t{});
+    case DType::Int64: return f(int64_t{});
+    default: WEFT_FAIL("[", op, "] cannot reduce ", dtype, " buffers");
+  }
+}
+
+}  // namespace
+
+void combine(DType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t n) {
+  dispatch(dtype, "combine", [&](auto tag) { combine_typed<decltype(tag)>(op, out, a, b, n); });
+}
+
+void reduce_blocks(DType dtype, ReduceOp op, void* out, const void* in, size_t blocks, size_t n) {
+  dispatch(dtype, "reduce_scatter", [&](auto tag) { reduce_blocks_typed<decltype(tag)>(op, out, in, blocks, n); });
+}
+
+void divide(DType dtype, void* x, size_t n, double divisor) {
+  dispatch(dtype, "all_reduce", [&](auto tag) { divide_typed<decltype(tag)>(x, n, divisor); });
+}
+
+}  // namespace weft::distributed::detail

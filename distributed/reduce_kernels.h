@@ -1,0 +1,26 @@
+// The element-wise reductions collectives apply to buffers, for every dtype a collective reduces.
+//
+// Narrow floats (float16, bfloat16) are widened to float32, combined, and rounded once per call,
+// so a ring all-reduce rounds once per hop and a reduce-scatter (which combines all ranks' blocks
+// in one call) rounds once in all. Integers are combined in their own type (the counts and flags
+// collectives carry do not overflow it). Blocks are combined in rank order, so every rank computes
+// bit-identical results.
+#pragma once
+
+#include <cstddef>
+
+#include "distributed/process_group.h"
+
+namespace weft::distributed::detail {
+
+// out[i] = a[i] ⊕ b[i] for n elements (out may alias a or b). Avg combines as Sum.
+void combine(DType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t n);
+
+// out[i] = ⊕ over r < blocks of in[r·n + i]; with Avg, the sum divided by `blocks`.
+// in: (blocks, n) · out: (n)
+void reduce_blocks(DType dtype, ReduceOp op, void* out, const void* in, size_t blocks, size_t n);
+
+// x[i] /= divisor, in place (the second half of Avg after a summing all-reduce).
+void divide(DType dtype, void* x, size_t n, double divisor);
+
+}  // namespace weft::distributed::detail

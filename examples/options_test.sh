@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Checks that mlp_train refuses every bad flag and path before it trains, with exit status 2 and
+# a message that says what was expected (check_options in mlp_train.cpp). Builds a tiny
+# Fashion-MNIST-shaped dataset (64 images) so it needs neither the real one nor much time.
+# Usage: options_test.sh MLP_TRAIN WORK_DIR
+set -euo pipefail
+trainer=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work/data" && cd "$work"
+python3 - <<'PY'
+import gzip, struct
+for split in ("train", "t10k"):
+    with gzip.open(f"data/{split}-images-idx3-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, 64, 28, 28) + bytes((i * 7) % 256 for i in range(64 * 784)))
+    with gzip.open(f"data/{split}-labels-idx1-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">II", 0x801, 64) + bytes(i % 10 for i in range(64)))
+PY
+common=(--data-dir data --hidden 8 --batch-size 32 --no-progress --plot "")
+failures=0
+
+# refuses EXPECTED ARGS...: exit status 2, EXPECTED in stderr, and no epoch ran.
+refuses() {
+  local expected=$1
+  shift
+  local status=0
+  "$trainer" "${common[@]}" "$@" > out.txt 2> err.txt || status=$?
+  if [ "$status" -ne 2 ] || ! grep -qF -- "$expected" err.txt || grep -q '^epoch ' out.txt; then
+    echo "FAIL: mlp_train $* -> status $status, stderr:"; sed 's/^/  /' err.txt
+    echo "  expected status 2 and: $expected"
+    failures=$((failures + 1))
+  fi
+}
+
+mkfifo pipe
+mkdir adir
+touch afile
+refuses "--seed expects a non-negative whole number, got '-1'" --seed -1
+refuses "--threads expects 1 to" --threads 100000
+refuses "--threads expects 1 to" --threads -3
+refuses "--threads expects 1 to" --threads 0
+refuses "--epochs expects at least 1, got 0" --epochs 0
+refuses "--batch-size expects at least 1, got 0" --batch-size 0
+refuses "--lr expects a positive number, got -0.100000" --lr -0.1
+refuses "--lr expects a number, got 'inf'" --lr inf
+refuses "--lr expects a number, got 'fast'" --lr fast
+refuses "--gemm expects weft, eigen or openblas, got 'mkl'" --gemm mkl
+refuses "--precision: [precision] " --precision 8-true
+refuses "--data-dir: 'nowhere/train-images-idx3-ubyte.gz': cannot open: No such file or directory; expected a folder with the Fashion-MNIST IDX .gz files" --data-dir nowhere
+refuses "--log: cannot create a file in directory 'missing'" --log missing/log.csv
+refuses "--log: 'adir' is a directory; expected a regular file or a new path" --log adir
+refuses "--log: 'pipe' is a named pipe (FIFO); expected a regular file or a new path" --log pipe
+refuses "--checkpoint: cannot create a file in directory 'missing'" --checkpoint missing/model.safetensors
+refuses "--checkpoint: cannot create a file in directory 'afile' to write 'afile/x': Not a directory" --checkpoint afile/x
+refuses "--resume: 'none.safetensors': cannot open: No such file or directory" --resume none.safetensors
+refuses "--resume: 'pipe' is a named pipe (FIFO); expected a regular file" --resume pipe
+refuses "--plot draws the CSV log, which --log '' turned off" --log "" --plot plot.png
+refuses "unknown option --epoch" --epoch 3
+
+# Resuming at or past the epoch count: a real checkpoint after epoch 1.
+"$trainer" "${common[@]}" --epochs 1 --log "" --checkpoint one.safetensors > /dev/null
+refuses "--resume: 'one.safetensors' was saved after epoch 1 and --epochs is 1, so there is nothing left to train; expected --epochs above 1" --epochs 1 --resume one.safetensors
+python3 -c "open('plain.safetensors', 'wb').write((2).to_bytes(8, 'little') + b'{}')"
+refuses "--resume: 'plain.safetensors' has no 'epoch' entry" --epochs 2 --resume plain.safetensors
+# ... and a good resume still runs.
+"$trainer" "${common[@]}" --epochs 2 --log log.csv --resume one.safetensors > resumed.txt
+grep -q '^epoch 2' resumed.txt || { echo "FAIL: the valid resume did not train epoch 2"; failures=$((failures + 1)); }
+[ -f log.csv ] || { echo "FAIL: no log.csv"; failures=$((failures + 1)); }
+
+[ "$failures" -eq 0 ] && echo "every bad option was refused before training"
+exit "$failures"

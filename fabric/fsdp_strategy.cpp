@@ -1,0 +1,112 @@
+// The fsdp strategy: FullyShardedDataParallel under Fabric (see strategy.h).
+//
+// The precision's FSDP table gives the param / reduce / buffer dtypes (64-true is refused there,
+// as in Lightning). The optimizer must train the shards, so it is built after setup_module from
+// the wrapped module's parameters. Full checkpoints are gathered on every rank and written by rank
+// 0 in the layout of io/checkpoint.h, with the optimizer's state keyed by the original parameters'
+// names ("__optimizer__.state.<name>.<buffer>"), so they load at any world size; sharded ones are
+// a folder (Note [Sharded checkpoint layout] in distributed/fsdp_sharded_checkpoint.cpp).
+#include <unordered_set>
+
+#include "fabric/strategy.h"
+#include "precision/fsdp_precision.h"
+#include "tensor/error.h"
+
+namespace weft::fabric {
+namespace {
+
+class FSDPStrategy final : public Strategy {
+ public:
+  FSDPStrategy(StrategyOptions options, const std::string& precision) : Strategy(std::move(options)) {
+    WEFT_CHECK(options_.state_dict_type == "full" || options_.state_dict_type == "sharded",
+               "[Fabric] expected state_dict_type 'full' or 'sharded', got '", options_.state_dict_type, "'");
+    options_.fsdp.mixed_precision = precision::FSDPPrecision(precision).mixed_precision_config();
+  }
+
+  std::shared_ptr<nn::Module> wrap(const std::shared_ptr<nn::Module>& module) override {
+    return distributed::FullyShardedDataParallel(module, pg_, options_.fsdp).ptr();
+  }
+
+  void check_optimizer(const optim::Optimizer& optimizer, const nn::Module& wrapped) const override {
+    std::unordered_set<const weft::detail::TensorImpl*> shards;
+    for (const auto& p : wrapped.parameters()) shards.insert(p.impl());
+    for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+      for (const auto& p : optimizer.params(g))
+        WEFT_CHECK(shards.count(p.impl()), "[Fabric.setup_optimizer] under the fsdp strategy the optimizer trains "
+                   "the flat shards: call fabric.setup_module(model) first, then build the optimizer from the "
+                   "parameters of the module it returns");
+  }
+
+  double clip_grad_norm(nn::Module& wrapped, const std::vector<Tensor>&, double max_norm, double norm_type,
+                        bool error_if_nonfinite) override {
+    return fsdp(wrapped).clip_grad_norm_(max_norm, norm_type, error_if_nonfinite);
+  }
+
+  void clip_grad_value(nn::Module& wrapped, const std::vector<Tensor>&, double clip_value) override {
+    fsdp(wrapped).clip_grad_value_(clip_value);
+  }
+
+  std::shared_ptr<void> no_backward_sync(nn::Module& wrapped) override {
+    auto& f = fsdp(wrapped);
+    f.set_requires_gradient_sync(false);
+    return std::shared_ptr<void>(nullptr, [&f](void*) { f.set_requires_gradient_sync(true); });
+  }
+
+  void save(const std::filesystem::path& path, const nn::Module&, nn::Module& wrapped, const optim::Optimizer* optimizer,
+            const io::SafetensorsMetadata& metadata) override {
+    auto& f = fsdp(wrapped);
+    if (options_.state_dict_type == "sharded") {
+      f.save_sharded(path, optimizer, metadata);
+      return;
+    }
+    nn::TensorDict tensors = f.full_state_dict();
+    io::SafetensorsMetadata meta = metadata;
+    if (optimizer != nullptr) {
+      const optim::OptimizerState state = f.full_optim_state_dict(*optimizer);
+      for (const auto& [name, t] : state.tensors) tensors.insert(io::kOptimizerPrefix + name, t);
+      for (const auto& [key, value] : state.scalars) meta[io::kOptimizerPrefix + key] = value;
+    }
+    if (global_rank() == 0) io::save_safetensors(path, tensors, meta);
+    pg_->barrier()->wait();
+  }
+
+  io::SafetensorsMetadata read_metadata(const std::filesystem::path& path) override {
+    if (std::filesystem::is_directory(path)) return distributed::read_sharded_metadata(path);
+    return Strategy::read_metadata(path);
+  }
+
+  void load(const std::filesystem::path& path, nn::Module&, nn::Module& wrapped, optim::Optimizer* optimizer) override {
+    auto& f = fsdp(wrapped);
+    if (std::filesystem::is_directory(path)) {
+      f.load_sharded(path, optimizer);
+      return;
+    }
+    const io::Checkpoint checkpoint = io::read_checkpoint(path);
+    if (optimizer == nullptr) {
+      f.load_full_state_dict(checkpoint.model);
+      return;
+    }
+    WEFT_CHECK(!checkpoint.optimizer.scalars.empty(), "[Fabric.load] ", path.string(), " holds no optimizer state");
+    const optim::OptimizerState previous = optimizer->state_dict();
+    f.load_full_optim_state_dict(*optimizer, checkpoint.optimizer);
+    try {
+      f.load_full_state_dict(checkpoint.model);
+    } catch (...) {
+      optimizer->load_state_dict(previous);
+      throw;
+    }
+  }
+
+ private:
+  static distributed::FullyShardedDataParallelImpl& fsdp(nn::Module& wrapped) {
+    return dynamic_cast<distributed::FullyShardedDataParallelImpl&>(wrapped);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_fsdp_strategy(StrategyOptions options, const std::string& precision) {
+  return std::make_unique<FSDPStrategy>(std::move(options), precision);
+}
+
+}  // namespace weft::fabric

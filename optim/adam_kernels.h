@@ -1,0 +1,29 @@
+// The vector kernels of Adam's and AdamW's fused update (optim/adam.cpp), chosen at run time
+// (Note [ISA kernel units] in tensor/cpu/simd.h). Plain declarations, for the kernel units.
+#pragma once
+
+#include <cstdint>
+
+namespace weft::optim::detail {
+
+// One block of n float32 elements: parameter p, gradient g, moments m and v, and v_max under
+// amsgrad (null otherwise), with the step's scalars already rounded to float32. The formulas and
+// the scalar reference are adam_update in optim/adam.cpp; a vector kernel performs the same
+// operations in the same order, so it rounds identically.
+struct AdamBlockF32 {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  float* v_max;
+  int64_t n;
+  bool decoupled;      // AdamW: p *= decay_factor
+  bool coupled_decay;  // Adam with weight decay: g += weight_decay · p
+  float weight_decay, decay_factor;
+  float beta1, one_minus_beta1, beta2, one_minus_beta2;
+  float neg_step_size, inv_bias_correction2_sqrt, eps;
+};
+
+void adam_block_f32_avx2(const AdamBlockF32& block);
+
+}  // namespace weft::optim::detail

@@ -1,0 +1,229 @@
+// The 4-bit product: the fused kernel's activation preparation, int8 tables, kernel choice,
+// threading and scalar reference; the dequantizing regime; row dequantization.
+#include "precision/quant/gemm_4bit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "precision/quant/codebooks.h"
+#include "precision/quant/gemm_4bit_kernels.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+#include "tensor/parallel.h"
+
+namespace weft::precision::quant {
+namespace {
+
+constexpr int64_t kChunk = 64;         // values per kernel step (Note [4-bit product layout])
+constexpr int64_t kRowsPerItem = 16;   // weight rows per parallel work item
+// Below this many multiply-adds a product runs on the calling thread: waking the other threads
+// would cost more than it saves (and far more on a machine whose cores are busy).
+constexpr int64_t kParallelWork = int64_t{1} << 20;
+
+// round(127 · table[code]) per code.
+std::vector<int8_t> int8_table(QuantKind type) {
+  const auto& table = type == QuantKind::NF4 ? nf4_code() : fp4_code();
+  std::vector<int8_t> t(16);
+  for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(std::nearbyint(127.0f * table[i]));
+  return t;
+}
+
+// The activations, quantized per block and permuted (Note [4-bit product layout]).
+struct Prepared {
+  std::vector<int8_t> q;
+  std::vector<uint8_t> q_abs;
+  std::vector<int32_t> q_sum;
+  std::vector<float> scale;
+};
+
+Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
+  const int64_t blocks = k / blocksize;
+  Prepared p;
+  p.q.resize(static_cast<size_t>(m * k));
+  p.q_abs.resize(p.q.size());
+  p.q_sum.resize(static_cast<size_t>(m * blocks));
+  p.scale.resize(p.q_sum.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* xb = x + i * k + b * blocksize;
+      const float amax = absmax_of(xb, blocksize);  // NaN if the block holds one
+      // A zero block has codes 0; a block holding NaN or Inf has codes 0 and that scale, so its
+      // outputs come out NaN as a float product's would.
+      const float inverse = amax > 0.0f && std::isfinite(amax) ? 127.0f / amax : 0.0f;
+      int32_t sum = 0;
+      for (int64_t j = 0; j < blocksize; ++j) {
+        const auto q = static_cast<int8_t>(std::nearbyint(xb[j] * inverse));
+        // Value j of its 64-value chunk goes to position j/2 (even) or 32 + j/2 (odd).
+        const int64_t within = j % kChunk;
+        const int64_t at = i * k + b * blocksize + (j - within) + (within % 2) * (kChunk / 2) + within / 2;
+        p.q[static_cast<size_t>(at)] = q;
+        p.q_abs[static_cast<size_t>(at)] = static_cast<uint8_t>(q < 0 ? -q : q);
+        sum += q;
+      }
+      p.q_sum[static_cast<size_t>(i * blocks + b)] = sum;
+      p.scale[static_cast<size_t>(i * blocks + b)] = amax / 16129.0f;
+    }
+  return p;
+}
+
+using Panel = void (*)(const kernels::Gemm4bitArgs&);
+
+Panel panel_for(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::Scalar: return nullptr;
+    case CpuIsa::Avx2: return kernels::gemm_4bit_panel_avx2;
+    case CpuIsa::Avx512: return kernels::gemm_4bit_panel_avx512;
+    case CpuIsa::Avx512Vnni:
+    case CpuIsa::Avx512Bf16: return kernels::gemm_4bit_panel_avx512vnni;
+  }
+  return nullptr;
+}
+
+// The scalar kernel on the prepared activations: the arithmetic every vector kernel follows.
+void reference_panel(const kernels::Gemm4bitArgs& p) {
+  const int64_t blocks = p.k / p.blocksize;
+  for (int64_t n = 0; n < p.rows; ++n) {
+    const uint8_t* w = p.w + n * (p.k / 2);
+    for (int64_t i = 0; i < p.m; ++i) {
+      float y = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        int32_t dot = 0;
+        for (int64_t v = b * p.blocksize; v < (b + 1) * p.blocksize; v += kChunk)
+          for (int64_t j = 0; j < kChunk / 2; ++j) {
+            const uint8_t byte = w[(v + 2 * j) / 2];
+            const int64_t at = i * p.k + v;
+            dot += int32_t{p.table[byte >> 4]} * p.q[at + j];
+            dot += int32_t{p.table[byte & 0x0F]} * p.q[at + kChunk / 2 + j];
+          }
+        const float s = p.absmax[n * blocks + b] * p.scale[i * blocks + b];
+        y += static_cast<float>(dot) * s;
+      }
+      p.y[i * p.y_stride + n] = y;
+    }
+  }
+}
+
+void check(const Weights4bit& w, int64_t m) {
+  WEFT_CHECK(w.type == QuantKind::NF4 || w.type == QuantKind::FP4, "[gemm_4bit] expected nf4 or fp4 weights");
+  WEFT_CHECK(m >= 0 && w.n >= 0 && w.k > 0 && w.blocksize > 0, "[gemm_4bit] expected non-negative sizes, K > 0 and ",
+             "a positive block size, got M=", m, ", N=", w.n, ", K=", w.k, ", blocksize=", w.blocksize);
+}
+
+void check_isa(CpuIsa isa) {
+  WEFT_CHECK(isa <= cpu_isa_supported(), "[gemm_4bit] this CPU supports instruction sets up to ",
+             cpu_isa_name(cpu_isa_supported()), ", got a request for ", cpu_isa_name(isa));
+}
+
+void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel) {
+  check(w, m);
+  WEFT_CHECK(gemm_4bit_fused_supported(w.k, w.blocksize), "[gemm_4bit] the fused kernel needs K a multiple of the ",
+             "block size and blocks of a multiple of 64 values, got K=", w.k, ", blocksize=", w.blocksize);
+  if (m == 0 || w.n == 0) return;
+  const Prepared p = prepare(x, m, w.k, w.blocksize);
+  const std::vector<int8_t> table = int8_table(w.type);
+  const int64_t blocks = w.k / w.blocksize;
+  const int64_t items = (w.n + kRowsPerItem - 1) / kRowsPerItem;
+  auto panel_item = [&](int64_t item) {
+    const int64_t n0 = item * kRowsPerItem;
+    kernels::Gemm4bitArgs args;
+    args.w = w.packed + n0 * (w.k / 2);
+    args.absmax = w.absmax + n0 * blocks;
+    args.rows = std::min(kRowsPerItem, w.n - n0);
+    args.k = w.k;
+    args.blocksize = w.blocksize;
+    args.table = table.data();
+    args.q = p.q.data();
+    args.q_abs = p.q_abs.data();
+    args.q_sum = p.q_sum.data();
+    args.scale = p.scale.data();
+    args.m = m;
+    args.y = y + n0;
+    args.y_stride = w.n;
+    (panel ? panel : reference_panel)(args);
+  };
+  if (m * w.n * w.k < kParallelWork) {
+    for (int64_t item = 0; item < items; ++item) panel_item(item);
+  } else {
+    parallel_for(items, panel_item);
+  }
+}
+
+const std::array<float, 16>& decode_table(QuantKind type) {
+  return type == QuantKind::NF4 ? nf4_code() : fp4_cpu_decode_code();
+}
+
+// Values [begin, end) of the flat weight array, as the scalar reference decodes them.
+void dequantize_reference(const kernels::Dequant4bitArgs& p) {
+  for (int64_t i = p.begin; i < p.end; ++i) {
+    const uint8_t byte = p.packed[i / 2];
+    p.out[i - p.begin] = p.table[i % 2 == 0 ? byte >> 4 : byte & 0x0F] * p.absmax[i / p.blocksize];
+  }
+}
+
+// Float32 bytes of one dequantized tile in the compute-bound regime: a few MiB, so the tile stays
+// in the last-level cache between being written and being multiplied.
+constexpr int64_t kTileValues = int64_t{1} << 20;
+
+void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  const int64_t tile_rows = std::max<int64_t>(1, std::min(w.n, kTileValues / w.k));
+  Tensor tile = empty({tile_rows, w.k}, kFloat32);
+  const Tensor xs = from_blob(const_cast<float*>(x), {m, w.k}, kFloat32);
+  const Tensor ys = from_blob(y, {m, w.n}, kFloat32);
+  for (int64_t n0 = 0; n0 < w.n; n0 += tile_rows) {
+    const int64_t rows = std::min(tile_rows, w.n - n0);
+    dequantize_4bit_rows(w, n0, rows, tile.data<float>(), isa);
+    ys.narrow(1, n0, rows).copy_(matmul(xs, tile.narrow(0, 0, rows).t()));
+  }
+}
+
+}  // namespace
+
+bool gemm_4bit_fused_supported(int64_t k, int64_t blocksize) {
+  return blocksize >= kChunk && blocksize % kChunk == 0 && k % blocksize == 0;
+}
+
+void gemm_4bit_fused(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  check_isa(isa);
+  run(x, m, w, y, panel_for(isa));
+}
+
+void gemm_4bit_fused_reference(const float* x, int64_t m, const Weights4bit& w, float* y) { run(x, m, w, y, nullptr); }
+
+void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  check_isa(isa);
+  check(w, m);
+  if (m == 0 || w.n == 0) return;
+  if (m <= kFusedMaxRows && gemm_4bit_fused_supported(w.k, w.blocksize)) {
+    run(x, m, w, y, panel_for(isa));
+  } else {
+    gemm_dequantized(x, m, w, y, isa);
+  }
+}
+
+void dequantize_4bit_rows(const Weights4bit& w, int64_t row0, int64_t rows, float* out, CpuIsa isa) {
+  check_isa(isa);
+  check(w, 0);
+  WEFT_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= w.n, "[dequantize_4bit_rows] rows [", row0, ", ", row0 + rows,
+             ") are not within the ", w.n, " rows of the weight");
+  auto kernel = isa >= CpuIsa::Avx512 ? kernels::dequantize_4bit_avx512
+                : isa == CpuIsa::Avx2 ? kernels::dequantize_4bit_avx2
+                                      : dequantize_reference;
+  // Split into chunks of whole blocks for the threads.
+  const int64_t begin = row0 * w.k, end = (row0 + rows) * w.k;
+  const int64_t chunk = std::max<int64_t>(w.blocksize, (int64_t{1} << 16) / w.blocksize * w.blocksize);
+  const int64_t first = begin / chunk, last = (end + chunk - 1) / chunk;
+  auto part = [&](int64_t c) {
+    kernels::Dequant4bitArgs args{w.packed, w.absmax, decode_table(w.type).data(), w.blocksize,
+                                  std::max(begin, (first + c) * chunk), std::min(end, (first + c + 1) * chunk), nullptr};
+    args.out = out + (args.begin - begin);
+    if (args.begin < args.end) kernel(args);
+  };
+  if (end - begin < kParallelWork) {
+    for (int64_t c = 0; c < last - first; ++c) part(c);
+  } else {
+    parallel_for(last - first, part);
+  }
+}
+
+}  // namespace weft::precision::quant

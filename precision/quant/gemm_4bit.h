@@ -1,0 +1,52 @@
+// The 4-bit product: y = x · dequantize(W)ᵀ without materialising W in floating point.
+//
+//   x: (M, K) float32 · W: (N, K) in NF4 or FP4 (bitsandbytes' packed layout, float32 block
+//   absmax) -> y: (M, N) float32
+//
+// Two regimes, chosen by the number of rows (never by the CPU, so a result does not depend on
+// the machine):
+//   M <= kFusedMaxRows (memory-bound: GEMV and small batches) — the fused int8 kernel. Each weight
+//     row's 32-byte chunks are split into codes once and used by up to 4 activation rows; weight
+//     rows are spread over weft's threads; the weights stay as stored (Note [4-bit product
+//     layout]). The activations are quantized per weight block to int8 (round(x · 127 / max|x|)),
+//     the 16 table values to int8 (round(127 · value)), each block's dot product is exact in int32
+//     and scaled in float32 by absmax · max|x| / 127². So y differs from dequantize-then-multiply
+//     by the two int8 roundings: about 1 % of max|y| at worst on random data, 0.3 % typically (an
+//     NF4 weight's own quantization error is ~20 times larger, and bitsandbytes' bfloat16 CPU
+//     kernel rounds comparably). It needs K a multiple of the block size and blocks of a multiple of 64 values.
+//   otherwise (compute-bound) — tiles of W's rows are dequantized into a cache-sized float32
+//     buffer, exactly, and multiplied with weft's float32 GEMM: as exact as dequantize-then-
+//     multiply, without the full float32 matrix.
+// The vector kernels differ from their scalar references only in the order of float32 additions
+// (the fused one) or not at all (dequantization).
+#pragma once
+
+#include <cstdint>
+
+#include "precision/quant/quant_format.h"
+#include "tensor/cpu/isa.h"
+
+namespace weft::precision::quant {
+
+inline constexpr int64_t kFusedMaxRows = 16;
+
+struct Weights4bit {
+  const uint8_t* packed;  // (N · K + 1) / 2 bytes
+  const float* absmax;    // one per block of the flat N · K values
+  int64_t n, k, blocksize;
+  QuantKind type;         // NF4 or FP4
+};
+
+// y: (m, w.n) = x: (m, w.k) · W^T, in the regime m calls for.
+void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa = cpu_isa());
+
+// The fused int8 kernel alone (any m), with the kernel for `isa`; and its scalar reference.
+bool gemm_4bit_fused_supported(int64_t k, int64_t blocksize);
+void gemm_4bit_fused(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa = cpu_isa());
+void gemm_4bit_fused_reference(const float* x, int64_t m, const Weights4bit& w, float* y);
+
+// out: (rows, w.k) float32 = W's rows [row0, row0 + rows), exactly dequantize_4bit's values (up to
+// the sign of zero).
+void dequantize_4bit_rows(const Weights4bit& w, int64_t row0, int64_t rows, float* out, CpuIsa isa = cpu_isa());
+
+}  // namespace weft::precision::quant

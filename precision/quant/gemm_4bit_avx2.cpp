@@ -1,0 +1,144 @@
+// Fused 4-bit dequantize-and-multiply for AVX2: vpshufb table lookup, vpmaddubsw sign trick.
+//
+// Per 32 bytes of a weight row (64 values): split the nibbles (high = even values, low = odd),
+// look both halves up in the int8 table with vpshufb, and for every activation row multiply them
+// with its int8 codes: vpmaddubsw(|q|, t·sign(q)) then vpmaddwd with ones (|q|, |t| <= 127, so no
+// int16 saturation). The int32 lanes of a block are converted once per block and added, scaled
+// by absmax · scale, into a float accumulator; the 8 lanes are summed at the end of the row
+// (Note [4-bit product layout] in gemm_4bit_kernels.h).
+//
+// The weight bytes are split once and used by up to 4 activation rows.
+#include "precision/quant/gemm_4bit_kernels.h"
+#include "tensor/cpu/simd.h"
+
+namespace weft::precision::quant::kernels {
+namespace {
+
+constexpr int64_t kMr = 4;
+
+inline float horizontal_sum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// acc += Σ t·q over 32 byte lanes, in 8 int32 lanes.
+inline __m256i dot(__m256i acc, __m256i t, const int8_t* q, const uint8_t* q_abs, __m256i ones) {
+  const __m256i pairs = _mm256_maddubs_epi16(load(q_abs), _mm256_sign_epi8(t, load(q)));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+}
+
+// Weight row n against activation rows i0 .. i0 + kRows - 1, blocks of kChunks · 64 values
+// (0: any multiple of 64, read from the arguments; 1 is the default block size's fast case).
+template <int kRows, int kChunks>
+void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table)));
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
+  const uint8_t* w = p.w + n * (p.k / 2);
+  const float* absmax = p.absmax + n * blocks;
+  const int8_t* q[kRows];
+  const uint8_t* q_abs[kRows];
+  const float* scale[kRows];
+  __m256 sum[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    q[r] = p.q + (i0 + r) * p.k;
+    q_abs[r] = p.q_abs + (i0 + r) * p.k;
+    scale[r] = p.scale + (i0 + r) * blocks;
+    sum[r] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256i acc[kRows];
+    for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
+    for (int64_t c = 0; c < chunks; ++c, w += 32) {
+      const __m256i bytes = load(w);
+      const __m256i t_even = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble));
+      const __m256i t_odd = _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, nibble));
+      for (int r = 0; r < kRows; ++r) {
+        acc[r] = dot(acc[r], t_even, q[r], q_abs[r], ones);
+        acc[r] = dot(acc[r], t_odd, q[r] + 32, q_abs[r] + 32, ones);
+        q[r] += 64;
+        q_abs[r] += 64;
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const float s = absmax[b] * scale[r][b];
+      sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), _mm256_set1_ps(s), sum[r]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n] = horizontal_sum(sum[r]);
+}
+
+template <int kChunks>
+void panel(const Gemm4bitArgs& args) {
+  for (int64_t n = 0; n < args.rows; ++n) {
+    int64_t i = 0;
+    for (; i + kMr <= args.m; i += kMr) row_tile<kMr, kChunks>(args, n, i);
+    switch (args.m - i) {
+      case 3: row_tile<3, kChunks>(args, n, i); break;
+      case 2: row_tile<2, kChunks>(args, n, i); break;
+      case 1: row_tile<1, kChunks>(args, n, i); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_4bit_panel_avx2(const Gemm4bitArgs& args) {
+  if (args.blocksize == 64) {
+    panel<1>(args);
+  } else {
+    panel<0>(args);
+  }
+}
+
+}  // namespace weft::precision::quant::kernels
+
+namespace weft::precision::quant::kernels {
+namespace {
+
+// The 16 float values of 8 packed bytes, in element order (each byte's high nibble first):
+// vpermps looks the codes up in both halves of the table, bit 3 of the code chooses.
+inline void decode16(const uint8_t* bytes8, __m256 table_lo, __m256 table_hi, __m256 scale, float* out) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes8));
+  const __m128i nibble = _mm_set1_epi8(0x0F);
+  const __m128i codes = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), nibble), _mm_and_si128(bytes, nibble));
+  for (int half = 0; half < 2; ++half) {
+    const __m256i idx = _mm256_cvtepu8_epi32(half == 0 ? codes : _mm_srli_si128(codes, 8));
+    const __m256 lo = _mm256_permutevar8x32_ps(table_lo, idx);
+    const __m256 hi = _mm256_permutevar8x32_ps(table_hi, idx);
+    const __m256 value = _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+    _mm256_storeu_ps(out + 8 * half, _mm256_mul_ps(value, scale));
+  }
+}
+
+inline float decode_one(const Dequant4bitArgs& p, int64_t i) {
+  const uint8_t byte = p.packed[i / 2];
+  return p.table[i % 2 == 0 ? byte >> 4 : byte & 0x0F] * p.absmax[i / p.blocksize];
+}
+
+}  // namespace
+
+void dequantize_4bit_avx2(const Dequant4bitArgs& p) {
+  const __m256 table_lo = _mm256_loadu_ps(p.table), table_hi = _mm256_loadu_ps(p.table + 8);
+  // Block by block: 16 values at a time from an even index, the block's rest one by one.
+  int64_t i = p.begin;
+  while (i < p.end) {
+    const int64_t block_end = (i / p.blocksize + 1) * p.blocksize < p.end ? (i / p.blocksize + 1) * p.blocksize : p.end;
+    if (i % 2 != 0) {  // an odd start: one value alone, then whole bytes
+      p.out[i - p.begin] = decode_one(p, i);
+      ++i;
+      continue;
+    }
+    const __m256 scale = _mm256_set1_ps(p.absmax[i / p.blocksize]);
+    for (; i + 16 <= block_end; i += 16) decode16(p.packed + i / 2, table_lo, table_hi, scale, p.out + (i - p.begin));
+    for (; i < block_end; ++i) p.out[i - p.begin] = decode_one(p, i);
+  }
+}
+
+}  // namespace weft::precision::quant::kernels

@@ -1,0 +1,128 @@
+// Fused 4-bit dequantize-and-multiply for AVX-512 (F/BW, no VNNI): one zmm per 64 values.
+//
+// As the AVX2 kernel (gemm_4bit_avx2.cpp): 32 weight bytes are split into their even and odd
+// values, which form one zmm (even values in the low half, odd in the high half — the order of
+// the prepared activations), looked up with vpshufb and multiplied with vpmaddubsw. AVX-512 has
+// no vpsignb, so t·sign(q) is t subtracted from zero under the mask of q's sign bits.
+#include "precision/quant/gemm_4bit_kernels.h"
+#include "tensor/cpu/simd.h"
+
+namespace weft::precision::quant::kernels {
+namespace {
+
+constexpr int64_t kMr = 4;
+
+// The 64 table values of 32 packed bytes: even values (high nibbles), then odd (low nibbles).
+inline __m512i lookup(const uint8_t* bytes32, __m512i table) {
+  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes32));
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i even = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+  const __m256i odd = _mm256_and_si256(bytes, nibble);
+  const __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(even), odd, 1);
+  return _mm512_shuffle_epi8(table, codes);
+}
+
+// Weight row n against activation rows i0 .. i0 + kRows - 1, blocks of kChunks · 64 values
+// (0: any multiple of 64, read from the arguments; 1 is the default block size's fast case).
+template <int kRows, int kChunks>
+void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
+  const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table)));
+  const __m512i ones = _mm512_set1_epi16(1);
+  const __m512i zero = _mm512_setzero_si512();
+  const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
+  const uint8_t* w = p.w + n * (p.k / 2);
+  const float* absmax = p.absmax + n * blocks;
+  const int8_t* q[kRows];
+  const uint8_t* q_abs[kRows];
+  const float* scale[kRows];
+  __m512 sum[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    q[r] = p.q + (i0 + r) * p.k;
+    q_abs[r] = p.q_abs + (i0 + r) * p.k;
+    scale[r] = p.scale + (i0 + r) * blocks;
+    sum[r] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512i acc[kRows];
+    for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_si512();
+    for (int64_t c = 0; c < chunks; ++c, w += 32) {
+      const __m512i t = lookup(w, table);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512i qv = _mm512_loadu_si512(q[r]);
+        const __m512i signed_t = _mm512_mask_sub_epi8(t, _mm512_movepi8_mask(qv), zero, t);
+        acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_loadu_si512(q_abs[r]), signed_t), ones));
+        q[r] += 64;
+        q_abs[r] += 64;
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const float s = absmax[b] * scale[r][b];
+      sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_set1_ps(s), sum[r]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n] = _mm512_reduce_add_ps(sum[r]);
+}
+
+template <int kChunks>
+void panel(const Gemm4bitArgs& args) {
+  for (int64_t n = 0; n < args.rows; ++n) {
+    int64_t i = 0;
+    for (; i + kMr <= args.m; i += kMr) row_tile<kMr, kChunks>(args, n, i);
+    switch (args.m - i) {
+      case 3: row_tile<3, kChunks>(args, n, i); break;
+      case 2: row_tile<2, kChunks>(args, n, i); break;
+      case 1: row_tile<1, kChunks>(args, n, i); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_4bit_panel_avx512(const Gemm4bitArgs& args) {
+  if (args.blocksize == 64) {
+    panel<1>(args);
+  } else {
+    panel<0>(args);
+  }
+}
+
+}  // namespace weft::precision::quant::kernels
+
+namespace weft::precision::quant::kernels {
+namespace {
+
+// The 16 float values of 8 packed bytes, in element order: one vpermps over the 16-entry table.
+inline void decode16(const uint8_t* bytes8, __m512 table, __m512 scale, float* out) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes8));
+  const __m128i nibble = _mm_set1_epi8(0x0F);
+  const __m128i codes = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), nibble), _mm_and_si128(bytes, nibble));
+  const __m512 value = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), table);
+  _mm512_storeu_ps(out, _mm512_mul_ps(value, scale));
+}
+
+inline float decode_one(const Dequant4bitArgs& p, int64_t i) {
+  const uint8_t byte = p.packed[i / 2];
+  return p.table[i % 2 == 0 ? byte >> 4 : byte & 0x0F] * p.absmax[i / p.blocksize];
+}
+
+}  // namespace
+
+void dequantize_4bit_avx512(const Dequant4bitArgs& p) {
+  const __m512 table = _mm512_loadu_ps(p.table);
+  // Block by block: 16 values at a time from an even index, the block's rest one by one.
+  int64_t i = p.begin;
+  while (i < p.end) {
+    const int64_t block_end = (i / p.blocksize + 1) * p.blocksize < p.end ? (i / p.blocksize + 1) * p.blocksize : p.end;
+    if (i % 2 != 0) {  // an odd start: one value alone, then whole bytes
+      p.out[i - p.begin] = decode_one(p, i);
+      ++i;
+      continue;
+    }
+    const __m512 scale = _mm512_set1_ps(p.absmax[i / p.blocksize]);
+    for (; i + 16 <= block_end; i += 16) decode16(p.packed + i / 2, table, scale, p.out + (i - p.begin));
+    for (; i < block_end; ++i) p.out[i - p.begin] = decode_one(p, i);
+  }
+}
+
+}  // namespace weft::precision::quant::kernels

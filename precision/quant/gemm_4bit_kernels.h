@@ -1,0 +1,61 @@
+// Entry points of the fused 4-bit dequantize-and-multiply kernel units (gemm_4bit_<isa>.cpp),
+// chosen at run time by gemm_4bit.cpp. Plain declarations only (Note [ISA kernel units] in
+// tensor/cpu/simd.h).
+//
+// Note [4-bit product layout]
+// Weights stay in bitsandbytes' layout: row n of W (N, K) is K/2 bytes, value 2j in the high
+// nibble of byte j and 2j+1 in the low one, one float32 absmax per block of `blocksize` values
+// (blocks never straddle rows: K is a multiple of blocksize). The kernels read 32 bytes (64
+// values) at a time and split them into the high nibbles (even values) and the low nibbles (odd
+// values), so the activations are prepared in the same order: within every 64 values, the 32
+// even-indexed ones first, then the 32 odd-indexed ones. Per activation row and block they are
+// quantized to int8 (q = round(x · 127 / max|x|)) with:
+//   q      the codes, permuted as above
+//   q_abs  |q|, for the vpmaddubsw kernels (unsigned operand)
+//   q_sum  Σ q over the block, for the VNNI kernel's +128 compensation
+//   scale  max|x| / 127², so that  Σ_blocks absmax_w · scale · Σ t·q  approximates x · wᵀ
+// where t = round(127 · table[code]) is the format's table as int8.
+#pragma once
+
+#include <cstdint>
+
+namespace weft::precision::quant::kernels {
+
+struct Gemm4bitArgs {
+  const uint8_t* w;        // packed weights of this panel's first row; row stride k / 2 bytes
+  const float* absmax;     // the panel's first row of block absmax; row stride k / blocksize
+  int64_t rows;            // weight rows (outputs) in the panel
+  int64_t k;               // values per weight row; a multiple of blocksize
+  int64_t blocksize;       // a multiple of 64
+  const int8_t* table;     // 16 entries: round(127 · table[code])
+  const int8_t* q;         // prepared activations, row stride k
+  const uint8_t* q_abs;    // row stride k
+  const int32_t* q_sum;    // row stride k / blocksize
+  const float* scale;      // row stride k / blocksize
+  int64_t m;               // activation rows
+  float* y;                // y[i · y_stride + n] for activation row i, the panel's row n
+  int64_t y_stride;
+};
+
+// y[i, n] = Σ_blocks absmax[n, b] · scale[i, b] · Σ_{k in b} t[w[n, k]] · q[i, k]
+void gemm_4bit_panel_avx2(const Gemm4bitArgs& args);
+void gemm_4bit_panel_avx512(const Gemm4bitArgs& args);
+void gemm_4bit_panel_avx512vnni(const Gemm4bitArgs& args);
+
+// Dequantization of a run of values of a packed 4-bit array, in float32:
+//   out[i - begin] = table[code(i)] · absmax[i / blocksize]   for begin <= i < end
+// where code(i) is the high nibble of byte i/2 for even i and the low nibble for odd i. One
+// rounding per value, so every kernel gives the scalar reference's bits.
+struct Dequant4bitArgs {
+  const uint8_t* packed;
+  const float* absmax;
+  const float* table;  // 16 float32 values
+  int64_t blocksize;
+  int64_t begin, end;
+  float* out;
+};
+
+void dequantize_4bit_avx2(const Dequant4bitArgs& args);
+void dequantize_4bit_avx512(const Dequant4bitArgs& args);
+
+}  // namespace weft::precision::quant::kernels

@@ -1,0 +1,168 @@
+// LLM.int8() tensor functions on top of the llm_int8 QuantFormat row and the int8 GEMM.
+#include "precision/quant/llm_int8.h"
+
+#include <cmath>
+#include <vector>
+
+#include "precision/quant/int8_gemm.h"
+#include "precision/quant/quant_format.h"
+#include "precision/quant/quant_kernels.h"
+#include "tensor/ops.h"
+
+namespace weft::precision::quant {
+namespace {
+
+// bitsandbytes' dequantization constant, 1/127² as float32 (the CUDA kernel's is 6.200012e-05).
+constexpr float kProductScale = 6.200124e-05f;
+
+void check_matrix(const Tensor& t, DType dtype, const char* name, const char* op) {
+  WEFT_CHECK(t.defined() && t.dim() == 2 && t.dtype() == dtype, "[", op, "] expected ", name, " as a 2-D ", dtype,
+             " tensor, got ", t.defined() ? weft::detail::cat(t.shape(), " ", t.dtype()) : std::string("none"));
+}
+
+void check_vector(const Tensor& t, int64_t size, const char* name, const char* op) {
+  WEFT_CHECK(t.defined() && t.dtype() == kFloat32 && t.numel() == size, "[", op, "] expected ", name, " as ", size,
+             " float32 values, got ", t.defined() ? weft::detail::cat(t.shape(), " ", t.dtype()) : std::string("none"));
+}
+
+}  // namespace
+
+Int8Rows int8_vectorwise_quant(const Tensor& a, double threshold) {
+  WEFT_CHECK(a.defined() && a.is_floating_point() && a.dim() >= 1, "[int8_vectorwise_quant] expected a floating ",
+             "tensor with at least one dimension, got ", a.defined() ? weft::detail::cat(a.shape(), " ", a.dtype())
+                                                                   : std::string("none"));
+  WEFT_CHECK(threshold >= 0, "[int8_vectorwise_quant] the outlier threshold must be >= 0 (0 disables it), got ",
+             threshold);
+  const int64_t k = a.size(-1);
+  WEFT_CHECK(k > 0, "[int8_vectorwise_quant] rows must hold at least one value, got shape ", a.shape());
+  const int64_t rows = a.numel() / k;
+  Tensor values = a.to(kFloat32).reshape({rows, k}).clone();
+  float* x = values.data<float>();
+
+  std::vector<bool> outlier_col(static_cast<size_t>(k), false);
+  if (threshold > 0) {
+    // PyTorch compares |a| >= threshold in a's dtype, so the threshold is rounded to it first.
+    const float t = scalar_tensor(threshold, a.dtype()).item<float>();
+    for (int64_t i = 0; i < rows * k; ++i)
+      if (std::fabs(x[i]) >= t) {
+        outlier_col[static_cast<size_t>(i % k)] = true;
+        x[i] = 0.0f;  // left out of the row's absmax and quantized as 0
+      }
+  }
+  Int8Rows out;
+  out.codes = empty({rows, k}, kInt8);
+  out.stats = empty({rows}, kFloat32);
+  quant_format(QuantKind::LlmInt8)
+      .quantize(x, rows * k, k, reinterpret_cast<uint8_t*>(out.codes.data<int8_t>()), out.stats.data<float>());
+
+  std::vector<int64_t> cols;
+  for (int64_t c = 0; c < k; ++c)
+    if (outlier_col[static_cast<size_t>(c)]) cols.push_back(c);
+  if (rows > 1) {
+    int8_t* codes = out.codes.data<int8_t>();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c : cols) codes[r * k + c] = 0;
+  }
+  out.outlier_cols = from_vector(cols, {static_cast<int64_t>(cols.size())}, kInt64);
+  return out;
+}
+
+Tensor int8_vectorwise_dequant(const Tensor& codes, const Tensor& stats) {
+  check_matrix(codes, kInt8, "codes", "int8_vectorwise_dequant");
+  check_vector(stats, codes.size(0), "stats", "int8_vectorwise_dequant");
+  const Tensor c = codes.contiguous();
+  Tensor out = empty(codes.shape(), kFloat32);
+  quant_format(QuantKind::LlmInt8)
+      .dequantize(reinterpret_cast<const uint8_t*>(c.data<int8_t>()), stats.contiguous().data<float>(), codes.numel(),
+                  codes.size(1), out.data<float>());
+  return out;
+}
+
+Tensor int8_linear_matmul(const Tensor& a, const Tensor& b) {
+  check_matrix(a, kInt8, "A", "int8_linear_matmul");
+  check_matrix(b, kInt8, "B", "int8_linear_matmul");
+  WEFT_CHECK(a.size(1) == b.size(1), "[int8_linear_matmul] A (M, K) and B (N, K) must share K, got ", a.shape(),
+             " and ", b.shape());
+  WEFT_CHECK(a.device() == b.device(), "[int8_linear_matmul] expected A and B on one device, got ", a.device(),
+             " and ", b.device());
+  if (const Int8GemmKernel kernel = int8_gemm_kernel(a.device().type)) return kernel(a, b);
+  WEFT_CHECK(a.device().is_cpu(), "[int8_linear_matmul] no int8 kernel for ", a.device(),
+             " in this build; the CUDA backend installs one with set_int8_gemm_kernel");
+  const Tensor ac = a.contiguous(), bc = b.contiguous();
+  Tensor c = empty({a.size(0), b.size(0)}, kInt32);
+  int8_gemm(ac.data<int8_t>(), bc.data<int8_t>(), c.data<int32_t>(), a.size(0), b.size(0), a.size(1));
+  return c;
+}
+
+Tensor int8_linear_matmul(const Tensor& a, const PackedInt8Matrix& b) {
+  check_matrix(a, kInt8, "A", "int8_linear_matmul");
+  WEFT_CHECK(a.size(1) == b.cols(), "[int8_linear_matmul] A (M, K) and the packed B (N, K) must share K, got ",
+             a.shape(), " and (", b.rows(), ", ", b.cols(), ")");
+  const Tensor ac = a.contiguous();
+  Tensor c = empty({a.size(0), b.rows()}, kInt32);
+  int8_gemm(ac.data<int8_t>(), a.size(0), b, c.data<int32_t>());
+  return c;
+}
+
+Tensor int8_mm_dequant(const Tensor& c, const Tensor& row_stats, const Tensor& col_stats, DType dtype,
+                       const Tensor& bias) {
+  check_matrix(c, kInt32, "the int32 product", "int8_mm_dequant");
+  const int64_t m = c.size(0), n = c.size(1);
+  check_vector(row_stats, m, "row_stats", "int8_mm_dequant");
+  check_vector(col_stats, n, "col_stats", "int8_mm_dequant");
+  WEFT_CHECK(!bias.defined() || (bias.is_floating_point() && bias.numel() == n), "[int8_mm_dequant] expected a ",
+             "floating bias of ", n, " values, got ", bias.defined() ? weft::detail::cat(bias.shape(), " ", bias.dtype())
+                                                                     : std::string("none"));
+  const Tensor cc = c.contiguous();
+  const Tensor rs = row_stats.contiguous(), cs = col_stats.contiguous();
+  const Tensor b = bias.defined() ? bias.to(kFloat32).contiguous() : Tensor();
+  Tensor out = empty({m, n}, kFloat32);
+  const int32_t* ci = cc.data<int32_t>();
+  const float *r = rs.data<float>(), *s = cs.data<float>();
+  const float* bias_values = b.defined() ? b.data<float>() : nullptr;
+  float* o = out.data<float>();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const float scale = r[i] * s[j];
+      const float scaled = static_cast<float>(ci[i * n + j]) * scale;
+      o[i * n + j] = scaled * kProductScale;
+    }
+  if (bias_values != nullptr)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) o[i * n + j] += bias_values[j];
+  return out.to(dtype);
+}
+
+Tensor int8_mixed_scaled_mm(const Tensor& a, const Int8Rows& q, const Tensor& cb, const Tensor& scb,
+                            const Tensor& bias, const PackedInt8Matrix* packed_cb) {
+  check_matrix(a, a.defined() ? a.dtype() : kFloat32, "A", "int8_mixed_scaled_mm");
+  WEFT_CHECK(a.is_floating_point() && q.codes.defined() && q.codes.shape() == a.shape(), "[int8_mixed_scaled_mm] ",
+             "expected A floating and its quantization of the same shape, got ", a.shape(), " ", a.dtype(), " and ",
+             q.codes.defined() ? weft::detail::cat(q.codes.shape()) : std::string("none"));
+  // The CPU's packed weight serves only its built-in kernel; an installed kernel gets cb itself.
+  const bool use_packed = packed_cb != nullptr && !int8_gemm_kernel(a.device().type);
+  const Tensor c = use_packed ? int8_linear_matmul(q.codes, *packed_cb) : int8_linear_matmul(q.codes, cb);
+  Tensor out = int8_mm_dequant(c, q.stats, scb, a.dtype(), bias);
+  const int64_t outliers = q.outlier_cols.numel();
+  if (outliers == 0) return out;
+  // The outlier columns in floating point: out += a[:, cols] · (cb[:, cols] · scb / 127)ᵀ, each
+  // operand rounded to a's dtype first, the dot product accumulated in float32 with fused
+  // multiply-adds in column order (as PyTorch's CPU GEMM does), then added to the product.
+  const int64_t m = a.size(0), n = cb.size(0), k = a.size(1);
+  const Tensor af = a.to(kFloat32).contiguous();
+  const Tensor w = int8_vectorwise_dequant(cb, scb).to(a.dtype()).to(kFloat32).contiguous();
+  const Tensor cols = q.outlier_cols.contiguous();
+  Tensor result = out.to(kFloat32).contiguous();
+  float* o = result.data<float>();
+  const float *x = af.data<float>(), *wd = w.data<float>();
+  const int64_t* col = cols.data<int64_t>();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float dot = 0.0f;
+      for (int64_t c = 0; c < outliers; ++c) dot = std::fma(x[i * k + col[c]], wd[j * k + col[c]], dot);
+      o[i * n + j] += dot;
+    }
+  return result.to(a.dtype());
+}
+
+}  // namespace weft::precision::quant

@@ -1,0 +1,236 @@
+// The GEMM driver (gemm.h): kernel choice, the five BLIS loops, the split over threads, and the
+// small-product path.
+//
+// For one block of C, computed by one thread (gemm_blocked):
+//   for jc over N by NC              a column block of B and C
+//     for pc over K by KC            pack B(KC×NC) into KC×NR panels          (L3)
+//       for ic over M by MC          pack A(MC×KC) into MR×KC panels          (L2)
+//         for jr over NC by NR       one KC×NR panel of B                     (L1)
+//           for ir over MC by MR     one MR×NR tile of C: the microkernel     (registers)
+// (the last two swap when A is read in place; see gemm_blocked).
+// K is cut into equal chunks (K = 784 with KC = 256: 4×196, not 3×256 + 16), and M likewise, so no
+// chunk is a sliver. The first K chunk writes C (or adds to it when accumulating), later ones add.
+#include "tensor/cpu/gemm/gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "tensor/cpu/gemm/gemm_kernels.h"
+#include "tensor/cpu/gemm/packing.h"
+#include "tensor/error.h"
+#include "tensor/parallel.h"
+
+namespace weft::detail {
+namespace {
+
+// Below this many floating-point operations (2·M·N·K) a product runs on the calling thread and
+// reads A in place: ~40 µs on one core, less than what packing and waking threads would cost.
+constexpr int64_t kSmallWork = int64_t{4} << 20;
+// Each thread of a split product gets at least this much work.
+constexpr int64_t kWorkPerThread = int64_t{2} << 20;
+// Blocks of C per thread when a product is split along N.
+constexpr int64_t kPartsPerThreadAlongN = 4;
+// A float32 A with contiguous rows is read in place, unpacked, by blocks of C with at most this
+// many rows: the microkernel's six row streams prefetch well, and every thread would otherwise
+// pack the same A (the MLP's products, split along N, have 128 rows). Taller blocks reuse each
+// packed panel of A across many more tiles, and pack.
+constexpr int64_t kInPlaceRows = 256;
+
+const GemmKernel& kernel_for(CpuIsa isa, bool bf16) {
+  switch (isa) {
+    case CpuIsa::Scalar: return kGemmScalar;
+    case CpuIsa::Avx2: return kGemmF32Avx2;
+    case CpuIsa::Avx512:
+    case CpuIsa::Avx512Vnni: return kGemmF32Avx512;
+    case CpuIsa::Avx512Bf16: return bf16 ? kGemmBf16Avx512Bf16 : kGemmF32Avx512;
+  }
+  return kGemmScalar;
+}
+
+// A 64-byte aligned scratch buffer that only grows; one per thread and purpose, kept for the
+// thread's life so that steady-state products allocate nothing.
+class PackBuffer {
+ public:
+  PackBuffer() = default;
+  PackBuffer(const PackBuffer&) = delete;
+  PackBuffer& operator=(const PackBuffer&) = delete;
+  ~PackBuffer() { std::free(data_); }
+
+  template <class T>
+  T* get(int64_t count) {
+    const size_t bytes = (static_cast<size_t>(count) * sizeof(T) + 63) / 64 * 64;
+    if (bytes > capacity_) {
+      std::free(data_);
+      data_ = std::aligned_alloc(64, bytes);
+      if (data_ == nullptr) {
+        capacity_ = 0;
+        throw std::bad_alloc();
+      }
+      capacity_ = bytes;
+    }
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+thread_local PackBuffer t_pack_a, t_pack_b;
+
+// The step that cuts n into equal chunks of at most `most`, rounded up to a multiple of `align`.
+int64_t even_step(int64_t n, int64_t most, int64_t align) {
+  const int64_t chunks = (n + most - 1) / most;
+  const int64_t step = (n + chunks - 1) / chunks;
+  return (step + align - 1) / align * align;
+}
+
+// Whether a block of C with m rows reads A in place rather than packing it (kInPlaceRows).
+bool a_read_in_place(const GemmKernel& ker, const GemmMatrix& a, int64_t m) {
+  return !ker.bf16_pairs && !a.bf16 && a.cs == 1 && m <= kInPlaceRows;
+}
+
+// One block of C, c(m×n) (+)= a(m×k)·b(k×n), on the calling thread with packed A and B (or A
+// in place, see a_read_in_place).
+void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
+                  float* c, int64_t ldc, bool accumulate) {
+  const bool pairs = ker.bf16_pairs;
+  const int64_t kc_step = even_step(k, ker.kc, pairs ? 2 : 1);
+  const int64_t mc_step = even_step(m, ker.mc, ker.mr);
+  const int64_t nc_step = std::min<int64_t>(ker.nc, (n + ker.nr - 1) / ker.nr * ker.nr);
+  const int64_t a_size = mc_step * kc_step, b_size = kc_step * nc_step;  // elements, padded
+  const bool a_in_place = a_read_in_place(ker, a, m);
+  for (int64_t jc = 0; jc < n; jc += nc_step) {
+    const int64_t nc = std::min(nc_step, n - jc);
+    for (int64_t pc = 0; pc < k; pc += kc_step) {
+      const int64_t kc = std::min(kc_step, k - pc);
+      const int64_t kpairs = (kc + 1) / 2;
+      const bool add = accumulate || pc > 0;
+      const GemmMatrix b_block = b.at(pc, jc);
+      float* bf = nullptr;
+      uint16_t* bp = nullptr;
+      if (pairs) {
+        bp = t_pack_b.get<uint16_t>(b_size);
+        pack_b_bf16_pairs(b_block, kc, nc, ker.nr, bp);
+      } else {
+        bf = t_pack_b.get<float>(b_size);
+        if (!ker.pack_b || !ker.pack_b(b_block.data, b.bf16, b.rs, b.cs, kc, nc, bf))
+          pack_b_f32(b_block, kc, nc, ker.nr, bf);
+      }
+      for (int64_t ic = 0; ic < m; ic += mc_step) {
+        const int64_t mc = std::min(mc_step, m - ic);
+        const GemmMatrix a_block = a.at(ic, pc);
+        float* af = nullptr;
+        uint16_t* ap = nullptr;
+        if (pairs) {
+          ap = t_pack_a.get<uint16_t>(a_size);
+          pack_a_bf16_pairs(a_block, mc, kc, ker.mr, ap);
+        } else if (!a_in_place) {
+          af = t_pack_a.get<float>(a_size);
+          pack_a_f32(a_block, mc, kc, ker.mr, af);
+        }
+        // One tile: rows ir.., columns jr.. of this block.
+        auto tile = [&](int64_t ir, int64_t jr) {
+          float* tile_c = c + (ic + ir) * ldc + jc + jr;
+          const int rows = static_cast<int>(std::min<int64_t>(ker.mr, mc - ir));
+          const int cols = static_cast<int>(std::min<int64_t>(ker.nr, nc - jr));
+          if (pairs) {
+            ker.micro_bf16({kpairs, ap + ir * kpairs * 2, bp + jr * kpairs * 2, tile_c, ldc, rows, cols, add});
+          } else {
+            const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + ir * a.rs : af + ir * kc;
+            ker.micro_f32({kc, tile_a, a.rs, 1, !a_in_place, bf + jr * kc, ker.nr, true, tile_c, ldc, rows, cols, add});
+          }
+        };
+        // BLIS order keeps a panel of B in L1 while the packed panels of A stream from L2. A read in
+        // place is six strided rows instead, so it is the one kept in L1, and the packed B panels
+        // (one contiguous stream) pass by it.
+        if (a_in_place) {
+          for (int64_t ir = 0; ir < mc; ir += ker.mr)
+            for (int64_t jr = 0; jr < nc; jr += ker.nr) tile(ir, jr);
+        } else {
+          for (int64_t jr = 0; jr < nc; jr += ker.nr)
+            for (int64_t ir = 0; ir < mc; ir += ker.mr) tile(ir, jr);
+        }
+      }
+    }
+  }
+}
+
+// A small float32 product on the calling thread: A read in place, B in place when its rows are
+// contiguous, else packed whole (it is small: one of M, N, K is).
+void gemm_small(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
+                float* c, int64_t ldc, bool accumulate) {
+  const auto* ad = static_cast<const float*>(a.data);
+  const bool b_in_place = !b.bf16 && b.cs == 1;
+  const float* packed = nullptr;
+  if (!b_in_place) {
+    float* buffer = t_pack_b.get<float>(k * ((n + ker.nr - 1) / ker.nr * ker.nr));
+    if (!ker.pack_b || !ker.pack_b(b.data, b.bf16, b.rs, b.cs, k, n, buffer)) pack_b_f32(b, k, n, ker.nr, buffer);
+    packed = buffer;
+  }
+  for (int64_t jr = 0; jr < n; jr += ker.nr) {
+    const float* panel = b_in_place ? static_cast<const float*>(b.data) + jr : packed + jr * k;
+    const int64_t ldb = b_in_place ? b.rs : ker.nr;
+    for (int64_t ir = 0; ir < m; ir += ker.mr) {
+      const int rows = static_cast<int>(std::min<int64_t>(ker.mr, m - ir));
+      const int cols = static_cast<int>(std::min<int64_t>(ker.nr, n - jr));
+      ker.micro_f32({k, ad + ir * a.rs, a.rs, a.cs, false, panel, ldb, !b_in_place, c + ir * ldc + jr, ldc, rows, cols,
+                     accumulate});
+    }
+  }
+}
+
+}  // namespace
+
+const char* gemm_kernel_name(CpuIsa isa, bool bf16) {
+  static const std::string names[5][2] = {
+      {"scalar 4x8 fp32", "scalar 4x8 fp32 (bf16 widened)"},
+      {"avx2 6x16 fp32", "avx2 6x16 fp32 (bf16 widened)"},
+      {"avx512 12x32 fp32", "avx512 12x32 fp32 (bf16 widened)"},
+      {"avx512 12x32 fp32", "avx512 12x32 fp32 (bf16 widened)"},
+      {"avx512 12x32 fp32", "avx512_bf16 12x32 bf16 pairs"},
+  };
+  return names[static_cast<int>(isa)][bf16 ? 1 : 0].c_str();
+}
+
+void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, float* c, int64_t ldc,
+          bool accumulate) {
+  WEFT_CHECK(a.bf16 == b.bf16, "[gemm] internal: operands of one product must share a dtype");
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < m; ++i) std::memset(c + i * ldc, 0, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  const CpuIsa isa = cpu_isa();
+  const GemmKernel& ker = kernel_for(isa, a.bf16);
+  const int64_t work = 2 * m * n * k;
+  if (work <= kSmallWork) {
+    if (!a.bf16) return gemm_small(kernel_for(isa, false), m, n, k, a, b, c, ldc, accumulate);
+    return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate);
+  }
+
+  // Split C into contiguous blocks along its larger dimension, in whole tiles: one per thread
+  // along M (each block packs all of B), and along N a few per thread when A is read in place
+  // (each block packs only its own columns of B, so smaller blocks cost nothing and let the
+  // pool's tail stealing move the unstarted ones of a preempted thread to a running one).
+  const bool along_m = m >= n;
+  const int64_t unit = along_m ? ker.mr : ker.nr;
+  const int64_t units = ((along_m ? m : n) + unit - 1) / unit;
+  const int64_t threads = std::min<int64_t>(num_threads(), work / kWorkPerThread);
+  const bool fine = !along_m && a_read_in_place(ker, a, m);
+  const int64_t parts = std::clamp<int64_t>(fine ? threads * kPartsPerThreadAlongN : threads, 1, units);
+  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate);
+  parallel_for(parts, [&](int64_t part) {
+    const int64_t first = units * part / parts * unit, last = std::min(units * (part + 1) / parts * unit, along_m ? m : n);
+    if (along_m)
+      gemm_blocked(ker, last - first, n, k, a.at(first, 0), b, c + first * ldc, ldc, accumulate);
+    else
+      gemm_blocked(ker, m, last - first, k, a, b.at(0, first), c + first, ldc, accumulate);
+  });
+}
+
+}  // namespace weft::detail

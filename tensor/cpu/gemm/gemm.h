@@ -1,0 +1,42 @@
+// weft's own matrix product for float32, and for bfloat16 inputs accumulated in float32.
+//
+// A BLIS-style GEMM: five loops around a register-blocked microkernel, with A and B packed into
+// contiguous panels, the kernel chosen at run time from the active instruction-set level
+// (tensor/cpu/isa.h; the kernel sets are listed in gemm_kernels.h). Packing reads its operand
+// through (row stride, column stride), so transposed views, padded rows and rows repeated by
+// expand (stride 0) cost nothing extra. Large products are split over the thread pool into
+// contiguous blocks of C along the larger of M and N, each computed by one thread with its own
+// pack buffers and no barrier; small ones (under ~4 MFLOP, e.g. the MLP's 10-wide last layer)
+// run on the calling thread without packing A.
+//
+// c: (M, N) row-major, leading dimension ldc; c = a·b, or c += a·b when accumulating (how
+// linear adds its bias: the bias is written into c first).
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/cpu/isa.h"
+
+namespace weft::detail {
+
+// A strided (rows, cols) matrix of float32 or bfloat16 (bits): element (i, j) at data[i·rs + j·cs].
+struct GemmMatrix {
+  const void* data;
+  int64_t rs, cs;
+  bool bf16;
+
+  // The sub-matrix starting at (i, j).
+  GemmMatrix at(int64_t i, int64_t j) const {
+    const int64_t offset = i * rs + j * cs;
+    return {static_cast<const char*>(data) + offset * (bf16 ? 2 : 4), rs, cs, bf16};
+  }
+};
+
+// c(m×n) (+)= a(m×k) · b(k×n); a and b are both float32 or both bfloat16.
+void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, float* c, int64_t ldc,
+          bool accumulate);
+
+// The kernel set gemm() uses for float32 (bf16 = false) or bfloat16 inputs at level `isa`.
+const char* gemm_kernel_name(CpuIsa isa, bool bf16);
+
+}  // namespace weft::detail

@@ -1,0 +1,75 @@
+// The contract between weft's GEMM driver (gemm.cpp) and its per-instruction-set kernels.
+//
+// A kernel set is a register tile MR×NR, cache blocks for it, a microkernel that computes one C
+// tile, and optionally a fast packer for B. The driver (the five BLIS loops) cuts C into tiles
+// and the shared dimension K into chunks of at most KC, packs panels of A and B (packing.cpp), and
+// calls the microkernel once per tile and chunk. The sets:
+//
+//   scalar       4×8    portable C++, the reference the others are tested against (gemm_scalar.cpp)
+//   avx2         6×16   12 ymm accumulators, FMA (gemm_f32_avx2.cpp)
+//   avx512       12×32  24 zmm accumulators (gemm_f32_avx512.cpp)
+//   avx512_bf16  12×32  bf16 K-pairs, vdpbf16ps into fp32 (gemm_bf16_avx512bf16.cpp)
+//
+// Plain declarations only: this header is included by ISA kernel units (Note [ISA kernel units]
+// in tensor/cpu/simd.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace weft::detail {
+
+// One C tile: c(m×n) = Σ_{p<kc} A(i,p)·B(p,j), added to c when `accumulate`, with m ≤ MR, n ≤ NR.
+//   A: a packed panel, a[p·MR + i], when a_packed; else A(i,p) = a[i·rs_a + p·cs_a].
+//   B: B(p,j) = b[p·ldb + j]; when b_padded each row has NR readable values (a packed panel,
+//      zero beyond n), else only n.
+//   C: row-major with leading dimension ldc.
+struct GemmTileF32 {
+  int64_t kc;
+  const float* a;
+  int64_t rs_a, cs_a;
+  bool a_packed;
+  const float* b;
+  int64_t ldb;
+  bool b_padded;
+  float* c;
+  int64_t ldc;
+  int m, n;
+  bool accumulate;
+};
+using GemmMicroF32 = void (*)(const GemmTileF32& tile);
+
+// One C tile from bf16 panels packed in K-pairs (Note [bf16 K-pair panels] in packing.h):
+// A: a[(q·MR + i)·2 + t] = A(i, 2q+t), B: b[(q·NR + j)·2 + t] = B(2q+t, j), for q < kpairs.
+struct GemmTileBf16 {
+  int64_t kpairs;
+  const uint16_t* a;
+  const uint16_t* b;
+  float* c;
+  int64_t ldc;
+  int m, n;
+  bool accumulate;
+};
+using GemmMicroBf16 = void (*)(const GemmTileBf16& tile);
+
+// Packs B(p, j), p < kc, j < nc, into ceil(nc/NR) panels of kc×NR floats (zero-padded columns),
+// where B(p, j) = src[p·rs + j·cs] is float32, or bfloat16 bits when `bf16`. Returns false for
+// layouts it has no fast path for (the driver then uses the portable packer).
+using GemmPackB = bool (*)(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* dst);
+
+struct GemmKernel {
+  const char* name;
+  int mr, nr;      // register tile
+  int mc, kc, nc;  // cache blocks: an mc×kc block of A in L2, a kc×nr panel of B in L1, kc×nc in L3
+  bool bf16_pairs;            // packs bf16 in K-pairs and runs micro_bf16 (else fp32 panels, micro_f32)
+  GemmMicroF32 micro_f32;
+  GemmMicroBf16 micro_bf16;
+  GemmPackB pack_b;           // nullptr: the portable packer only
+};
+
+extern const GemmKernel kGemmScalar;
+extern const GemmKernel kGemmF32Avx2;
+extern const GemmKernel kGemmF32Avx512;
+extern const GemmKernel kGemmBf16Avx512Bf16;
+
+}  // namespace weft::detail

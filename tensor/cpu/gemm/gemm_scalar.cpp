@@ -1,0 +1,42 @@
+// The scalar reference GEMM kernel set: portable C++ that every vector kernel is tested against
+// (tests/tensor/test_gemm.cpp), and what runs at CpuIsa::Scalar. bfloat16 inputs reach it widened
+// to float32 by the packers.
+//
+// Tile 4×8: c(4×8) (+)= Σ_p a(:, p) · b(p, :), the accumulators in an array the compiler keeps
+// in registers.
+#include "tensor/cpu/gemm/gemm_kernels.h"
+
+namespace weft::detail {
+namespace {
+
+constexpr int kMr = 4, kNr = 8;
+
+void micro_scalar(const GemmTileF32& t) {
+  float acc[kMr][kNr] = {};
+  for (int64_t p = 0; p < t.kc; ++p) {
+    const float* b = t.b + p * t.ldb;
+    for (int i = 0; i < t.m; ++i) {
+      const float a = t.a_packed ? t.a[p * kMr + i] : t.a[i * t.rs_a + p * t.cs_a];
+      for (int j = 0; j < t.n; ++j) acc[i][j] += a * b[j];
+    }
+  }
+  for (int i = 0; i < t.m; ++i)
+    for (int j = 0; j < t.n; ++j) {
+      float& c = t.c[i * t.ldc + j];
+      c = t.accumulate ? c + acc[i][j] : acc[i][j];
+    }
+}
+
+}  // namespace
+
+const GemmKernel kGemmScalar = {
+    .name = "scalar 4x8",
+    .mr = kMr, .nr = kNr,
+    .mc = 64, .kc = 256, .nc = 2048,
+    .bf16_pairs = false,
+    .micro_f32 = micro_scalar,
+    .micro_bf16 = nullptr,
+    .pack_b = nullptr,
+};
+
+}  // namespace weft::detail

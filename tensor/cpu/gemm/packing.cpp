@@ -1,0 +1,87 @@
+// Portable packers (packing.h): loops over the source's strides that the compiler vectorises
+// where a panel row is contiguous in the source. The kernel sets may bring faster packers for the
+// layouts that matter (GemmKernel::pack_b).
+#include "tensor/cpu/gemm/packing.h"
+
+#include <algorithm>
+
+#include "tensor/float_formats.h"
+
+namespace weft::detail {
+namespace {
+
+uint16_t load_bits(const GemmMatrix& x, int64_t i, int64_t j) {
+  return static_cast<const uint16_t*>(x.data)[i * x.rs + j * x.cs];
+}
+
+float widen(float v) { return v; }
+float widen(uint16_t bits) { return bfloat16_to_float(bits); }
+
+// dst[p·width + l] = M(l, p) for l < lanes, p < steps, zero for lanes ≤ l < width, where M(l, p)
+// is x(l, p) (pack A: lanes are rows) or x(p, l) (pack B: lanes are columns). T is the stored
+// type: float, or uint16_t for bfloat16 bits.
+template <class T>
+void pack_panel(const GemmMatrix& x, bool lanes_are_columns, int64_t lanes, int64_t steps, int width, float* dst) {
+  const int64_t lane_stride = lanes_are_columns ? x.cs : x.rs;
+  const int64_t step_stride = lanes_are_columns ? x.rs : x.cs;
+  const auto* src = static_cast<const T*>(x.data);
+  if (lane_stride == 1) {
+    // Each step's lanes are contiguous in the source: a row copy per step.
+    for (int64_t p = 0; p < steps; ++p) {
+      const T* s = src + p * step_stride;
+      float* d = dst + p * width;
+      for (int64_t l = 0; l < lanes; ++l) d[l] = widen(s[l]);
+      for (int64_t l = lanes; l < width; ++l) d[l] = 0.0f;
+    }
+    return;
+  }
+  // Otherwise walk the lanes (contiguous along the steps when step_stride is 1), scattering by
+  // `width`.
+  for (int64_t l = 0; l < lanes; ++l) {
+    const T* s = src + l * lane_stride;
+    for (int64_t p = 0; p < steps; ++p) dst[p * width + l] = widen(s[p * step_stride]);
+  }
+  for (int64_t p = 0; p < steps; ++p) std::fill(dst + p * width + lanes, dst + (p + 1) * width, 0.0f);
+}
+
+void pack_panel(const GemmMatrix& x, bool lanes_are_columns, int64_t lanes, int64_t steps, int width, float* dst) {
+  if (x.bf16) pack_panel<uint16_t>(x, lanes_are_columns, lanes, steps, width, dst);
+  else pack_panel<float>(x, lanes_are_columns, lanes, steps, width, dst);
+}
+
+// The K-pair form of pack_panel for bfloat16 bits (Note [bf16 K-pair panels]).
+void pack_panel_pairs(const GemmMatrix& x, bool lanes_are_columns, int64_t lanes, int64_t steps, int width,
+                      uint16_t* dst) {
+  const int64_t pairs = (steps + 1) / 2;
+  std::fill(dst, dst + pairs * width * 2, uint16_t{0});
+  for (int64_t p = 0; p < steps; ++p) {
+    uint16_t* out = dst + (p / 2) * width * 2 + (p % 2);
+    for (int64_t l = 0; l < lanes; ++l) out[l * 2] = lanes_are_columns ? load_bits(x, p, l) : load_bits(x, l, p);
+  }
+}
+
+}  // namespace
+
+void pack_a_f32(const GemmMatrix& a, int64_t mc, int64_t kc, int mr, float* dst) {
+  for (int64_t i = 0; i < mc; i += mr, dst += kc * mr)
+    pack_panel(a.at(i, 0), false, std::min<int64_t>(mr, mc - i), kc, mr, dst);
+}
+
+void pack_b_f32(const GemmMatrix& b, int64_t kc, int64_t nc, int nr, float* dst) {
+  for (int64_t j = 0; j < nc; j += nr, dst += kc * nr)
+    pack_panel(b.at(0, j), true, std::min<int64_t>(nr, nc - j), kc, nr, dst);
+}
+
+void pack_a_bf16_pairs(const GemmMatrix& a, int64_t mc, int64_t kc, int mr, uint16_t* dst) {
+  const int64_t panel = (kc + 1) / 2 * mr * 2;
+  for (int64_t i = 0; i < mc; i += mr, dst += panel)
+    pack_panel_pairs(a.at(i, 0), false, std::min<int64_t>(mr, mc - i), kc, mr, dst);
+}
+
+void pack_b_bf16_pairs(const GemmMatrix& b, int64_t kc, int64_t nc, int nr, uint16_t* dst) {
+  const int64_t panel = (kc + 1) / 2 * nr * 2;
+  for (int64_t j = 0; j < nc; j += nr, dst += panel)
+    pack_panel_pairs(b.at(0, j), true, std::min<int64_t>(nr, nc - j), kc, nr, dst);
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,28 @@
+// Portable packing of GEMM operands into the panels the microkernels read (gemm_kernels.h).
+//
+// A block of A (mc×kc) becomes ceil(mc/MR) panels, each kc steps of MR values (rows past mc
+// are zero); a block of B (kc×nc) becomes ceil(nc/NR) panels, each kc steps of NR values
+// (columns past nc are zero). So the microkernel always reads whole panels, and the zero rows
+// and columns only produce values that are never stored. bfloat16 sources are widened to float32
+// here, exactly (a bfloat16 is the top half of a float32).
+//
+// Note [bf16 K-pair panels]
+// The AVX-512 BF16 kernel multiplies pairs of bfloat16 along K (vdpbf16ps: fp32 lane j gains
+// a[2q]·b[2q] + a[2q+1]·b[2q+1]), so its panels keep bf16 and interleave K in pairs:
+//   A: a[(q·MR + i)·2 + t] = A(i, 2q+t)     B: b[(q·NR + j)·2 + t] = B(2q+t, j)
+// for q < ceil(kc/2); an odd kc is padded with a zero step. One 32-bit broadcast of A and one
+// zmm load of B (16 columns × 2 steps) then feed one instruction.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/cpu/gemm/gemm.h"
+
+namespace weft::detail {
+
+void pack_a_f32(const GemmMatrix& a, int64_t mc, int64_t kc, int mr, float* dst);
+void pack_b_f32(const GemmMatrix& b, int64_t kc, int64_t nc, int nr, float* dst);
+void pack_a_bf16_pairs(const GemmMatrix& a, int64_t mc, int64_t kc, int mr, uint16_t* dst);
+void pack_b_bf16_pairs(const GemmMatrix& b, int64_t kc, int64_t nc, int nr, uint16_t* dst);
+
+}  // namespace weft::detail

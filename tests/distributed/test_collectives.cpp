@@ -1,0 +1,171 @@
+// The collectives on Gloo at 1, 2, 3 and 4 ranks: every op × dtype × size (0, 1, N−1, odd,
+// large) against closed forms. Inputs are small integers, so float sums are exact and every rank
+// can compute the expected result itself; narrow floats are also checked on random values against
+// a float32 reference, within one bfloat16 rounding per combination.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "harness.h"
+#include "distributed/all.h"
+
+using namespace weft;
+using distributed::ReduceOp;
+
+namespace {
+
+Tensor filled(int64_t n, DType dtype, const std::function<double(int64_t)>& f) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = f(i);
+  return from_vector(v, {n}, dtype);
+}
+
+void expect_equal(const Tensor& got, const Tensor& expected, const std::string& what) {
+  test::require(equal(got, expected), "[" + what + "] wrong result: got " + got.narrow(0, 0, std::min<int64_t>(
+      got.numel(), 8)).to_string() + " expected " + expected.narrow(0, 0, std::min<int64_t>(expected.numel(), 8)).to_string());
+}
+
+}  // namespace
+
+WEFT_RANK_WORKER(collectives) {
+  auto pg = test::init_group();
+  const int n = pg->size();
+  const int r = pg->rank();
+  const double tri = n * (n + 1) / 2.0;
+  for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32}) {
+    std::vector<int64_t> counts = {0, 1, 13};
+    if (n > 1) counts.push_back(n - 1);
+    if (dtype == kFloat32) counts.push_back(100'003);  // several Gloo segments
+    for (int64_t count : counts) {
+      const std::string tag = std::string(dtype_name(dtype)) + " x " + std::to_string(count);
+      const auto k = [](int64_t i) { return static_cast<double>(i % 7 + 1); };
+
+      Tensor sum = filled(count, dtype, [&](int64_t i) { return (r + 1) * k(i); });
+      pg->all_reduce(sum, ReduceOp::Sum)->wait();
+      expect_equal(sum, filled(count, dtype, [&](int64_t i) { return tri * k(i); }), "all_reduce sum " + tag);
+
+      Tensor mx = filled(count, dtype, [&](int64_t i) { return (r + 1) * k(i); });
+      pg->all_reduce(mx, ReduceOp::Max)->wait();
+      expect_equal(mx, filled(count, dtype, [&](int64_t i) { return n * k(i); }), "all_reduce max " + tag);
+
+      Tensor mn = filled(count, dtype, [&](int64_t i) { return (r + 1) * k(i); });
+      pg->all_reduce(mn, ReduceOp::Min)->wait();
+      expect_equal(mn, filled(count, dtype, [&](int64_t i) { return k(i); }), "all_reduce min " + tag);
+
+      if (is_floating(dtype)) {
+        Tensor avg = filled(count, dtype, [&](int64_t i) { return (r + 1) * k(i); });
+        pg->all_reduce(avg, ReduceOp::Avg)->wait();
+        expect_equal(avg, filled(count, dtype, [&](int64_t i) { return (n + 1) / 2.0 * k(i); }), "all_reduce avg " + tag);
+      }
+
+      const Tensor mine = filled(count, dtype, [&](int64_t i) { return r * 8 + i % 8; });
+      Tensor gathered = zeros({count * n}, dtype);
+      pg->all_gather(gathered, mine)->wait();
+      expect_equal(gathered, filled(count * n, dtype, [&](int64_t p) { return (p / std::max<int64_t>(count, 1)) * 8 + (p % std::max<int64_t>(count, 1)) % 8; }),
+                   "all_gather " + tag);
+
+      const Tensor big = filled(count * n, dtype, [&](int64_t p) { return (r + 1) * static_cast<double>(p % 5 + 1); });
+      Tensor scattered = zeros({count}, dtype);
+      pg->reduce_scatter(scattered, big, ReduceOp::Sum)->wait();
+      expect_equal(scattered, filled(count, dtype, [&](int64_t i) { return tri * static_cast<double>((r * count + i) % 5 + 1); }),
+                   "reduce_scatter sum " + tag);
+      if (is_floating(dtype)) {
+        pg->reduce_scatter(scattered, big, ReduceOp::Avg)->wait();
+        expect_equal(scattered, filled(count, dtype, [&](int64_t i) { return (n + 1) / 2.0 * static_cast<double>((r * count + i) % 5 + 1); }),
+                     "reduce_scatter avg " + tag);
+      }
+      pg->reduce_scatter(scattered, big, ReduceOp::Max)->wait();
+      expect_equal(scattered, filled(count, dtype, [&](int64_t i) { return n * static_cast<double>((r * count + i) % 5 + 1); }),
+                   "reduce_scatter max " + tag);
+
+      const int root = n - 1;
+      Tensor b = filled(count, dtype, [&](int64_t i) { return r == root ? 42.0 + i % 3 : -1.0; });
+      pg->broadcast(b, root)->wait();
+      expect_equal(b, filled(count, dtype, [&](int64_t i) { return 42.0 + i % 3; }), "broadcast " + tag);
+    }
+  }
+  pg->barrier()->wait();
+
+  // Random narrow-float sums against float32: one rounding per hop of the ring, so the error is
+  // at most about (N−1) bfloat16 half-ulps of the running sum's magnitude.
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    const int64_t count = 1000;
+    auto value = [](int rank, int64_t i) {
+      Generator g(static_cast<uint64_t>(rank * 100'000 + i));
+      return g.uniform() * 2 - 1;
+    };
+    Tensor x = filled(count, dtype, [&](int64_t i) { return value(r, i); });
+    pg->all_reduce(x, ReduceOp::Sum)->wait();
+    const double ulp = dtype == kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    const auto got = x.to_vector<double>();
+    for (int64_t i = 0; i < count; ++i) {
+      double exact = 0, magnitude = 0;
+      for (int q = 0; q < n; ++q) {
+        const double v = filled(1, dtype, [&](int64_t) { return value(q, i); }).item<double>();
+        exact += v;
+        magnitude += std::abs(v);
+      }
+      test::require(std::abs(got[static_cast<size_t>(i)] - exact) <= n * ulp * magnitude + 1e-12,
+                    "narrow all_reduce drifted at " + std::to_string(i) + ": " + std::to_string(got[i]) + " vs " +
+                        std::to_string(exact));
+    }
+  }
+
+  // Async: several collectives in flight at once complete in issue order with the right values.
+  std::vector<Tensor> xs;
+  std::vector<std::shared_ptr<distributed::Work>> works;
+  for (int i = 0; i < 8; ++i) {
+    xs.push_back(full({5}, static_cast<double>(i + r)));
+    works.push_back(pg->all_reduce(xs.back(), ReduceOp::Sum));
+  }
+  for (int i = 0; i < 8; ++i) {
+    works[static_cast<size_t>(i)]->wait();
+    test::require(works[static_cast<size_t>(i)]->is_completed(), "a waited Work is not completed");
+    expect_equal(xs[static_cast<size_t>(i)], full({5}, n * i + n * (n - 1) / 2.0), "async all_reduce");
+  }
+  return 0;
+}
+
+TEST_CASE("collectives at 1, 2, 3 and 4 ranks match their closed forms for every dtype and size") {
+  for (int n : {1, 2, 3, 4}) {
+    CAPTURE(n);
+    const auto run = test::run_ranks(n, "collectives");
+    INFO(run.logs());
+    CHECK(run.ok());
+  }
+}
+
+WEFT_RANK_WORKER(bad_arguments) {
+  auto pg = test::init_group();
+  const int n = pg->size();
+  int refused = 0;
+  const auto expect_refusal = [&](const std::function<void()>& f, const std::string& fragment) {
+    try {
+      f();
+    } catch (const Error& e) {
+      test::require(std::string(e.what()).find(fragment) != std::string::npos,
+                    "error '" + std::string(e.what()) + "' lacks '" + fragment + "'");
+      ++refused;
+      return;
+    }
+    test::require(false, "expected an error containing '" + fragment + "'");
+  };
+  expect_refusal([&] { pg->all_gather(zeros({5}), zeros({2})); }, "[all_gather] expected an output of");
+  expect_refusal([&] { pg->reduce_scatter(zeros({2}), zeros({2 * n + 1})); }, "[reduce_scatter] expected an input of");
+  expect_refusal([&] { pg->all_reduce(zeros({4, 4}).t()); }, "[all_reduce] expected a contiguous");
+  expect_refusal([&] { pg->all_reduce(zeros({3}, kBool)); }, "cannot reduce bool");
+  expect_refusal([&] { pg->all_reduce(zeros({3}, kInt64), ReduceOp::Avg); }, "avg needs a floating tensor");
+  expect_refusal([&] { pg->broadcast(zeros({3}), n); }, "[broadcast] expected a root rank");
+  expect_refusal([&] { pg->all_gather(zeros({2 * n}, kFloat32), zeros({2}, kFloat64)); }, "dtypes differ");
+  // The group still works after refused calls: nothing was issued.
+  Tensor x = ones({3});
+  pg->all_reduce(x)->wait();
+  expect_equal(x, full({3}, n), "all_reduce after refusals");
+  return refused == 7 ? 0 : 1;
+}
+
+TEST_CASE("collectives refuse mismatched buffers before anything is sent") {
+  const auto run = test::run_ranks(2, "bad_arguments");
+  INFO(run.logs());
+  CHECK(run.ok());
+}

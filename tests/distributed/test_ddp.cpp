@@ -1,0 +1,178 @@
+// DistributedDataParallel: N ∈ {1, 2, 3, 4} ranks on shares of a global batch end where one
+// process on the whole batch ends, in every precision the CPU runs, with SGD (momentum) and AdamW;
+// gradients are reduced in buckets while backward runs; no_sync accumulates locally; rank 0's
+// parameters win at construction; lazy and mismatched models are refused.
+#include <doctest/doctest.h>
+
+#include "train_helpers.h"
+
+using namespace weft;
+using distributed::DistributedDataParallel;
+
+namespace {
+
+const std::vector<std::string> kPrecisions = {"32-true", "64-true", "bf16-true", "16-true", "bf16-mixed"};
+const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
+constexpr int kSteps = 4;
+
+// One training loop as a precision plugin runs it (what Fabric does for a step).
+void train(precision::Precision& plugin, const std::function<Tensor(const Tensor&)>& forward, nn::Module* module,
+           optim::Optimizer& opt, int rank, int world, int steps) {
+  for (int step = 0; step < steps; ++step) {
+    const test::Batch b = test::local_rows(test::global_batch(step), rank, world);
+    opt.zero_grad();
+    const Tensor x = plugin.convert_input(b.x);
+    Tensor out;
+    {
+      precision::Context ctx = plugin.forward_context();
+      out = forward(x);
+    }
+    const Tensor loss = cross_entropy(plugin.convert_output(out), b.y);
+    plugin.backward(loss, module);
+    plugin.optimizer_step(opt);
+  }
+}
+
+}  // namespace
+
+WEFT_RANK_WORKER(ddp_equivalence) {
+  auto pg = test::init_group();
+  for (const auto& p : kPrecisions)
+    for (const auto& o : kOptimizers) {
+      auto plugin = precision::make_precision(p, "cpu");
+      auto model = test::make_mlp(1234 + static_cast<uint64_t>(pg->rank()));  // rank 0's must win
+      plugin->convert_module(*model);
+      DistributedDataParallel ddp(model, pg, {.bucket_cap_mb = 0.0003, .first_bucket_cap_mb = 0.0001});
+      auto opt = test::make_optimizer(o, ddp->parameters());
+      train(*plugin, [&](const Tensor& x) { return ddp(x); }, ddp.ptr().get(), *opt, pg->rank(), pg->size(), kSteps);
+      test::save_result(pg->rank(), model->state_dict(), p + "_" + o + "_");
+    }
+  return 0;
+}
+
+TEST_CASE("DDP at 1-4 ranks matches one process on the full batch, in every CPU precision") {
+  std::map<std::string, nn::TensorDict> reference;
+  for (const auto& p : kPrecisions)
+    for (const auto& o : kOptimizers) {
+      auto plugin = precision::make_precision(p, "cpu");
+      auto model = test::make_mlp(1234);
+      plugin->convert_module(*model);
+      auto opt = test::make_optimizer(o, model->parameters());
+      train(*plugin, [&](const Tensor& x) { return model(x); }, model.ptr().get(), *opt, 0, 1, kSteps);
+      reference[p + "_" + o + "_"] = model->state_dict();
+    }
+  for (int n : {1, 2, 3, 4}) {
+    CAPTURE(n);
+    const auto run = test::run_ranks(n, "ddp_equivalence");
+    INFO(run.logs());
+    REQUIRE(run.ok());
+    for (const auto& [name, ref] : reference) {
+      CAPTURE(name);
+      const nn::TensorDict r0 = run.result(0, name);
+      for (int r = 1; r < n; ++r) CHECK(test::bitwise_equal(run.result(r, name), r0));  // ranks never drift apart
+      const std::string precision = name.substr(0, name.find('_'));
+      const std::string optimizer = name.substr(name.find('_') + 1, name.rfind('_') - name.find('_') - 1);
+      std::string why;
+      CHECK_MESSAGE(test::close_enough(r0, ref, precision, optimizer, kSteps, &why), why);
+    }
+  }
+}
+
+WEFT_RANK_WORKER(ddp_buckets_overlap) {
+  auto pg = test::init_group();
+  auto model = test::make_mlp(7);
+  auto first = model->at<nn::LinearImpl>(0);
+  // Registered before DDP's own hook, so it runs before the first layer's gradient is counted:
+  // the second layer's buckets must already be on their way.
+  int64_t issued_when_first_layer_ready = -1;
+  first->weight.register_post_accumulate_grad_hook(
+      [&](Tensor&) { issued_when_first_layer_ready = pg->stats().collectives; });
+  DistributedDataParallel ddp(model, pg, {.bucket_cap_mb = 0.00005, .first_bucket_cap_mb = 0.00001});
+  const size_t buckets = ddp->bucket_layout().size();
+  test::require(buckets >= 3, "expected several buckets, got " + std::to_string(buckets));
+  const test::Batch b = test::local_rows(test::global_batch(0), pg->rank(), pg->size());
+  pg->reset_stats();
+  pg->set_recording(true);
+  cross_entropy(ddp(b.x), b.y).backward();
+  const auto records = pg->records();
+  test::require(records.size() == buckets, "expected one all_reduce per bucket, got " + std::to_string(records.size()));
+  for (const auto& r : records)
+    test::require(r.kind == distributed::CollectiveKind::AllReduce && r.dtype == kFloat32, "unexpected collective");
+  test::require(issued_when_first_layer_ready >= 1 && issued_when_first_layer_ready < static_cast<int64_t>(buckets),
+                "reductions did not start during backward: " + std::to_string(issued_when_first_layer_ready) +
+                    " issued when the first layer's gradient arrived");
+  return 0;
+}
+
+TEST_CASE("DDP reduces gradients in buckets, launched while backward still runs") {
+  const auto run = test::run_ranks(2, "ddp_buckets_overlap");
+  INFO(run.logs());
+  CHECK(run.ok());
+}
+
+WEFT_RANK_WORKER(ddp_no_sync) {
+  auto pg = test::init_group();
+  const int n = pg->size(), r = pg->rank();
+  // Three micro-batches: two under no_sync, the third synchronised.
+  auto model = test::make_mlp(11);
+  DistributedDataParallel ddp(model, pg);
+  pg->reset_stats();
+  for (int micro = 0; micro < 3; ++micro) {
+    const test::Batch b = test::local_rows(test::global_batch(micro), r, n);
+    if (micro < 2) {
+      auto guard = ddp->no_sync();
+      cross_entropy(ddp(b.x), b.y).backward();
+      test::require(pg->stats().collectives == 0, "a collective ran under no_sync");
+    } else {
+      cross_entropy(ddp(b.x), b.y).backward();
+    }
+  }
+  nn::TensorDict grads;
+  for (const auto& [name, p] : model->named_parameters()) grads.insert(name, p.grad().clone());
+  test::save_result(r, grads);
+  return 0;
+}
+
+TEST_CASE("DDP no_sync accumulates locally, then one synchronised backward averages the sums") {
+  // Reference: the sum over micro-batches of the mean loss on the whole global micro-batch.
+  auto model = test::make_mlp(11);
+  for (int micro = 0; micro < 3; ++micro) {
+    const test::Batch b = test::global_batch(micro);
+    cross_entropy(model(b.x), b.y).backward();
+  }
+  nn::TensorDict expected;
+  for (const auto& [name, p] : model->named_parameters()) expected.insert(name, p.grad());
+  for (int n : {2, 3}) {
+    const auto run = test::run_ranks(n, "ddp_no_sync");
+    INFO(run.logs());
+    REQUIRE(run.ok());
+    for (int r = 0; r < n; ++r) CHECK(test::max_relative_difference(run.result(r), expected) <= 1e-5);
+  }
+}
+
+WEFT_RANK_WORKER(ddp_mismatch) {
+  auto pg = test::init_group();
+  manual_seed(0);
+  nn::Sequential model(nn::Linear(4, pg->rank() == 1 ? 6 : 5));
+  DistributedDataParallel ddp(model, pg);
+  return 0;
+}
+
+TEST_CASE("DDP refuses ranks whose models differ, naming the rank") {
+  const auto run = test::run_ranks(2, "ddp_mismatch");
+  CHECK_FALSE(run.ok());
+  for (int r = 0; r < 2; ++r)
+    CHECK(run.log(r).find("[DistributedDataParallel] rank 1's model differs from rank 0's") != std::string::npos);
+}
+
+TEST_CASE("DDP refuses uninitialized lazy parameters; materialised, the model is accepted (T49)") {
+  auto pg = test::solo_group();
+  nn::Sequential model(nn::LazyLinear(3));
+  CHECK_THROWS_WITH_AS(DistributedDataParallel(model, pg),
+                       doctest::Contains("Modules with uninitialized parameters can't be used with "
+                                         "`DistributedDataParallel`. Run a dummy forward pass"),
+                       Error);
+  nn::materialize(model, ones({2, 4}));
+  DistributedDataParallel ddp(model, pg);
+  CHECK(ddp(ones({2, 4})).shape() == Shape{2, 3});
+}

@@ -1,0 +1,142 @@
+// The 4-bit product: every instruction-set path this machine (or the emulation build) supports
+// against the scalar references in the same run (the fused int8 kernel within float32 rounding,
+// dequantization bit for bit), and both regimes against dequantizing and multiplying in float64.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "precision/quant/blockwise.h"
+#include "precision/quant/gemm_4bit.h"
+#include "precision/all.h"
+
+using namespace weft;
+using namespace weft::precision::quant;
+
+namespace {
+
+struct Case {
+  Tensor packed, absmax, dequantized;
+  Weights4bit w;
+};
+
+Case quantized(int64_t n, int64_t k, int64_t bs, QuantKind type) {
+  Case c;
+  Tensor weight = randn({n, k});
+  auto [packed, state] = quantize_4bit(weight, type, bs);
+  c.packed = packed;
+  c.absmax = state.absmax;
+  c.dequantized = dequantize_4bit(packed, state);
+  c.w = {c.packed.data<uint8_t>(), c.absmax.data<float>(), n, k, bs, type};
+  return c;
+}
+
+std::vector<float> run(const Tensor& x, const Case& c, CpuIsa isa, bool reference) {
+  std::vector<float> y(static_cast<size_t>(x.size(0) * c.w.n), -1.0f);
+  if (reference)
+    gemm_4bit_fused_reference(x.data<float>(), x.size(0), c.w, y.data());
+  else
+    gemm_4bit_fused(x.data<float>(), x.size(0), c.w, y.data(), isa);
+  return y;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float f : v) m = std::max(m, static_cast<double>(std::fabs(f)));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("4-bit product: the fused kernel at every supported instruction set matches its scalar reference") {
+  manual_seed(21);
+  struct Shape3 {
+    int64_t m, n, k, bs;
+  };
+  const Shape3 shapes[] = {{1, 1, 64, 64}, {1, 37, 320, 64}, {3, 17, 128, 128}, {4, 16, 256, 64},
+                           {7, 40, 1024, 256}, {32, 9, 192, 64}, {5, 33, 4096, 4096}};
+  for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
+    for (const auto& s : shapes) {
+      const Case c = quantized(s.n, s.k, s.bs, type);
+      const Tensor x = mul(randn({s.m, s.k}), 3.0);
+      const auto expected = run(x, c, CpuIsa::Scalar, true);
+      const double scale = max_abs(expected);
+      for (const CpuIsa isa : cpu_isas_supported()) {
+        const auto got = run(x, c, isa, false);
+        INFO("isa ", cpu_isa_name(isa), " M=", s.m, " N=", s.n, " K=", s.k, " bs=", s.bs);
+        double err = 0;
+        for (size_t i = 0; i < got.size(); ++i) err = std::max(err, static_cast<double>(std::fabs(got[i] - expected[i])));
+        CHECK(err <= 1e-5 * scale);
+      }
+    }
+}
+
+TEST_CASE("4-bit product: up to 16 rows the int8 kernel stays within 2% of max|y| of the exact product; above, exact") {
+  manual_seed(22);
+  for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
+    for (const int64_t rows : {int64_t{6}, kFusedMaxRows, kFusedMaxRows + 1, int64_t{40}}) {
+      const Case c = quantized(48, 512, 64, type);
+      const Tensor x = randn({rows, 512});
+      std::vector<float> got(static_cast<size_t>(rows * 48));
+      gemm_4bit(x.data<float>(), rows, c.w, got.data());
+      const auto e = matmul(x.to(kFloat64), c.dequantized.to(kFloat64).t()).to_vector<double>();
+      double err = 0, scale = 0;
+      for (size_t i = 0; i < e.size(); ++i) {
+        err = std::max(err, std::fabs(got[i] - e[i]));
+        scale = std::max(scale, std::fabs(e[i]));
+      }
+      CAPTURE(rows);
+      CHECK(err <= (rows <= kFusedMaxRows ? 2e-2 : 1e-5) * scale);
+    }
+  // A shape the fused kernel does not take (K not a multiple of the block) is exact at any row count.
+  const Case odd = quantized(7, 100, 32, QuantKind::NF4);
+  const Tensor x = randn({1, 100});
+  std::vector<float> y(7);
+  gemm_4bit(x.data<float>(), 1, odd.w, y.data());
+  const auto e = matmul(x.to(kFloat64), odd.dequantized.to(kFloat64).t()).to_vector<double>();
+  for (size_t i = 0; i < e.size(); ++i) CHECK(y[i] == doctest::Approx(e[i]).epsilon(1e-5));
+}
+
+TEST_CASE("4-bit dequantization of rows: every supported instruction set gives dequantize_4bit's values bit for bit") {
+  manual_seed(24);
+  for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
+    for (const auto& [n, k, bs] : {std::tuple<int64_t, int64_t, int64_t>{9, 37, 32}, {16, 256, 64}, {3, 1000, 128}}) {
+      const Case c = quantized(n, k, bs, type);
+      const auto expected = c.dequantized.to_vector<float>();
+      for (const CpuIsa isa : cpu_isas_supported())
+        for (const auto& [row0, rows] : {std::pair<int64_t, int64_t>{0, n}, {1, n - 2}, {n - 1, 1}}) {
+          std::vector<float> got(static_cast<size_t>(rows * k), -1.0f);
+          dequantize_4bit_rows(c.w, row0, rows, got.data(), isa);
+          INFO("isa ", cpu_isa_name(isa), " shape (", n, ", ", k, ") rows ", row0, "+", rows);
+          bool same = true;
+          for (int64_t i = 0; i < rows * k; ++i) same = same && got[i] == expected[row0 * k + i];
+          CHECK(same);
+        }
+    }
+}
+
+TEST_CASE("4-bit product: zero and non-finite activations, unsupported shapes") {
+  manual_seed(23);
+  const Case c = quantized(5, 128, 64, QuantKind::NF4);
+  Tensor x = zeros({2, 128});
+  x.data<float>()[128 + 3] = std::nanf("");
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    const auto y = run(x, c, isa, false);
+    for (int n = 0; n < 5; ++n) {
+      CHECK(y[n] == 0.0f);                  // an all-zero row
+      CHECK(std::isnan(y[5 + n]));          // NaN in the first block of the second row
+    }
+  }
+  Weights4bit bad = c.w;
+  bad.blocksize = 32;
+  std::vector<float> y(2 * 5);
+  CHECK_THROWS_WITH_AS(gemm_4bit_fused(x.data<float>(), 2, bad, y.data()), doctest::Contains("got K=128, blocksize=32"),
+                       Error);
+  bad = c.w;
+  bad.k = 96;
+  CHECK_THROWS_WITH_AS(gemm_4bit_fused(x.data<float>(), 2, bad, y.data()), doctest::Contains("got K=96"), Error);
+  CHECK(gemm_4bit_fused_supported(4096, 64));
+  CHECK_FALSE(gemm_4bit_fused_supported(100, 64));
+  CHECK_THROWS_WITH_AS(dequantize_4bit_rows(c.w, 4, 2, y.data()), doctest::Contains("rows [4, 6) are not within the 5"),
+                       Error);
+}

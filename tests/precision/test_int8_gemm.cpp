@@ -1,0 +1,87 @@
+// The int8 GEMM: every instruction-set path this machine (or the emulation build) supports
+// against the scalar reference, in the same run, on shapes that exercise partial register tiles,
+// partial k-groups, several row blocks and panels, and the extreme values; exact equality.
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "precision/quant/int8_gemm.h"
+#include "precision/all.h"
+
+using namespace weft;
+using namespace weft::precision::quant;
+
+namespace {
+
+std::vector<int8_t> random_int8(int64_t count, std::mt19937& rng, int lo = -127, int hi = 127) {
+  std::uniform_int_distribution<int> d(lo, hi);
+  std::vector<int8_t> v(static_cast<size_t>(count));
+  for (auto& x : v) x = static_cast<int8_t>(d(rng));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("int8 GEMM: every supported instruction set equals the scalar reference exactly") {
+  std::mt19937 rng(11);
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  const Shape3 shapes[] = {{2, 3, 0}, {1, 1, 1},   {1, 17, 3},  {3, 5, 7},    {4, 16, 4},   {9, 33, 13},
+                           {65, 40, 66}, {130, 70, 100}, {8, 300, 257}, {2, 1, 1000}};
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    CpuIsaGuard guard(isa);
+    for (const auto& s : shapes) {
+      const auto a = random_int8(s.m * s.k, rng), b = random_int8(s.n * s.k, rng);
+      std::vector<int32_t> expected(static_cast<size_t>(s.m * s.n)), got(expected.size(), -7);
+      int8_gemm_reference(a.data(), b.data(), expected.data(), s.m, s.n, s.k);
+      int8_gemm(a.data(), b.data(), got.data(), s.m, s.n, s.k);
+      INFO("isa ", cpu_isa_name(isa), " M=", s.m, " N=", s.n, " K=", s.k);
+      CHECK(got == expected);
+    }
+    // The extremes: ±127 everywhere, the largest sums of either sign.
+    const int64_t m = 5, n = 19, k = 300;
+    std::vector<int8_t> a(m * k, 127), b(n * k, -127);
+    for (int64_t i = 0; i < k; i += 2) a[i] = -127;
+    std::vector<int32_t> expected(m * n), got(m * n);
+    int8_gemm_reference(a.data(), b.data(), expected.data(), m, n, k);
+    int8_gemm(a.data(), b.data(), got.data(), m, n, k);
+    CHECK(got == expected);
+    std::vector<int8_t> pos(m * k, 127), neg(n * k, -127);
+    int8_gemm(pos.data(), neg.data(), got.data(), m, n, k);
+    CHECK(got[0] == -127 * 127 * k);
+  }
+}
+
+TEST_CASE("int8 GEMM: packed weights are reused across products and keep their instruction set") {
+  std::mt19937 rng(5);
+  const int64_t n = 37, k = 45;
+  const auto b = random_int8(n * k, rng);
+  const PackedInt8Matrix packed = pack_int8_matrix(b.data(), n, k);
+  CHECK(packed.rows() == n);
+  CHECK(packed.cols() == k);
+  CHECK(packed.isa() == cpu_isa());
+  for (int64_t m : {1, 7, 64}) {
+    const auto a = random_int8(m * k, rng);
+    std::vector<int32_t> expected(m * n), got(m * n);
+    int8_gemm_reference(a.data(), b.data(), expected.data(), m, n, k);
+    int8_gemm(a.data(), m, packed, got.data());
+    CHECK(got == expected);
+  }
+}
+
+TEST_CASE("int8 GEMM refuses -128, oversized K, and packing above the CPU's level") {
+  std::vector<int8_t> a = {1, -128, 3}, b = {1, 2, 3};
+  std::vector<int32_t> c(1);
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    CpuIsaGuard guard(isa);
+    CHECK_THROWS_WITH_AS(int8_gemm(a.data(), b.data(), c.data(), 1, 1, 3),
+                         "[int8_gemm] operands must lie in [-127, 127] (vector-wise int8 codes); A holds -128 at element 1",
+                         Error);
+    CHECK_THROWS_WITH_AS(int8_gemm(b.data(), a.data(), c.data(), 1, 1, 3), doctest::Contains("B holds -128"), Error);
+  }
+  CHECK_THROWS_WITH_AS(pack_int8_matrix(b.data(), 1, kInt8GemmMaxK + 1), doctest::Contains("K must be at most"), Error);
+  if (cpu_isa_supported() < CpuIsa::Avx512Bf16)
+    CHECK_THROWS_WITH_AS(pack_int8_matrix(b.data(), 1, 3, CpuIsa::Avx512Bf16), doctest::Contains("cannot pack for"),
+                         Error);
+}

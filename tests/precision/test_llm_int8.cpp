@@ -1,0 +1,71 @@
+// LLM.int8() against bitsandbytes 0.50's CPU output (tests/precision/data/bnb_int8): vector-wise
+// codes and statistics with and without outliers, outlier columns, the int32 product, its
+// dequantization, and the mixed decomposition; plus the errors.
+#include <doctest/doctest.h>
+
+#include "precision/quant/llm_int8.h"
+#include "quant_test_helpers.h"
+
+using namespace weft;
+using namespace weft::precision::quant;
+using quant_test::check_bitwise;
+using quant_test::get;
+
+namespace {
+const Tensor& g(const std::string& key) { return get("bnb_int8", key); }
+}  // namespace
+
+TEST_CASE("int8_vectorwise_quant: codes, row absmax and outlier columns equal bitsandbytes (threshold 0 and 6)") {
+  const Tensor& a = g("a");
+  REQUIRE(a.dtype() == kFloat16);
+  for (const char* key : {"t0", "t6"}) {
+    const double threshold = std::string(key) == "t0" ? 0.0 : 6.0;
+    const Int8Rows q = int8_vectorwise_quant(a, threshold);
+    check_bitwise(q.codes, g(std::string(key) + ".ca"), std::string(key) + " codes");
+    check_bitwise(q.stats, g(std::string(key) + ".sca"), std::string(key) + " stats");
+    check_bitwise(q.outlier_cols, g(std::string(key) + ".outlier_cols"), std::string(key) + " outlier columns");
+  }
+  // Three outlier columns; their codes are zero in every row, and the zero row quantizes to zeros.
+  const Int8Rows q = int8_vectorwise_quant(a, 6.0);
+  CHECK(q.outlier_cols.to_vector<int64_t>() == std::vector<int64_t>{5, 17, 60});
+  CHECK(q.stats.to_vector<float>()[3] == 0.0f);
+  // One row: only the outliers themselves are zeroed.
+  const Int8Rows one = int8_vectorwise_quant(g("a1"), 6.0);
+  check_bitwise(one.codes, g("a1.ca"), "one-row codes");
+  check_bitwise(one.stats, g("a1.sca"), "one-row stats");
+  check_bitwise(one.outlier_cols, g("a1.outlier_cols"), "one-row outlier columns");
+  // The weight (no threshold).
+  const Int8Rows w = int8_vectorwise_quant(g("w"));
+  check_bitwise(w.codes, g("cb"), "weight codes");
+  check_bitwise(w.stats, g("scb"), "weight stats");
+  CHECK(w.outlier_cols.numel() == 0);
+}
+
+TEST_CASE("int8 product, dequantization and the mixed decomposition equal bitsandbytes") {
+  const Int8Rows q = int8_vectorwise_quant(g("a"), 6.0);
+  const Tensor c = int8_linear_matmul(q.codes, g("cb"));
+  check_bitwise(c, g("c_int32"), "int32 product");
+  check_bitwise(int8_mm_dequant(c, q.stats, g("scb"), kFloat16, g("bias")), g("dequant_f16"), "dequant f16 + bias");
+  check_bitwise(int8_mm_dequant(c, q.stats, g("scb"), kFloat32), g("dequant_f32"), "dequant f32");
+  check_bitwise(int8_vectorwise_dequant(g("cb"), g("scb")), g("vectorwise_dequant"), "weight dequant");
+  for (const DType dtype : {kFloat16, kFloat32}) {
+    const std::string name = dtype == kFloat16 ? "mixed_f16" : "mixed_f32";
+    const Tensor mixed = int8_mixed_scaled_mm(g("a").to(dtype), q, g("cb"), g("scb"), g("bias").to(dtype));
+    CHECK(mixed.dtype() == dtype);
+    check_bitwise(mixed, g(name), name);
+  }
+}
+
+TEST_CASE("LLM.int8 functions refuse malformed input") {
+  CHECK_THROWS_WITH_AS(int8_vectorwise_quant(ones({2, 3}, kInt8)), doctest::Contains("expected a floating tensor"),
+                       Error);
+  CHECK_THROWS_WITH_AS(int8_vectorwise_quant(ones({2, 3}), -1.0), doctest::Contains("threshold must be >= 0"), Error);
+  CHECK_THROWS_WITH_AS(int8_linear_matmul(ones({2, 3}, kInt8), ones({4, 5}, kInt8)),
+                       doctest::Contains("must share K, got (2, 3) and (4, 5)"), Error);
+  CHECK_THROWS_WITH_AS(int8_linear_matmul(ones({2, 3}), ones({4, 3}, kInt8)),
+                       doctest::Contains("expected A as a 2-D int8 tensor, got (2, 3) float32"), Error);
+  CHECK_THROWS_WITH_AS(int8_mm_dequant(ones({2, 3}, kInt32), ones({2}), ones({4}), kFloat32),
+                       doctest::Contains("expected col_stats as 3 float32 values"), Error);
+  CHECK_THROWS_WITH_AS(int8_linear_matmul(full({1, 4}, -128.0, kInt8), ones({1, 4}, kInt8)),
+                       doctest::Contains("A holds -128 at element 0"), Error);
+}

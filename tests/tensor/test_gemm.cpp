@@ -1,0 +1,175 @@
+// weft's own GEMM (tensor/cpu/gemm/) at every instruction-set level this machine supports (all
+// of them in an emulation build), for float32 and for bfloat16 inputs: each product against a
+// naive product in double of the same values, and against the scalar reference kernel's result
+// in the same run. The cases cover the layouts matmul hands over in place (transposed views,
+// padded and repeated rows, both strides non-unit, batches), the edges of the tiles and blocks
+// (M = 128 over 6-row tiles, N = 10, K = 784 in equal chunks, odd K for bf16 pairs, more columns
+// than one column block), both the small (unpacked, one thread) and the blocked, threaded path,
+// and linear's fused bias.
+//
+// Error bound: each C element is a dot product, so it is compared with |got − exact| ≤
+// tol · Σ_p |a_ip·b_pj|, the standard bound for a sum computed in floating point.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tensor_test_helpers.h"
+#include "tensor/all.h"
+
+using namespace weft;
+using testing::random;
+
+namespace {
+
+constexpr double kFloat32Tol = 2e-5;
+constexpr double kBFloat16Tol = 8e-3;  // the output is rounded to bfloat16 (2^-8 relative)
+
+// The exact product of the values of a (…, M, K) and b (…, K, N) in double, and Σ|a||b|.
+struct Reference {
+  std::vector<double> value, magnitude;
+};
+
+Reference reference(const Tensor& a, const Tensor& b) {
+  const Tensor a3 = a.dim() == 2 ? a.unsqueeze(0) : a, b3 = b.dim() == 2 ? b.unsqueeze(0) : b;
+  const int64_t batch = std::max(a3.size(0), b3.size(0)), m = a3.size(1), k = a3.size(2), n = b3.size(2);
+  const auto av = a3.expand({batch, m, k}).contiguous().to_vector<double>();
+  const auto bv = b3.expand({batch, k, n}).contiguous().to_vector<double>();
+  Reference r{std::vector<double>(static_cast<size_t>(batch * m * n)), std::vector<double>(static_cast<size_t>(batch * m * n))};
+  for (int64_t s = 0; s < batch; ++s)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) {
+        const double x = av[static_cast<size_t>((s * m + i) * k + p)];
+        for (int64_t j = 0; j < n; ++j) {
+          const double y = bv[static_cast<size_t>((s * k + p) * n + j)];
+          r.value[static_cast<size_t>((s * m + i) * n + j)] += x * y;
+          r.magnitude[static_cast<size_t>((s * m + i) * n + j)] += std::abs(x * y);
+        }
+      }
+  return r;
+}
+
+// The largest |got − want| / (magnitude + tiny) over all elements; one CHECK per product.
+double worst_error(const std::vector<double>& got, const std::vector<double>& want, const std::vector<double>& magnitude) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / (magnitude[i] + 1e-30));
+  return worst;
+}
+
+struct Case {
+  std::string name;
+  Tensor a, b;
+};
+
+// Cases in float32; the bfloat16 run rounds the same values to bfloat16 (views kept).
+std::vector<Case> cases(DType dtype) {
+  auto r = [&](const Shape& shape, uint64_t seed) { return random(shape, seed, kFloat32).to(dtype); };
+  std::vector<Case> out;
+  out.push_back({"MLP forward 128x784 · (64x784)ᵀ: K in 4 chunks, M = 128 over 6-row tiles, threaded",
+                 r({128, 784}, 1), r({64, 784}, 2).t()});
+  out.push_back({"N = 10 against a transposed weight (small path, B packed)", r({128, 512}, 3), r({10, 512}, 4).t()});
+  out.push_back({"N = 10 row-major (small path, B read in place, masked columns)", r({128, 512}, 5), r({512, 10}, 6)});
+  out.push_back({"dW = dYᵀ · x: A transposed, split along N", r({128, 96}, 7).t(), r({128, 200}, 8)});
+  out.push_back({"dX = dY · W: row-major, split along M", r({300, 100}, 9), r({100, 90}, 10)});
+  out.push_back({"more rows than one M block", r({1000, 40}, 11), r({40, 60}, 12)});
+  out.push_back({"more columns than one N block", r({8, 64}, 13), r({64, 8200}, 14)});
+  out.push_back({"more columns than one N block, B transposed", r({8, 64}, 15), r({8200, 64}, 16).t()});
+  out.push_back({"odd K, small", r({13, 19}, 17), r({19, 37}, 18)});
+  out.push_back({"odd K, threaded", r({130, 301}, 19), r({301, 70}, 20)});
+  out.push_back({"K = 1", r({40, 1}, 21), r({1, 50}, 22)});
+  out.push_back({"M = N = 1", r({1, 300}, 23), r({300, 1}, 24)});
+  out.push_back({"both operands transposed", r({53, 37}, 25).t(), r({29, 53}, 26).t()});
+  out.push_back({"rows padded (column slice)", r({37, 80}, 27).slice(1, 10, 63), r({53, 29}, 28)});
+  out.push_back({"rows repeated by expand (stride 0)", r({1, 200}, 29).expand({150, 200}), r({200, 70}, 30)});
+  out.push_back({"a column repeated by expand", r({37, 53}, 31), r({53, 1}, 32).expand({53, 29})});
+  out.push_back({"strided in both dims", r({74, 212}, 33).slice(0, 0, 74, 2).slice(1, 0, 212, 2), r({106, 29}, 34)});
+  out.push_back({"batched, broadcast against one matrix", r({3, 37, 53}, 35), r({53, 29}, 36)});
+  out.push_back({"batched, each product threaded", r({2, 128, 200}, 37), r({2, 200, 100}, 38)});
+  return out;
+}
+
+std::vector<double> product(const Case& c) { return matmul(c.a, c.b).to_vector<double>(); }
+
+}  // namespace
+
+TEST_CASE("weft's GEMM at every supported instruction-set level matches the exact product and the scalar kernel") {
+  REQUIRE(cpu_gemm_library() == GemmLibrary::Weft);
+  for (const DType dtype : {kFloat32, kBFloat16}) {
+    const double tol = dtype == kFloat32 ? kFloat32Tol : kBFloat16Tol;
+    for (const Case& c : cases(dtype)) {
+      CAPTURE(c.name);
+      CAPTURE(dtype);
+      const Reference ref = reference(c.a, c.b);
+      std::vector<double> scalar;
+      {
+        CpuIsaGuard guard(CpuIsa::Scalar);
+        scalar = product(c);
+      }
+      for (const CpuIsa isa : cpu_isas_supported()) {
+        CAPTURE(cpu_isa_name(isa));
+        CpuIsaGuard guard(isa);
+        const std::vector<double> got = product(c);
+        CHECK(worst_error(got, ref.value, ref.magnitude) <= tol);
+        CHECK(worst_error(got, scalar, ref.magnitude) <= 2 * tol);
+      }
+    }
+  }
+}
+
+TEST_CASE("weft's GEMM fuses linear's bias at every level, in float32 and bfloat16") {
+  for (const DType dtype : {kFloat32, kBFloat16}) {
+    const double tol = dtype == kFloat32 ? kFloat32Tol : kBFloat16Tol;
+    // Small (N = 10) and threaded (N = 64, K = 784) products.
+    for (const int64_t out_features : {int64_t{10}, int64_t{64}}) {
+      const Tensor x = random({128, 784}, 40, kFloat32).to(dtype), w = random({out_features, 784}, 41, kFloat32).to(dtype);
+      const Tensor b = random({out_features}, 42, kFloat32).to(dtype);
+      Reference ref = reference(x, w.t());
+      const auto bias = b.to_vector<double>();
+      for (size_t i = 0; i < ref.value.size(); ++i) {
+        ref.value[i] += bias[i % static_cast<size_t>(out_features)];
+        ref.magnitude[i] += std::abs(bias[i % static_cast<size_t>(out_features)]);
+      }
+      for (const CpuIsa isa : cpu_isas_supported()) {
+        CAPTURE(cpu_isa_name(isa));
+        CAPTURE(dtype);
+        CAPTURE(out_features);
+        CpuIsaGuard guard(isa);
+        const Tensor y = linear(x, w, b);
+        CHECK(y.dtype() == dtype);
+        CHECK(worst_error(y.to_vector<double>(), ref.value, ref.magnitude) <= tol);
+      }
+    }
+  }
+}
+
+TEST_CASE("weft's GEMM gives the same bits whatever the thread count") {
+  const Tensor a = random({300, 500}, 50, kFloat32), b = random({500, 200}, 51, kFloat32);
+  const int saved = num_threads();
+  set_num_threads(1);
+  const Tensor one = matmul(a, b);
+  set_num_threads(3);
+  const Tensor three = matmul(a, b);
+  set_num_threads(saved);
+  CHECK(std::memcmp(one.data_ptr(), three.data_ptr(), one.nbytes()) == 0);
+}
+
+TEST_CASE("the kernel in use is named for each dtype and level") {
+  {
+    CpuIsaGuard guard(CpuIsa::Scalar);
+    CHECK(cpu_gemm_kernel(kFloat32) == "weft scalar 4x8 fp32");
+    CHECK(cpu_gemm_kernel(kBFloat16) == "weft scalar 4x8 fp32 (bf16 widened)");
+  }
+  if (cpu_isa_supported() >= CpuIsa::Avx2) {
+    CpuIsaGuard guard(CpuIsa::Avx2);
+    CHECK(cpu_gemm_kernel(kFloat32) == "weft avx2 6x16 fp32");
+  }
+  if (cpu_isa_supported() >= CpuIsa::Avx512Bf16) {
+    CpuIsaGuard guard(CpuIsa::Avx512Bf16);
+    CHECK(cpu_gemm_kernel(kFloat32) == "weft avx512 12x32 fp32");
+    CHECK(cpu_gemm_kernel(kBFloat16) == "weft avx512_bf16 12x32 bf16 pairs");
+  }
+  CHECK(cpu_gemm_kernel(kFloat64) == "eigen");
+}
