@@ -28,36 +28,15 @@
 #include <vector>
 
 #include "precision/fp8/fp8_dispatch.h"
+#include "median_timer.h"
 #include "weft.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using weft::CpuIsa;
 namespace wd = weft::detail;
 
-constexpr int kMinCalls = 5;
-
-class Timer {
- public:
-  explicit Timer(std::function<void()> fn) : fn_(std::move(fn)) { fn_(); }
-  void call() {
-    const auto t0 = Clock::now();
-    fn_();
-    calls_.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    total_ += calls_.back();
-  }
-  bool done(double min_time) const { return total_ >= min_time && calls_.size() >= kMinCalls; }
-  double median() {
-    std::nth_element(calls_.begin(), calls_.begin() + static_cast<int64_t>(calls_.size() / 2), calls_.end());
-    return calls_[calls_.size() / 2];
-  }
-
- private:
-  std::function<void()> fn_;
-  std::vector<double> calls_;
-  double total_ = 0;
-};
+using Timer = bench::MedianTimer;
 
 struct Row {
   std::string op, isa;

@@ -24,35 +24,14 @@
 #include <string>
 #include <vector>
 
+#include "median_timer.h"
 #include "weft.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using namespace weft;
 
-constexpr int kMinCalls = 5;
-
-class Timer {
- public:
-  explicit Timer(std::function<void()> fn) : fn_(std::move(fn)) { fn_(); }
-  void call() {
-    const auto t0 = Clock::now();
-    fn_();
-    calls_.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    total_ += calls_.back();
-  }
-  bool done(double min_time) const { return total_ >= min_time && calls_.size() >= kMinCalls; }
-  double median() {
-    std::nth_element(calls_.begin(), calls_.begin() + static_cast<int64_t>(calls_.size() / 2), calls_.end());
-    return calls_[calls_.size() / 2];
-  }
-
- private:
-  std::function<void()> fn_;
-  std::vector<double> calls_;
-  double total_ = 0;
-};
+using Timer = bench::MedianTimer;
 
 struct Case {
   int64_t batch, in, out;
@@ -90,7 +69,7 @@ int main(int argc, char** argv) {
   }
   std::printf("bench_fp8_linear: forward + backward of one linear layer, %d threads, GEMM library %s, instruction "
               "set %s; median step over >= %d steps and >= %.2f s each\n\n",
-              num_threads(), to_string(cpu_gemm_library()), std::string(cpu_isa_name(cpu_isa())).c_str(), kMinCalls,
+              num_threads(), to_string(cpu_gemm_library()), std::string(cpu_isa_name(cpu_isa())).c_str(), static_cast<int>(Timer::kMinCalls),
               min_time);
   std::printf("%5s %5s %5s | %9s %9s %9s | %8s %8s | %13s %12s\n", "B", "in", "out", "fp32 ms", "bf16 ms", "fp8 ms",
               "fp8/bf16", "fp8/fp32", "bf16 W bytes", "fp8 W bytes");

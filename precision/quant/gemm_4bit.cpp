@@ -53,7 +53,8 @@ Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
       const float inverse = amax > 0.0f && std::isfinite(amax) ? 127.0f / amax : 0.0f;
       int32_t sum = 0;
       for (int64_t j = 0; j < blocksize; ++j) {
-        const auto q = static_cast<int8_t>(std::nearbyint(xb[j] * inverse));
+        // Not xb[j] * 0: a NaN or Inf times 0 is NaN, whose conversion to int8 is undefined.
+        const auto q = inverse == 0.0f ? int8_t{0} : static_cast<int8_t>(std::nearbyint(xb[j] * inverse));
         // Value j of its 64-value chunk goes to position j/2 (even) or 32 + j/2 (odd).
         const int64_t within = j % kChunk;
         const int64_t at = i * k + b * blocksize + (j - within) + (within % 2) * (kChunk / 2) + within / 2;

@@ -186,7 +186,11 @@ void parse_quant_state_json(const std::string& text, QuantState& state) {
   std::optional<int64_t> nested_blocksize;
   std::optional<double> nested_offset;
   std::optional<DType> nested_dtype;
-  for (const auto& [key, v] : FlatJsonReader(text).read_object()) {
+  // Plain names rather than structured bindings: the lambda below captures them, which clang 14
+  // (without C++20's P1091) refuses.
+  for (const auto& entry : FlatJsonReader(text).read_object()) {
+    const auto& key = entry.first;
+    const auto& v = entry.second;
     auto need = [&](JsonValue::Kind kind, const char* what) {
       WEFT_CHECK(v.kind == kind, "[load_quant_state] quant_state '", key, "' must be ", what);
     };

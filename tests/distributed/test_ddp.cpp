@@ -66,7 +66,9 @@ TEST_CASE("DDP at 1-4 ranks matches one process on the full batch, in every CPU 
     const auto run = test::run_ranks(n, "ddp_equivalence");
     INFO(run.logs());
     REQUIRE(run.ok());
-    for (const auto& [name, ref] : reference) {
+    for (const auto& entry : reference) {
+      const auto& name = entry.first;  // named: clang 14 refuses bindings in CAPTURE's lambda
+      const auto& ref = entry.second;
       CAPTURE(name);
       const nn::TensorDict r0 = run.result(0, name);
       for (int r = 1; r < n; ++r) CHECK(test::bitwise_equal(run.result(r, name), r0));  // ranks never drift apart

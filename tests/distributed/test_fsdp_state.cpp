@@ -206,7 +206,8 @@ TEST_CASE("checkpoints saved at N ranks load at M and resume as if the run never
   const nn::TensorDict straight = model->state_dict();
   const auto root = std::filesystem::temp_directory_path() / ("weft-ckpt-" + std::to_string(::getpid()));
   for (const char* kind : {"sharded", "full"})
-    for (auto [n, m] : std::vector<std::pair<int, int>>{{2, 3}, {3, 2}, {4, 1}}) {
+    for (const auto& sizes : std::vector<std::pair<int, int>>{{2, 3}, {3, 2}, {4, 1}}) {
+      const int n = sizes.first, m = sizes.second;  // named: clang 14 refuses bindings in CAPTURE's lambda
       CAPTURE(kind);
       CAPTURE(n);
       CAPTURE(m);

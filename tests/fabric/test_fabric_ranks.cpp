@@ -180,7 +180,9 @@ TEST_CASE("FP8 training under ddp: every rank scales with the amaxes of all rank
   REQUIRE(run.ok());
   const nn::TensorDict r0 = run.result(0), r1 = run.result(1);
   // The ranks saw different rows, so only an all-reduced amax gives them the same scales.
-  for (const auto& [name, t] : r0) {
+  for (const auto& entry : r0) {
+    const auto& name = entry.first;  // named: clang 14 refuses bindings in CAPTURE's lambda
+    const auto& t = entry.second;
     CAPTURE(name);
     CHECK(equal(t, r1.at(name)));
   }

@@ -6,18 +6,10 @@
 
 using namespace weft;
 using safetensors_test::contains;
+using safetensors_test::error_of;
 using safetensors_test::TempDir;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // One Adam step on sum(model(x)), so the optimizer holds moments shaped like the model.
 void step_once(nn::Sequential& model, optim::Adam& adam, int64_t inputs) {

@@ -13,18 +13,10 @@
 
 using namespace weft;
 using safetensors_test::contains;
+using safetensors_test::error_of;
 using safetensors_test::TempDir;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 mode_t mode_of(const std::filesystem::path& path) {
   struct stat st {};

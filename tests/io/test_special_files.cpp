@@ -15,18 +15,10 @@
 
 using namespace weft;
 using safetensors_test::contains;
+using safetensors_test::error_of;
 using safetensors_test::TempDir;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // The error `load` ends in, run on another thread with a deadline: a load still blocked on the
 // FIFO after it fails the test and is then released by opening the FIFO's writing end (the

@@ -8,37 +8,28 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_
 if(rc)
   message(FATAL_ERROR "install failed: ${rc}")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G Ninja
-                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
-                        -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
-                RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "configuring the consumer failed: ${rc}")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "building the consumer failed: ${rc}")
-endif()
-execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "the consumer computed a wrong gradient: ${rc}")
-endif()
-if(OTHER_COMPILER)
-  # weft runs its own thread pool, not OpenMP, so no compiler's runtime is baked into the library:
-  # a program compiled by the other compiler family links and runs against it as well.
-  execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/other -G Ninja
+# Configures, builds and runs the consumer with `compiler` in WORK_DIR/`dir`.
+function(build_and_run_consumer compiler dir)
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/${dir} -G Ninja
                           -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
-                          -DCMAKE_CXX_COMPILER=${OTHER_COMPILER}
+                          -DCMAKE_CXX_COMPILER=${compiler}
                   RESULT_VARIABLE rc)
   if(rc)
-    message(FATAL_ERROR "configuring the consumer with ${OTHER_COMPILER} failed: ${rc}")
+    message(FATAL_ERROR "configuring the consumer with ${compiler} failed: ${rc}")
   endif()
-  execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/other RESULT_VARIABLE rc)
+  execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/${dir} RESULT_VARIABLE rc)
   if(rc)
-    message(FATAL_ERROR "building the consumer with ${OTHER_COMPILER} failed: ${rc}")
+    message(FATAL_ERROR "building the consumer with ${compiler} failed: ${rc}")
   endif()
-  execute_process(COMMAND ${WORK_DIR}/other/consumer RESULT_VARIABLE rc)
+  execute_process(COMMAND ${WORK_DIR}/${dir}/consumer RESULT_VARIABLE rc)
   if(rc)
-    message(FATAL_ERROR "the consumer built with ${OTHER_COMPILER} computed a wrong gradient: ${rc}")
+    message(FATAL_ERROR "the consumer built with ${compiler} computed a wrong gradient: ${rc}")
   endif()
+endfunction()
+
+build_and_run_consumer(${CXX_COMPILER} build)
+# weft runs its own thread pool, not OpenMP, so no compiler's runtime is baked into the library:
+# a program compiled by the other compiler family links and runs against it as well.
+if(OTHER_COMPILER)
+  build_and_run_consumer(${OTHER_COMPILER} other)
 endif()

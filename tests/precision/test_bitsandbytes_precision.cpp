@@ -49,7 +49,7 @@ bool is_mode_layer(const std::string& mode, const std::shared_ptr<nn::Module>& m
   return nf4 == mode.starts_with("nf4") && layer->quant_state().nested == mode.ends_with("-dq");
 }
 
-bool is_plain_linear(const std::shared_ptr<nn::Module>& m) { return typeid(*m) == typeid(nn::LinearImpl); }
+bool is_plain_linear(const std::shared_ptr<nn::Module>& m) { return testing::has_type<nn::LinearImpl>(*m); }
 
 }  // namespace
 

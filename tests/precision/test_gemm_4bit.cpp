@@ -100,11 +100,14 @@ TEST_CASE("4-bit product: up to 16 rows the int8 kernel stays within 2% of max|y
 TEST_CASE("4-bit dequantization of rows: every supported instruction set gives dequantize_4bit's values bit for bit") {
   manual_seed(24);
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
-    for (const auto& [n, k, bs] : {std::tuple<int64_t, int64_t, int64_t>{9, 37, 32}, {16, 256, 64}, {3, 1000, 128}}) {
+    for (const auto& shape : {std::tuple<int64_t, int64_t, int64_t>{9, 37, 32}, {16, 256, 64}, {3, 1000, 128}}) {
+      // Named values, not structured bindings: clang 14 refuses bindings inside INFO's lambda.
+      const int64_t n = std::get<0>(shape), k = std::get<1>(shape), bs = std::get<2>(shape);
       const Case c = quantized(n, k, bs, type);
       const auto expected = c.dequantized.to_vector<float>();
       for (const CpuIsa isa : cpu_isas_supported())
-        for (const auto& [row0, rows] : {std::pair<int64_t, int64_t>{0, n}, {1, n - 2}, {n - 1, 1}}) {
+        for (const auto& span : {std::pair<int64_t, int64_t>{0, n}, {1, n - 2}, {n - 1, 1}}) {
+          const int64_t row0 = span.first, rows = span.second;
           std::vector<float> got(static_cast<size_t>(rows * k), -1.0f);
           dequantize_4bit_rows(c.w, row0, rows, got.data(), isa);
           INFO("isa ", cpu_isa_name(isa), " shape (", n, ", ", k, ") rows ", row0, "+", rows);

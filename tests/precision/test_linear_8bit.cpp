@@ -47,7 +47,9 @@ TEST_CASE("Linear8bitLt loads bitsandbytes' int8 checkpoints strictly and saves 
     CHECK(keys.unexpected_keys.empty());
     const nn::TensorDict saved = layer->state_dict();
     CHECK(saved.size() == bnb_state(c).size());
-    for (const auto& [key, tensor] : bnb_state(c)) {
+    for (const auto& entry : bnb_state(c)) {
+      const auto& key = entry.first;  // a named reference: clang 14 refuses bindings in doctest's lambdas
+      const auto& tensor = entry.second;
       REQUIRE_MESSAGE(saved.contains(key), key);
       CHECK(saved.at(key).shape() == tensor.shape());
       check_bitwise(saved.at(key), tensor, key);
