@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tensor/all.h"
+#include "error_message.h"
 
 using namespace weft;
 
@@ -21,15 +22,6 @@ namespace {
 
 const bool kNoGpu = !cuda::is_available();
 const Device kGpu("cuda");
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 void check_close(const Tensor& gpu, const Tensor& cpu, double rtol, double atol) {
   REQUIRE(gpu.device().is_cuda());

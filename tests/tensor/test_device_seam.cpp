@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tensor/all.h"
+#include "error_message.h"
 #include "tensor/backend.h"
 #include "tensor/fused_kernels.h"
 #include "tensor/kernel_registry.h"
@@ -15,15 +16,6 @@
 using namespace weft;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 int planted_calls = 0;
 void planted_kernel(int* value) {

@@ -8,23 +8,9 @@
 #include <string>
 
 #include "tensor/all.h"
+#include "error_message.h"
 
 using namespace weft;
-
-namespace {
-
-// The message of the weft::Error that fn throws ("" if none).
-template <class Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
 
 TEST_CASE("weft::Error is a std::runtime_error") {
   CHECK_THROWS_AS(Device("tpu"), std::runtime_error);
