@@ -40,7 +40,7 @@ struct AdamStep {
   bool decoupled;  // AdamW: decay the parameter, not the gradient
 };
 
-template <class P>
+template <class P, class G>
 void adam_update(const Tensor& param, const Tensor& grad, AdamParamState& state, const AdamStep& s) {
   using C = detail::ComputeType<P>;
   C* m_data = state.exp_avg.data<C>();
@@ -63,7 +63,7 @@ void adam_update(const Tensor& param, const Tensor& grad, AdamParamState& state,
   // float32 blocks take the AVX2 kernel where the CPU has it: the same operations, 8 lanes wide.
   const bool avx2 = std::is_same_v<C, float> && cpu_isa() >= CpuIsa::Avx2;
 
-  detail::for_each_param_block(param.data<P>(), grad.data<P>(), param.numel(),
+  detail::for_each_param_block(param.data<P>(), grad.data<G>(), param.numel(),
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
     if constexpr (std::is_same_v<C, float>) {
       if (avx2) {
@@ -106,8 +106,8 @@ void adam_step(const char* op, std::vector<ParamGroup<Options>>& groups,
       if (!state.exp_avg_sq.defined()) state.exp_avg_sq = detail::zero_state(param);
       if (o.amsgrad && !state.max_exp_avg_sq.defined()) state.max_exp_avg_sq = detail::zero_state(param);
       state.step += 1;
-      detail::dispatch_param_dtype(param.dtype(), op, [&](auto tag) {
-        adam_update<decltype(tag)>(param, grad, state, s);
+      detail::dispatch_param_grad_dtype(param.dtype(), grad.dtype(), op, [&](auto p, auto g) {
+        adam_update<decltype(p), decltype(g)>(param, grad, state, s);
       });
       detail::mark_updated(param);
     }

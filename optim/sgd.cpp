@@ -24,7 +24,7 @@ namespace {
 using detail::Block;
 using detail::ConstBlock;
 
-template <class P>
+template <class P, class G>
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& buffer, bool first_step,
                 const SGDOptions& o) {
   using C = detail::ComputeType<P>;
@@ -34,7 +34,7 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& buffer, b
   const C one_minus_dampening = static_cast<C>(1.0 - o.dampening);
   const C neg_lr = static_cast<C>(-o.lr);
   const bool decay = o.weight_decay != 0.0;
-  detail::for_each_param_block(param.data<P>(), grad.data<P>(), param.numel(),
+  detail::for_each_param_block(param.data<P>(), grad.data<G>(), param.numel(),
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
     Block<C> p(p_data, length);
     alignas(64) C d_data[detail::kBlock];
@@ -74,8 +74,8 @@ void SGD::step() {
         if (first_step) state.momentum_buffer = detail::zero_state(param);
         buffer = state.momentum_buffer;
       }
-      detail::dispatch_param_dtype(param.dtype(), "SGD", [&](auto tag) {
-        sgd_update<decltype(tag)>(param, grad, buffer, first_step, o);
+      detail::dispatch_param_grad_dtype(param.dtype(), grad.dtype(), "SGD", [&](auto p, auto g) {
+        sgd_update<decltype(p), decltype(g)>(param, grad, buffer, first_step, o);
       });
       detail::mark_updated(param);
     }
