@@ -121,17 +121,19 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   double coef = max_norm / (total + 1e-6);
   if (!all_float64) coef = static_cast<float>(max_norm) / (static_cast<float>(total) + 1e-6f);
   if (coef >= 1.0) return total;  // clamped to 1: scaling would change nothing
-  for (Tensor& g : grads) {
-    if (g.is_contiguous()) {
-      detail::dispatch_param_dtype(g.dtype(), "clip_grad_norm_", [&](auto tag) {
-        scale_in_place<decltype(tag)>(g, coef);
-      });
-      g.storage()->bump_version();
-    } else {
-      g.mul_(coef);
-    }
-  }
+  for (Tensor& g : grads) scale_grad_(g, coef);
   return total;
+}
+
+void scale_grad_(Tensor& grad, double coef) {
+  if (grad.is_contiguous() && grad.device().is_cpu()) {
+    detail::dispatch_param_dtype(grad.dtype(), "clip_grad_norm_", [&](auto tag) {
+      scale_in_place<decltype(tag)>(grad, coef);
+    });
+    grad.storage()->bump_version();
+  } else {
+    grad.mul_(coef);
+  }
 }
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
