@@ -1,4 +1,5 @@
-// Adam's and AdamW's option checks and their shared fused update (formulas in optim/adam.h).
+// Adam's and AdamW's option checks, their step (one kernel launch per device and group,
+// optim/fused_kernels.h) and the CPU kernel (formulas in optim/adam.h).
 // Bias corrections are computed in double from the step count, as PyTorch computes them in Python;
 // per-element scalars are then rounded to the compute type once, and each line of the loop is one
 // PyTorch op of _single_tensor_adam(w), in the same order. Those Eigen expressions are also the
@@ -6,6 +7,7 @@
 // CPUs that have it: the same operations in the same order, so the same bits.
 #include "optim/adam.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <type_traits>
@@ -13,14 +15,18 @@
 #include "optim/adam_kernels.h"
 #include "tensor/cpu/isa.h"
 
+#include "optim/fused_kernels.h"
 #include "optim/fused_update.h"
 
 namespace weft::optim {
 
 namespace {
 
+using detail::AdamLaunch;
+using detail::AdamParam;
 using detail::Block;
 using detail::ConstBlock;
+using weft::detail::KernelRegistry;
 
 void validate_adam(const char* op, double lr, const std::pair<double, double>& betas, double eps,
                    double weight_decay) {
@@ -34,20 +40,14 @@ void validate_adam(const char* op, double lr, const std::pair<double, double>& b
              "; expected weight_decay >= 0");
 }
 
-struct AdamStep {
-  double lr, beta1, beta2, eps, weight_decay;
-  bool amsgrad;
-  bool decoupled;  // AdamW: decay the parameter, not the gradient
-};
-
 template <class P, class G>
-void adam_update(const Tensor& param, const Tensor& grad, AdamParamState& state, const AdamStep& s) {
+void adam_update(const AdamParam& a, const AdamLaunch& s) {
   using C = detail::ComputeType<P>;
-  C* m_data = state.exp_avg.data<C>();
-  C* v_data = state.exp_avg_sq.data<C>();
-  C* v_max_data = s.amsgrad ? state.max_exp_avg_sq.data<C>() : nullptr;
+  C* m_data = a.exp_avg.data<C>();
+  C* v_data = a.exp_avg_sq.data<C>();
+  C* v_max_data = s.amsgrad ? a.max_exp_avg_sq.data<C>() : nullptr;
 
-  const double step = static_cast<double>(state.step);
+  const double step = static_cast<double>(a.step);
   const double bias_correction1 = 1.0 - std::pow(s.beta1, step);
   const double bias_correction2 = 1.0 - std::pow(s.beta2, step);
   const C neg_step_size = static_cast<C>(-(s.lr / bias_correction1));
@@ -63,7 +63,7 @@ void adam_update(const Tensor& param, const Tensor& grad, AdamParamState& state,
   // float32 blocks take the AVX2 kernel where the CPU has it: the same operations, 8 lanes wide.
   const bool avx2 = std::is_same_v<C, float> && cpu_isa() >= CpuIsa::Avx2;
 
-  detail::for_each_param_block(param.data<P>(), grad.data<G>(), param.numel(),
+  detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), a.param.numel(),
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
     if constexpr (std::is_same_v<C, float>) {
       if (avx2) {
@@ -96,25 +96,43 @@ void adam_step(const char* op, std::vector<ParamGroup<Options>>& groups,
                const std::function<AdamParamState&(const Tensor&)>& state_for, bool decoupled) {
   for (auto& group : groups) {
     const Options& o = group.options;
-    const AdamStep s{o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay, o.amsgrad, decoupled};
-    for (const Tensor& param : group.params) {
-      if (!param.grad().defined()) continue;
-      const Tensor grad = detail::fused_update_grad(op, param);
+    // Every parameter is checked before any state changes.
+    std::vector<std::pair<Tensor, Tensor>> stepped;
+    for (const Tensor& param : group.params)
+      if (param.grad().defined()) stepped.emplace_back(param, detail::fused_update_grad(op, param));
+    std::vector<std::pair<Device, AdamLaunch>> launches;  // one per device
+    for (const auto& [param, grad] : stepped) {
       AdamParamState& state = state_for(param);
       // Lazily created, so a state dict without a buffer (or amsgrad switched on) still steps.
       if (!state.exp_avg.defined()) state.exp_avg = detail::zero_state(param);
       if (!state.exp_avg_sq.defined()) state.exp_avg_sq = detail::zero_state(param);
       if (o.amsgrad && !state.max_exp_avg_sq.defined()) state.max_exp_avg_sq = detail::zero_state(param);
       state.step += 1;
-      detail::dispatch_param_grad_dtype(param.dtype(), grad.dtype(), op, [&](auto p, auto g) {
-        adam_update<decltype(p), decltype(g)>(param, grad, state, s);
-      });
-      detail::mark_updated(param);
+      auto at = std::find_if(launches.begin(), launches.end(), [&](const auto& l) { return l.first == param.device(); });
+      if (at == launches.end())
+        at = launches.insert(launches.end(), {param.device(), AdamLaunch{{}, o.lr, o.betas.first, o.betas.second, o.eps,
+                                                                           o.weight_decay, o.amsgrad, decoupled}});
+      at->second.params.push_back({param, grad, state.exp_avg, state.exp_avg_sq, state.max_exp_avg_sq, state.step});
+    }
+    for (const auto& [device, launch] : launches) {
+      detail::adam_kernels().at(device)(launch);
+      for (const AdamParam& a : launch.params) detail::mark_updated(a.param);
     }
   }
 }
 
 }  // namespace
+
+void detail::cpu_adam_kernel(const AdamLaunch& launch) {
+  for (const AdamParam& a : launch.params)
+    dispatch_param_grad_dtype(a.param.dtype(), a.grad.dtype(), launch.decoupled ? "AdamW" : "Adam",
+                              [&](auto p, auto g) { adam_update<decltype(p), decltype(g)>(a, launch); });
+}
+
+KernelRegistry<detail::AdamKernel>& detail::adam_kernels() {
+  static KernelRegistry<AdamKernel> registry("Adam", &cpu_adam_kernel, cuda_adam_kernel);
+  return registry;
+}
 
 void AdamOptions::validate() const { validate_adam("Adam", lr, betas, eps, weight_decay); }
 void AdamWOptions::validate() const { validate_adam("AdamW", lr, betas, eps, weight_decay); }

@@ -1,11 +1,14 @@
-// Gradient clipping (clip_grad.h). The norm and the scaling are single passes over each
-// gradient's memory, with the optimizer kernels' dtype dispatch and blocks (optim/fused_update.h).
+// Gradient clipping (clip_grad.h). The norm and the scaling are device kernels
+// (optim/fused_kernels.h), one launch per device; on the CPU single passes over each gradient's
+// memory, with the optimizer kernels' dtype dispatch and blocks (optim/fused_update.h).
 #include "optim/clip_grad.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "optim/fused_kernels.h"
 #include "optim/fused_update.h"
 #include "tensor/ops.h"
 
@@ -14,6 +17,7 @@ namespace weft::optim {
 namespace {
 
 using detail::ConstBlock;
+using weft::detail::KernelRegistry;
 
 // Blocks per parallel task: fixed, so the order of the sums, and the norm, do not depend on the
 // thread count.
@@ -87,27 +91,54 @@ void scale_in_place(const Tensor& grad, double coef) {
 
 }  // namespace
 
+double detail::cpu_grad_norm_kernel(const std::vector<Tensor>& grads, double norm_type) {
+  const bool is_inf = std::isinf(norm_type);
+  double accumulated = 0.0;
+  for (const Tensor& g : grads) {
+    double part = 0.0;
+    dispatch_param_dtype(g.dtype(), "clip_grad_norm_", [&](auto tag) { part = grad_norm_part<decltype(tag)>(g, norm_type); });
+    accumulated = is_inf ? nan_max(accumulated, part) : accumulated + part;
+  }
+  return accumulated;
+}
+
+void detail::cpu_scale_grads_kernel(const std::vector<Tensor>& grads, double coef) {
+  for (const Tensor& g : grads)
+    dispatch_param_dtype(g.dtype(), "clip_grad_norm_", [&](auto tag) { scale_in_place<decltype(tag)>(g, coef); });
+}
+
+KernelRegistry<detail::GradNormKernel>& detail::grad_norm_kernels() {
+  static KernelRegistry<GradNormKernel> registry("clip_grad_norm_", &cpu_grad_norm_kernel, cuda_grad_norm_kernel);
+  return registry;
+}
+
+KernelRegistry<detail::ScaleGradsKernel>& detail::scale_grads_kernels() {
+  static KernelRegistry<ScaleGradsKernel> registry("clip_grad_norm_", &cpu_scale_grads_kernel, cuda_scale_grads_kernel);
+  return registry;
+}
+
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
                        bool error_if_nonfinite) {
   WEFT_CHECK(norm_type > 0.0, "[clip_grad_norm_] expected norm_type > 0 or infinity, got ", norm_type);
+  // The gradients by device, each contiguous for the norm kernel (a copy where one is not).
+  std::vector<std::pair<Device, std::vector<Tensor>>> by_device;
   std::vector<Tensor> grads;
   bool all_float64 = true;
   for (const Tensor& p : params) {
     Tensor g = p.defined() ? p.grad() : Tensor();
     if (!g.defined()) continue;
-    WEFT_CHECK(g.device().is_cpu(), "[clip_grad_norm_] runs on the CPU; got a gradient on ", g.device());
     all_float64 &= g.dtype() == kFloat64;
     grads.push_back(g);
+    auto at = std::find_if(by_device.begin(), by_device.end(), [&](const auto& e) { return e.first == g.device(); });
+    if (at == by_device.end()) at = by_device.insert(by_device.end(), {g.device(), {}});
+    at->second.push_back(g.contiguous());
   }
   if (grads.empty()) return 0.0;
 
   const bool is_inf = std::isinf(norm_type);
   double accumulated = 0.0;
-  for (const Tensor& g : grads) {
-    double part = 0.0;
-    detail::dispatch_param_dtype(g.dtype(), "clip_grad_norm_", [&](auto tag) {
-      part = grad_norm_part<decltype(tag)>(g.contiguous(), norm_type);
-    });
+  for (const auto& [device, device_grads] : by_device) {
+    const double part = detail::grad_norm_kernels().at(device)(device_grads, norm_type);
     accumulated = is_inf ? nan_max(accumulated, part) : accumulated + part;
   }
   double total = is_inf ? accumulated : norm_type == 2.0 ? std::sqrt(accumulated)
@@ -121,15 +152,23 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   double coef = max_norm / (total + 1e-6);
   if (!all_float64) coef = static_cast<float>(max_norm) / (static_cast<float>(total) + 1e-6f);
   if (coef >= 1.0) return total;  // clamped to 1: scaling would change nothing
-  for (Tensor& g : grads) scale_grad_(g, coef);
+  for (const auto& entry : by_device) {
+    const Device device = entry.first;
+    std::vector<Tensor> in_place;
+    for (Tensor& g : grads) {
+      if (g.device() != device) continue;
+      if (g.is_contiguous()) in_place.push_back(g);
+      else g.mul_(coef);
+    }
+    detail::scale_grads_kernels().at(device)(in_place, coef);
+    for (const Tensor& g : in_place) g.storage()->bump_version();
+  }
   return total;
 }
 
 void scale_grad_(Tensor& grad, double coef) {
-  if (grad.is_contiguous() && grad.device().is_cpu()) {
-    detail::dispatch_param_dtype(grad.dtype(), "clip_grad_norm_", [&](auto tag) {
-      scale_in_place<decltype(tag)>(grad, coef);
-    });
+  if (grad.is_contiguous()) {
+    detail::scale_grads_kernels().at(grad.device())({grad}, coef);
     grad.storage()->bump_version();
   } else {
     grad.mul_(coef);

@@ -1,4 +1,5 @@
-// Internal helpers for the fused optimizer updates (SGD, Adam, AdamW) and gradient clipping.
+// Internal helpers for the CPU kernels of the fused optimizer updates (SGD, Adam, AdamW) and
+// gradient clipping (optim/fused_kernels.h).
 //
 // Every update is one pass over a parameter's contiguous memory, block by block: a block of
 // kBlock elements of parameter, gradient and state is read, updated in float32 (float64 for
@@ -135,9 +136,9 @@ void for_each_param_block(P* param, const G* grad, int64_t n, Kernel&& kernel) {
   });
 }
 
-// Checks that `param` can be updated in place by a fused kernel (CPU, contiguous, initialized)
-// and returns its gradient, contiguous, of the parameter's dtype or (under a float32 / float64
-// parameter) float16 / bfloat16.
+// Checks that `param` can be updated in place by a fused kernel (contiguous, initialized, its
+// gradient on its device) and returns its gradient, contiguous, of the parameter's dtype or (a CPU
+// float32 / float64 parameter) float16 / bfloat16.
 Tensor fused_update_grad(const std::string& op, const Tensor& param);
 // A state tensor for `param`, zero-filled: param's shape, state_dtype(param).
 Tensor zero_state(const Tensor& param);

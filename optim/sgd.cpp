@@ -1,8 +1,12 @@
-// SGD's option checks and its fused update (formulas in optim/sgd.h). Scalars are rounded to the
+// SGD's option checks, its step (one kernel launch per device and group, optim/fused_kernels.h)
+// and the CPU kernel (formulas in optim/sgd.h). Scalars are rounded to the
 // compute type once, as PyTorch rounds a Python float to the tensor's dtype, and each line below
 // is one PyTorch op of _single_tensor_sgd, in the same order.
 #include "optim/sgd.h"
 
+#include <algorithm>
+
+#include "optim/fused_kernels.h"
 #include "optim/fused_update.h"
 
 namespace weft::optim {
@@ -23,18 +27,21 @@ namespace {
 
 using detail::Block;
 using detail::ConstBlock;
+using detail::SgdLaunch;
+using detail::SgdParam;
+using weft::detail::KernelRegistry;
 
 template <class P, class G>
-void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& buffer, bool first_step,
-                const SGDOptions& o) {
+void sgd_update(const SgdParam& a, const SgdLaunch& o) {
   using C = detail::ComputeType<P>;
-  C* buffer_data = buffer.defined() ? buffer.data<C>() : nullptr;
+  C* buffer_data = a.momentum_buffer.defined() ? a.momentum_buffer.data<C>() : nullptr;
+  const bool first_step = a.first_step;
   const C weight_decay = static_cast<C>(o.weight_decay);
   const C momentum = static_cast<C>(o.momentum);
   const C one_minus_dampening = static_cast<C>(1.0 - o.dampening);
   const C neg_lr = static_cast<C>(-o.lr);
   const bool decay = o.weight_decay != 0.0;
-  detail::for_each_param_block(param.data<P>(), grad.data<G>(), param.numel(),
+  detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), a.param.numel(),
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
     Block<C> p(p_data, length);
     alignas(64) C d_data[detail::kBlock];
@@ -60,12 +67,26 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& buffer, b
 
 }  // namespace
 
+void detail::cpu_sgd_kernel(const SgdLaunch& launch) {
+  for (const SgdParam& a : launch.params)
+    dispatch_param_grad_dtype(a.param.dtype(), a.grad.dtype(), "SGD",
+                              [&](auto p, auto g) { sgd_update<decltype(p), decltype(g)>(a, launch); });
+}
+
+KernelRegistry<detail::SgdKernel>& detail::sgd_kernels() {
+  static KernelRegistry<SgdKernel> registry("SGD", &cpu_sgd_kernel, cuda_sgd_kernel);
+  return registry;
+}
+
 void SGD::step() {
   for (Group& group : groups_) {
     const SGDOptions& o = group.options;
-    for (const Tensor& param : group.params) {
-      if (!param.grad().defined()) continue;
-      const Tensor grad = detail::fused_update_grad("SGD", param);
+    // Every parameter is checked before any state changes.
+    std::vector<std::pair<Tensor, Tensor>> stepped;
+    for (const Tensor& param : group.params)
+      if (param.grad().defined()) stepped.emplace_back(param, detail::fused_update_grad("SGD", param));
+    std::vector<std::pair<Device, SgdLaunch>> launches;  // one per device
+    for (const auto& [param, grad] : stepped) {
       Tensor buffer;
       bool first_step = false;
       if (o.momentum != 0.0) {
@@ -74,10 +95,15 @@ void SGD::step() {
         if (first_step) state.momentum_buffer = detail::zero_state(param);
         buffer = state.momentum_buffer;
       }
-      detail::dispatch_param_grad_dtype(param.dtype(), grad.dtype(), "SGD", [&](auto p, auto g) {
-        sgd_update<decltype(p), decltype(g)>(param, grad, buffer, first_step, o);
-      });
-      detail::mark_updated(param);
+      auto at = std::find_if(launches.begin(), launches.end(), [&](const auto& l) { return l.first == param.device(); });
+      if (at == launches.end())
+        at = launches.insert(launches.end(), {param.device(), SgdLaunch{{}, o.lr, o.momentum, o.dampening,
+                                                                          o.weight_decay, o.nesterov}});
+      at->second.params.push_back({param, grad, buffer, first_step});
+    }
+    for (const auto& [device, launch] : launches) {
+      detail::sgd_kernels().at(device)(launch);
+      for (const SgdParam& a : launch.params) detail::mark_updated(a.param);
     }
   }
 }

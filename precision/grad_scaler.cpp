@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "precision/amp_kernels.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
@@ -14,16 +15,6 @@ namespace weft::precision {
 namespace {
 
 const char* const kStateKeys[] = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"};
-
-bool has_non_finite(const Tensor& g) { return sum(logical_not(isfinite(g))).item<int64_t>() > 0; }
-
-// g ← g · inv in the precision PyTorch's kernel uses: float32 for narrow dtypes and float32,
-// float64 for float64 (inv itself is a float32 value either way).
-void unscale_in_place(Tensor& g, float inv) {
-  if (inv == 1.0f) return;
-  if (is_narrow_float(g.dtype())) g.copy_(mul(g.to(kFloat32), static_cast<double>(inv)));
-  else g.mul_(static_cast<double>(inv));
-}
 
 double state_value(const nn::TensorDict& state, const char* key) {
   const Tensor* t = state.find(key);
@@ -87,14 +78,25 @@ void GradScaler::unscale_(OptimizerId optimizer, const std::vector<Tensor>& para
   }
   const float inv = static_cast<float>(1.0 / static_cast<double>(*scale_));
   NoGradGuard no_grad;
-  std::vector<std::pair<Device, float>> found;
+  // One fused kernel per device (precision/amp_kernels.h); it unscales in place, so a gradient
+  // that is a strided view (an expanded first gradient) is first replaced by a dense copy.
+  std::vector<std::pair<Device, std::vector<Tensor>>> by_device;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    auto slot = std::find_if(found.begin(), found.end(), [&](const auto& e) { return e.first == g.device(); });
-    if (slot == found.end()) slot = found.insert(found.end(), {g.device(), 0.0f});
-    if (has_non_finite(g)) slot->second = 1.0f;
-    unscale_in_place(g, inv);
+    if (!g.is_contiguous()) {
+      g = g.contiguous();
+      Tensor(p).set_grad(g);
+    }
+    auto slot = std::find_if(by_device.begin(), by_device.end(), [&](const auto& e) { return e.first == g.device(); });
+    if (slot == by_device.end()) slot = by_device.insert(by_device.end(), {g.device(), {}});
+    slot->second.push_back(g);
+  }
+  std::vector<std::pair<Device, float>> found;
+  for (const auto& [device, grads] : by_device) {
+    const bool non_finite = detail::unscale_kernels().at(device)(grads, inv);
+    for (const Tensor& g : grads) g.storage()->bump_version();
+    found.emplace_back(device, non_finite ? 1.0f : 0.0f);
   }
   if (found_inf_reduction_) {  // one flag for all ranks, so that every rank steps or skips alike
     float any = 0.0f;

@@ -1,5 +1,6 @@
 // The tensor floor in one include: dtypes, devices, Tensor and its ops, autograd, the init-context
-// stack, RNG, threads and the CPU kernel choices (GEMM library, instruction set). The lowest
+// stack, RNG, threads, the CPU kernel choices (GEMM library, instruction set) and the CUDA
+// devices (streams, memory; present in every build, tensor/cuda.h). The lowest
 // floor: it includes nothing of weft above it.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include "tensor/cpu/caching_allocator.h"
 #include "tensor/cpu/gemm_library.h"
 #include "tensor/cpu/isa.h"
+#include "tensor/cuda.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"

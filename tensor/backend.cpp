@@ -1,26 +1,25 @@
-// The registry that maps a device type to its kernels. The CPU backend is built in; a CUDA
-// backend, when compiled, registers itself at start-up.
+// Finds the backend of a device. The CPU backend is built in; the CUDA backend is named directly
+// (cuda_backend(), Note [Linking kernels by reference] in tensor/kernel_registry.h), never
+// registered from a static initialiser.
 #include "tensor/backend.h"
 
 #include "tensor/cpu/cpu_backend.h"
 
 namespace weft::detail {
-namespace {
-Backend* cuda_backend = nullptr;
+
+Backend& cpu_backend() {
+  static CpuBackend cpu;
+  return cpu;
 }
 
 Backend& backend(Device device) {
-  static CpuBackend cpu;
-  if (device.is_cpu()) return cpu;
-  WEFT_CHECK(cuda_backend != nullptr, "[device] ", device,
-             " requested but weft was built without CUDA; rebuild with -DWEFT_CUDA=ON on a machine "
-             "with the CUDA toolkit, or use the cpu device");
-  return *cuda_backend;
-}
-
-void register_backend(DeviceType type, Backend* b) {
-  WEFT_CHECK(type == DeviceType::CUDA, "[device] the cpu backend is built in and cannot be replaced");
-  cuda_backend = b;
+  if (device.is_cpu()) return cpu_backend();
+  Backend& b = cuda_backend();
+  const int count = b.device_count();
+  WEFT_CHECK(device.index < count, "[device] ", device, " requested but ",
+             count == 0 ? std::string("no CUDA device is visible (no GPU, or no driver)")
+                        : cat("only ", count, " CUDA device(s) are visible"));
+  return b;
 }
 
 }  // namespace weft::detail

@@ -1,48 +1,44 @@
 // The device seam: the small set of kernels an op front-end needs from a device.
 //
 // Front-ends (tensor/*.cpp) do all checking, shape logic, dtype promotion and autograd; they
-// then call backend(device).<kernel>. A backend only moves and computes numbers. The CPU backend
-// (tensor/cpu/) is always built; a CUDA backend registers itself when weft is built with
-// -DWEFT_CUDA=ON. Asking for a device whose backend is absent fails with the way out.
+// then call backend(device).<kernel>. A backend only moves and computes numbers, and owns what a
+// device has: its indices, its allocator (the one new storages on it get, tensor/storage.h) and
+// the way to wait for its queued work. The CPU backend (tensor/cpu/) is always built. The CUDA
+// backend (tensor/cuda/) is reached through cuda_backend(), which the library names directly: it
+// is defined by tensor/cuda/cuda_backend.cpp in a build with -DWEFT_CUDA=ON and by
+// tensor/cuda_stub.cpp otherwise, where it fails with the way out (Note [Linking kernels by
+// reference] in tensor/kernel_registry.h). Kernels outside this vtable register per feature
+// (tensor/kernel_registry.h).
 //
 // Contracts shared by all kernels (Note [Kernel contracts]):
 // - `out` tensors are contiguous and already allocated with the final shape and dtype.
 // - Inputs may have any strides, including 0 (broadcast by expand()).
 // - Unless a kernel says otherwise, inputs have the dtype of `out`. Narrow floating dtypes
 //   (float16, bfloat16, float8) are computed in float32 and rounded once on store.
+// - A kernel never calls back up into the tensor front end (no contiguous(), to(), op calls or
+//   backend() lookups): it reads its operands through their strides, converts narrow values as
+//   it loads them and keeps any scratch it needs to itself.
+// - On a device with queues (CUDA), a kernel is enqueued on the device's current stream and
+//   returns without waiting, except where it hands data to the host (a copy to the CPU).
 #pragma once
 
 #include <cstdint>
 
+#include "tensor/op_kinds.h"
 #include "tensor/tensor.h"
 
 namespace weft::detail {
 
-enum class UnaryOp {
-  Neg, Abs, Sign, Exp, Log, Sqrt, Rsqrt, Relu, Gelu, GeluTanh, Silu, Sigmoid, Tanh,
-  Clamp,       // params: (low, high); ±inf for an open side
-  PowScalar,   // params: (exponent)
-  LogicalNot,  // out is bool
-  IsFinite,    // out is bool
-};
-
-enum class BinaryOp {
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
-  Eq, Ne, Lt, Le, Gt, Ge,  // out is bool
-  // Fused backward rules: (grad, saved) -> grad_input.
-  ReluBackward,      // saved = input
-  GeluBackward,      // saved = input
-  GeluTanhBackward,  // saved = input
-  SiluBackward,      // saved = input
-  SigmoidBackward,   // saved = output
-  TanhBackward,      // saved = output
-};
-
-enum class ReduceOp { Sum, Max, Min, ArgMax, ArgMin };
-
 class Backend {
  public:
   virtual ~Backend() = default;
+
+  // Devices of this type that exist (the CPU: 1; CUDA: the visible GPUs, 0 without a driver).
+  virtual int device_count() = 0;
+  // The allocator new storages on device `index` get.
+  virtual Allocator& allocator(int index) = 0;
+  // Returns once all work queued on device `index` has finished.
+  virtual void synchronize(int index) = 0;
 
   // dst = src, converting dtype; same shape. dst may be any strided view (not only contiguous).
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;
@@ -76,7 +72,10 @@ class Backend {
   virtual void softmax_backward(const Tensor& grad, const Tensor& y, const Tensor& grad_in, bool log) = 0;
 };
 
+// The backend of a device; throws when the device type is not built in or the index does not exist.
 Backend& backend(Device device);
-void register_backend(DeviceType type, Backend* backend);
+Backend& cpu_backend();
+// Throws in a build without CUDA (tensor/cuda_stub.cpp).
+Backend& cuda_backend();
 
 }  // namespace weft::detail

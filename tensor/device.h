@@ -2,12 +2,14 @@
 // with -DWEFT_CUDA=ON and a visible GPU (see tensor/backend.h for how ops find their kernels).
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <string_view>
 
 namespace weft {
 
 enum class DeviceType : uint8_t { CPU, CUDA };
+inline constexpr int kNumDeviceTypes = 2;
 
 struct Device {
   DeviceType type = DeviceType::CPU;

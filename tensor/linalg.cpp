@@ -1,12 +1,14 @@
 // matmul and linear. matmul follows torch.matmul: 1-D operands get a temporary unit dim, batch
 // dims broadcast, and the core product is (B, M, K) · (B, K, N) on the device's GEMM. The core's
 // backward is two more products; the engine sums gradients over broadcast batch dims.
-// linear is one fused op rather than matmul + add: the bias is written into the output and the
-// product accumulated onto it (one pass over the output, not three), the weight gradient comes
+// linear is one fused op rather than matmul + add (tensor/fused_kernels.h): the bias is part of
+// the product (on the CPU written into the output and the product accumulated onto it, one pass
+// over the output rather than three; on CUDA cuBLASLt's bias epilogue), the weight gradient comes
 // out as gᵀ·x directly in the weight's (out, in) layout (no transpose of it to copy), and only
 // the gradients the inputs need are computed (the first layer's input never needs one).
 // Under autocast both run in the low-precision dtype (tensor/autocast_state.h).
 #include "tensor/autocast_state.h"
+#include "tensor/fused_kernels.h"
 #include "tensor/op_helpers.h"
 #include "tensor/ops.h"
 
@@ -89,11 +91,9 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   Tensor out = detail::make_tensor(out_shape, dtype, x.device());
-  const Tensor out_rows = out.detach().view({1, rows, out_features});
-  auto& device = detail::backend(x.device());
-  if (bias.defined()) device.copy(detail::raw_expand(bias.detach(), {1, rows, out_features}), out_rows);
-  device.matmul(x_rows.view({1, rows, in_features}), detail::raw_cast(weight.detach(), dtype).t().unsqueeze(0),
-                out_rows, /*accumulate=*/bias.defined());
+  detail::linear_kernels().at(x.device())({x_rows, detail::raw_cast(weight.detach(), dtype),
+                                           bias.defined() ? detail::raw_cast(bias.detach(), dtype) : Tensor(),
+                                           out.detach().view({rows, out_features})});
 
   if (autograd::needs_grad({&x, &weight, &bias})) {
     const bool x_grad = x.requires_grad(), weight_grad = weight.requires_grad();

@@ -2,9 +2,13 @@
 // dropout, embedding and layer norm. Losses reduce in the input's floating dtype; class-index
 // targets must be integers. Under autocast the softmax family, the losses and layer norm run in
 // float32 (tensor/autocast_state.h).
+// cross_entropy without class weights, layer_norm and dropout run fused kernels with their own
+// backward (tensor/fused_kernels.h); cross_entropy with class weights is composed of
+// log_softmax and nll_loss.
 #include <cmath>
 
 #include "tensor/autocast_state.h"
+#include "tensor/fused_kernels.h"
 #include "tensor/init_context.h"
 #include "tensor/op_helpers.h"
 #include "tensor/ops.h"
@@ -122,38 +126,78 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
   return nll_loss_for("nll_loss", log_probs, target, reduction, ignore_index, weight);
 }
 
-Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction reduction, int64_t ignore_index,
-                     double label_smoothing, const Tensor& weight_in) {
-  const auto [logits, weight] = autocast_inputs(AutocastOp::CrossEntropy, {logits_in, weight_in});
-  WEFT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
-             "[cross_entropy] label_smoothing must be in [0, 1], got ", label_smoothing);
-  flatten_classes(logits, target, "cross_entropy");  // checks the shapes before log_softmax sees them
+namespace {
+
+// cross_entropy with class weights: log_softmax, then the weighted nll_loss, plus the smoothing term.
+Tensor weighted_cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                              double label_smoothing, const Tensor& weight) {
   const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
   const Tensor logp = log_softmax(logits, class_dim);
   const Tensor nll = nll_loss_for("cross_entropy", logp, target, reduction, ignore_index, weight);
   if (label_smoothing == 0.0) return nll;
 
-  // Smoothing spreads ε of the target mass uniformly: loss = (1-ε)·nll + ε/C · Σ_c −log p_c (·w_c).
+  // Smoothing spreads ε of the target mass uniformly: loss = (1-ε)·nll + ε/C · Σ_c −log p_c · w_c.
   auto [scores, flat_target] = flatten_classes(logp, target, "cross_entropy");
   const int64_t classes = scores.size(1);
   const Tensor t = flat_target.to(DType::Int64);
   const Tensor valid = ne(t, static_cast<double>(ignore_index)).to(scores.dtype());
-  Tensor per_class = neg(scores);
-  if (weight.defined()) per_class = mul(per_class, weight.to(scores.dtype()));
+  const Tensor per_class = mul(neg(scores), weight.to(scores.dtype()));
   const Tensor smooth = mul(sum(per_class, {1}), valid);
   Tensor smooth_reduced;
   switch (reduction) {
     case Reduction::None: smooth_reduced = smooth.reshape(target.shape()); break;
     case Reduction::Sum: smooth_reduced = sum(smooth); break;
     case Reduction::Mean: {
-      Tensor denominator = sum(valid);
-      if (weight.defined())
-        denominator = sum(mul(index_select(weight.to(scores.dtype()), 0, where(ne(t, static_cast<double>(ignore_index)), t, zeros_like(t))), valid));
-      smooth_reduced = div(sum(smooth), denominator);
+      const Tensor safe_t = where(ne(t, static_cast<double>(ignore_index)), t, zeros_like(t));
+      smooth_reduced = div(sum(smooth), sum(mul(index_select(weight.to(scores.dtype()), 0, safe_t), valid)));
       break;
     }
   }
   return add(mul(nll, 1.0 - label_smoothing), mul(smooth_reduced, label_smoothing / static_cast<double>(classes)));
+}
+
+// Per-row losses of (N, C) scores against (N) int64 targets, by the fused kernel, with its backward.
+Tensor cross_entropy_rows(const Tensor& scores, const Tensor& target, int64_t ignore_index, double label_smoothing) {
+  const Tensor x = scores.contiguous();
+  const int64_t rows = x.size(0);
+  Tensor losses = detail::make_tensor({rows}, x.dtype(), x.device());
+  const Tensor lse = detail::make_tensor({rows}, x.dtype() == kFloat64 ? kFloat64 : kFloat32, x.device());
+  detail::cross_entropy_forward_kernels().at(x.device())({x.detach(), target, losses, lse, ignore_index, label_smoothing});
+  if (autograd::needs_grad({&x})) {
+    autograd::record("CrossEntropy", losses, {x},
+                     [sx = SavedTensor(x), target, lse, ignore_index, label_smoothing](const Tensor& g) {
+                       const Tensor& xv = sx.unpack();
+                       Tensor grad = detail::make_tensor(xv.shape(), xv.dtype(), xv.device());
+                       detail::cross_entropy_backward_kernels().at(xv.device())(
+                           {xv.detach(), target, lse, detail::raw_cast(g, xv.dtype()).contiguous(), grad, ignore_index,
+                            label_smoothing});
+                       return std::vector<Tensor>{grad};
+                     });
+  }
+  return losses;
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                     double label_smoothing, const Tensor& weight_in) {
+  const auto [logits, weight] = autocast_inputs(AutocastOp::CrossEntropy, {logits_in, weight_in});
+  WEFT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
+             "[cross_entropy] label_smoothing must be in [0, 1], got ", label_smoothing);
+  if (weight.defined()) return weighted_cross_entropy(logits, target, reduction, ignore_index, label_smoothing, weight);
+  detail::check_defined(logits, "cross_entropy");
+  const Tensor floating = is_floating(logits.dtype()) ? logits : logits.to(default_dtype());
+  auto [scores, flat_target] = flatten_classes(floating, target, "cross_entropy");
+  detail::check_same_device(scores, flat_target, "cross_entropy");
+  const Tensor t = flat_target.to(DType::Int64).contiguous();
+  const Tensor losses = cross_entropy_rows(scores, t, ignore_index, label_smoothing);
+  switch (reduction) {
+    case Reduction::None: return losses.reshape(target.shape());
+    case Reduction::Sum: return sum(losses);
+    case Reduction::Mean: break;
+  }
+  // The mean over the targets that are not ignored (nan when all are, as PyTorch).
+  return div(sum(losses), sum(ne(t, static_cast<double>(ignore_index)).to(losses.dtype())));
 }
 
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
@@ -166,13 +210,28 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
   return reduce_loss(mul(diff, diff), reduction);
 }
 
-Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
-  detail::check_defined(x, "dropout");
+Tensor dropout(const Tensor& x_in, double p, bool training, Generator* gen) {
+  detail::check_defined(x_in, "dropout");
   WEFT_CHECK(p >= 0.0 && p <= 1.0, "[dropout] probability must be in [0, 1], got ", p);
-  if (!training || p == 0.0) return x;
-  if (p == 1.0) return mul(x, zeros_like(x));
-  const Tensor keep = lt(rand(x.shape(), TensorOptions(x.dtype()).device(x.device()), gen), 1.0 - p);
-  return mul(x, div(keep.to(x.dtype()), 1.0 - p));
+  if (!training || p == 0.0) return x_in;
+  WEFT_CHECK(is_floating(x_in.dtype()), "[dropout] expected a floating tensor, got ", x_in.dtype());
+  if (p == 1.0) return mul(x_in, zeros_like(x_in));
+  // One key per call (Note [Philox streams] in tensor/philox.h): the mask is a function of the
+  // key and the element index only, the same on every device, and the backward recomputes it.
+  const uint64_t key = (gen ? *gen : default_generator()).next_u64();
+  const double keep = 1.0 - p;
+  const Tensor x = x_in.contiguous();
+  Tensor out = detail::make_tensor(x.shape(), x.dtype(), x.device());
+  detail::dropout_kernels().at(x.device())({x.detach(), out, keep, key});
+  if (autograd::needs_grad({&x})) {
+    autograd::record("Dropout", out, {x}, [key, keep, dtype = x.dtype()](const Tensor& g) {
+      const Tensor gc = detail::raw_cast(g, dtype).contiguous();
+      Tensor grad = detail::make_tensor(gc.shape(), dtype, gc.device());
+      detail::dropout_kernels().at(gc.device())({gc, grad, keep, key});
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return out;
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
@@ -194,27 +253,55 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
-  const auto [x, weight, bias] = autocast_inputs(AutocastOp::LayerNorm, {x_in, weight_in, bias_in});
-  detail::check_defined(x, "layer_norm");
+  const auto [x_cast, weight_cast, bias_cast] = autocast_inputs(AutocastOp::LayerNorm, {x_in, weight_in, bias_in});
+  detail::check_defined(x_cast, "layer_norm");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  WEFT_CHECK(k >= 1 && k <= x.dim() && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
-             "[layer_norm] expected input with trailing dims ", normalized_shape, ", got ", x.shape());
-  Shape dims;
-  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
-  const Tensor centered = sub(x, mean(x, dims, true));
-  const Tensor variance = mean(mul(centered, centered), dims, true);
-  Tensor out = mul(centered, rsqrt(add(variance, eps)));
-  if (weight.defined()) {
-    WEFT_CHECK(weight.shape() == normalized_shape, "[layer_norm] expected weight of shape ", normalized_shape,
-               ", got ", weight.shape());
-    out = mul(out, weight);
+  WEFT_CHECK(k >= 1 && k <= x_cast.dim() && Shape(x_cast.shape().end() - k, x_cast.shape().end()) == normalized_shape,
+             "[layer_norm] expected input with trailing dims ", normalized_shape, ", got ", x_cast.shape());
+  WEFT_CHECK(is_floating(x_cast.dtype()), "[layer_norm] expected a floating input, got ", x_cast.dtype());
+  DType dtype = x_cast.dtype();
+  for (const Tensor* p : {&weight_cast, &bias_cast}) {
+    if (!p->defined()) continue;
+    WEFT_CHECK(p->shape() == normalized_shape, "[layer_norm] expected ", p == &weight_cast ? "weight" : "bias",
+               " of shape ", normalized_shape, ", got ", p->shape());
+    detail::check_same_device(x_cast, *p, "layer_norm");
+    dtype = promote_types(dtype, p->dtype());
   }
-  if (bias.defined()) {
-    WEFT_CHECK(bias.shape() == normalized_shape, "[layer_norm] expected bias of shape ", normalized_shape, ", got ",
-               bias.shape());
-    out = add(out, bias);
+  // One dtype for the kernel; the casts are recorded, so each gradient comes back in its input's dtype.
+  const Tensor x = x_cast.to(dtype).contiguous();
+  const Tensor weight = weight_cast.defined() ? weight_cast.to(dtype).contiguous() : Tensor();
+  const Tensor bias = bias_cast.defined() ? bias_cast.to(dtype).contiguous() : Tensor();
+  const int64_t cols = detail::shape_numel(normalized_shape);
+  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  const DType stat = dtype == kFloat64 ? kFloat64 : kFloat32;
+  auto rows_of = [rows, cols](const Tensor& t) { return t.detach().view({rows, cols}); };
+  auto flat = [cols](const Tensor& t) { return t.defined() ? t.detach().view({cols}) : Tensor(); };
+
+  Tensor y = detail::make_tensor(x.shape(), dtype, x.device());
+  const Tensor mean = detail::make_tensor({rows}, stat, x.device());
+  const Tensor rstd = detail::make_tensor({rows}, stat, x.device());
+  detail::layer_norm_forward_kernels().at(x.device())({rows_of(x), flat(weight), flat(bias), rows_of(y), mean, rstd, eps});
+  if (autograd::needs_grad({&x, &weight, &bias})) {
+    const bool x_grad = x.requires_grad();
+    const bool weight_grad = weight.defined() && weight.requires_grad();
+    const bool bias_grad = bias.defined() && bias.requires_grad();
+    autograd::record("LayerNorm", y, {x, weight, bias},
+                     [sx = SavedTensor(x), sw = weight.defined() ? SavedTensor(weight) : SavedTensor(), mean, rstd,
+                      x_grad, weight_grad, bias_grad, rows_of, flat, normalized_shape](const Tensor& g) {
+                       const Tensor& xv = sx.unpack();
+                       const Tensor w = sw.defined() ? sw.unpack() : Tensor();
+                       auto fresh = [&](bool needed, const Shape& shape) {
+                         return needed ? detail::make_tensor(shape, xv.dtype(), xv.device()) : Tensor();
+                       };
+                       std::vector<Tensor> grads{fresh(x_grad, xv.shape()), fresh(weight_grad, normalized_shape),
+                                                 fresh(bias_grad, normalized_shape)};
+                       detail::layer_norm_backward_kernels().at(xv.device())(
+                           {rows_of(detail::raw_cast(g, xv.dtype()).contiguous()), rows_of(xv), flat(w), mean, rstd,
+                            grads[0].defined() ? rows_of(grads[0]) : Tensor(), flat(grads[1]), flat(grads[2])});
+                       return grads;
+                     });
   }
-  return out;
+  return y;
 }
 
 }  // namespace weft

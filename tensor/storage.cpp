@@ -1,29 +1,23 @@
-// Storage lifetime and the allocator registry. The CPU's default is the caching allocator
-// (tensor/cpu/caching_allocator.h); device allocators other than the CPU's register themselves
-// here from their backend (tensor/cuda/) when weft is built with CUDA.
+// Storage lifetime, and the allocator each storage gets: its device's backend's
+// (Backend::allocator; the CPU's is the caching allocator of tensor/cpu/caching_allocator.h),
+// unless a test has replaced it for the device type (set_allocator).
 #include "tensor/storage.h"
 
-#include "tensor/cpu/caching_allocator.h"
-#include "tensor/error.h"
+#include "tensor/backend.h"
 
 namespace weft {
 namespace {
 
-Allocator* cpu_override = nullptr;
-Allocator* cuda_allocator = nullptr;
+Allocator* overrides[kNumDeviceTypes] = {};
 
 }  // namespace
 
 Allocator& allocator_for(Device device) {
-  if (device.is_cpu()) return cpu_override ? *cpu_override : detail::default_cpu_allocator();
-  WEFT_CHECK(cuda_allocator != nullptr, "[allocator] no allocator for ", device,
-             ": weft was built without CUDA (rebuild with -DWEFT_CUDA=ON)");
-  return *cuda_allocator;
+  if (Allocator* a = overrides[static_cast<int>(device.type)]) return *a;
+  return detail::backend(device).allocator(device.index);
 }
 
-void set_allocator(Device device, Allocator* allocator) {
-  (device.is_cpu() ? cpu_override : cuda_allocator) = allocator;
-}
+void set_allocator(Device device, Allocator* allocator) { overrides[static_cast<int>(device.type)] = allocator; }
 
 Storage::Storage(size_t nbytes, Device device)
     : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device)) {

@@ -4,10 +4,10 @@
 // see an in-place write: autograd compares it with the version a saved tensor had when it was
 // saved (Note [Saved tensor versions] in tensor/autograd.h).
 //
-// Memory comes from an Allocator chosen by device; the CPU's caches large blocks for reuse
-// (tensor/cpu/caching_allocator.h) and aligns every block to at least 64 bytes so that vector
-// kernels and Eigen never meet a split cache line. A storage can also wrap memory the caller owns
-// (Storage::borrow), in which case it never frees it.
+// Memory comes from the Allocator of the device's backend (tensor/backend.h); the CPU's caches
+// large blocks for reuse (tensor/cpu/caching_allocator.h) and aligns every block to at least 64
+// bytes so that vector kernels and Eigen never meet a split cache line. A storage can also wrap
+// memory the caller owns (Storage::borrow), in which case it never frees it.
 #pragma once
 
 #include <cstddef>
@@ -26,8 +26,8 @@ class Allocator {
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
 };
 
-// The allocator that new storages on `device` get. Replaceable (e.g. a caching or counting
-// allocator in tests); pass nullptr to restore the default.
+// The allocator that new storages on `device` get: its backend's, unless replaced for the device
+// type (e.g. a counting allocator in tests); pass nullptr to restore the backend's.
 Allocator& allocator_for(Device device);
 void set_allocator(Device device, Allocator* allocator);
 

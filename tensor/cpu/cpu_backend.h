@@ -4,11 +4,16 @@
 #pragma once
 
 #include "tensor/backend.h"
+#include "tensor/fused_kernels.h"
 
 namespace weft::detail {
 
 class CpuBackend final : public Backend {
  public:
+  int device_count() override { return 1; }
+  Allocator& allocator(int index) override;
+  void synchronize(int) override {}  // CPU kernels return when they are done
+
   void copy(const Tensor& src, const Tensor& dst) override;
   void fill(const Tensor& dst, double value) override;
   void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) override;
@@ -25,16 +30,26 @@ class CpuBackend final : public Backend {
   void softmax_backward(const Tensor& grad, const Tensor& y, const Tensor& grad_in, bool log) override;
 };
 
+// Kernel scratch for the matrix products, which hand GEMM libraries float32 or dense operands
+// (tensor/cpu/scratch.cpp). Every other kernel converts as it loads (tensor/cpu/convert.h).
+// A contiguous CPU tensor over memory taken from the CPU allocator directly.
+Tensor scratch_tensor(const Shape& shape, DType dtype);
 // A float32 copy of a narrow-float tensor (same shape, contiguous); other tensors pass through.
-// Kernels use it so that they only ever compute in float32, float64 or integer types.
 Tensor widen_if_narrow(const Tensor& t);
 // Where `out` is narrow, a float32 scratch tensor to compute into; else `out` itself.
 Tensor compute_target(const Tensor& out);
 // Rounds the scratch tensor back into `out` when they differ.
 void store_from(const Tensor& scratch, const Tensor& out);
+// t itself when contiguous, else a contiguous scratch copy.
+Tensor dense(const Tensor& t);
 
-// A contiguous version of t made without recording autograd (kernels never build graphs).
-inline Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : t.detach().contiguous(); }
+// The CPU kernels of the fused features (tensor/cpu/fused.cpp).
+void cpu_cross_entropy_forward(const CrossEntropyForward& args);
+void cpu_cross_entropy_backward(const CrossEntropyBackward& args);
+void cpu_layer_norm_forward(const LayerNormForward& args);
+void cpu_layer_norm_backward(const LayerNormBackward& args);
+void cpu_dropout(const DropoutLaunch& args);
+void cpu_linear(const LinearLaunch& args);
 
 // Checks that an int64 index lies in [0, n), naming the op.
 void check_index(int64_t index, int64_t n, const char* op);

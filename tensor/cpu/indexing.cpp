@@ -1,8 +1,12 @@
 // CPU gather/scatter kernels on (outer, n, inner) views: index_select and its adjoint
 // index_add pick whole rows; gather and its adjoint scatter_add pick one element per position.
-// Every index is bounds-checked before any write.
+// The front-ends hand over contiguous operands. Every index is bounds-checked before any write.
+// Narrow accumulations (index_add, scatter_add into float16/bfloat16/float8) add in a float32
+// copy of the output and round once at the end, as if the whole op were computed in float32.
 #include <cstring>
+#include <vector>
 
+#include "tensor/cpu/convert.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/loops.h"
 
@@ -14,16 +18,48 @@ struct Geometry {
   int64_t outer, n, inner;
 };
 
-Geometry geometry(const Tensor& t) { return {t.size(0), t.size(1), t.size(2)}; }
+Geometry geometry(const Tensor& t, const char* op) {
+  WEFT_CHECK(t.dim() == 3 && t.is_contiguous(), "[", op, "] internal: expected a contiguous 3-D operand, got shape ",
+             t.shape(), " with strides ", t.strides());
+  return {t.size(0), t.size(1), t.size(2)};
+}
+
+const int64_t* checked_indices(const Tensor& index, int64_t n, const char* op) {
+  WEFT_CHECK(index.dtype() == kInt64 && index.is_contiguous(), "[", op, "] internal: expected contiguous int64 indices");
+  const int64_t* idx = index.data<int64_t>();
+  for (int64_t j = 0; j < index.numel(); ++j) check_index(idx[j], n, op);
+  return idx;
+}
+
+// Runs add(acc, src) with acc the output as compute values: the output itself, or (narrow) a
+// float32 copy rounded back into it afterwards.
+template <class Add>
+void accumulate_into(const Tensor& out, const Tensor& src, Add add) {
+  WEFT_CHECK(src.dtype() == out.dtype() && src.is_contiguous(), "[cpu] internal: scatter source must be contiguous ",
+             out.dtype());
+  WEFT_DISPATCH_ALL(out.dtype(), S, {
+    using C = Compute<S>;
+    S* o = static_cast<S*>(out.data_ptr());
+    const S* s = static_cast<const S*>(src.data_ptr());
+    if constexpr (kIsNarrowFloat<S>) {
+      std::vector<C> acc(static_cast<size_t>(out.numel())), values(static_cast<size_t>(src.numel()));
+      convert_run<C, S>(reinterpret_cast<char*>(acc.data()), sizeof(C), reinterpret_cast<const char*>(o), sizeof(S), out.numel());
+      convert_run<C, S>(reinterpret_cast<char*>(values.data()), sizeof(C), reinterpret_cast<const char*>(s), sizeof(S),
+                        src.numel());
+      add(acc.data(), static_cast<const C*>(values.data()));
+      convert_run<S, C>(reinterpret_cast<char*>(o), sizeof(S), reinterpret_cast<const char*>(acc.data()), sizeof(C), out.numel());
+    } else {
+      add(o, s);
+    }
+  });
+}
 
 }  // namespace
 
-void CpuBackend::index_select(const Tensor& x_in, const Tensor& index, const Tensor& out) {
-  const Tensor x = dense(x_in);
-  const auto g = geometry(x);
+void CpuBackend::index_select(const Tensor& x, const Tensor& index, const Tensor& out) {
+  const auto g = geometry(x, "index_select");
   const int64_t k = index.numel();
-  const int64_t* idx = index.data<int64_t>();
-  for (int64_t j = 0; j < k; ++j) check_index(idx[j], g.n, "index_select");
+  const int64_t* idx = checked_indices(index, g.n, "index_select");
   const size_t row_bytes = static_cast<size_t>(g.inner) * itemsize(x.dtype());
   const char* src = byte_ptr(x);
   char* dst = byte_ptr(out);
@@ -35,59 +71,44 @@ void CpuBackend::index_select(const Tensor& x_in, const Tensor& index, const Ten
   });
 }
 
-void CpuBackend::index_add(const Tensor& out, const Tensor& index, const Tensor& src_in) {
-  const Tensor src = dense(widen_if_narrow(src_in));
-  const Tensor acc = compute_target(out);
-  if (!acc.is_same(out)) copy(out, acc);
-  const auto g = geometry(acc);
+void CpuBackend::index_add(const Tensor& out, const Tensor& index, const Tensor& src) {
+  const auto g = geometry(out, "index_add");
   const int64_t k = index.numel();
-  const int64_t* idx = index.data<int64_t>();
-  for (int64_t j = 0; j < k; ++j) check_index(idx[j], g.n, "index_add");
-  WEFT_DISPATCH_COMPUTE(acc.dtype(), T, {
-    T* o = acc.data<T>();
-    const T* s = src.data<T>();
+  const int64_t* idx = checked_indices(index, g.n, "index_add");
+  accumulate_into(out, src, [&](auto* o, const auto* s) {
+    using T = std::remove_pointer_t<decltype(o)>;
     // Rows may repeat in the index, so the outer dim is the only safe one to split.
     parallel_for(g.outer, [&](int64_t oi) {
       for (int64_t j = 0; j < k; ++j)
-        for (int64_t i = 0; i < g.inner; ++i)
-          o[(oi * g.n + idx[j]) * g.inner + i] =
-              static_cast<T>(o[(oi * g.n + idx[j]) * g.inner + i] + s[(oi * k + j) * g.inner + i]);
+        for (int64_t i = 0; i < g.inner; ++i) {
+          T& target = o[(oi * g.n + idx[j]) * g.inner + i];
+          target = static_cast<T>(target + s[(oi * k + j) * g.inner + i]);
+        }
     });
   });
-  store_from(acc, out);
 }
 
-void CpuBackend::gather(const Tensor& x_in, const Tensor& index_in, const Tensor& out) {
-  const Tensor x = dense(x_in);
-  const Tensor index = dense(index_in);
-  const auto gx = geometry(x);
-  const auto gi = geometry(index);
-  const int64_t* idx = index.data<int64_t>();
-  for (int64_t j = 0; j < index.numel(); ++j) check_index(idx[j], gx.n, "gather");
-  const size_t item = itemsize(x.dtype());
+void CpuBackend::gather(const Tensor& x, const Tensor& index, const Tensor& out) {
+  const auto gx = geometry(x, "gather");
+  const auto gi = geometry(index, "gather");
+  const int64_t* idx = checked_indices(index, gx.n, "gather");
+  const auto item = static_cast<int64_t>(itemsize(x.dtype()));
   const char* src = byte_ptr(x);
   char* dst = byte_ptr(out);
   for (int64_t o = 0; o < gi.outer; ++o)
     for (int64_t j = 0; j < gi.n; ++j)
       for (int64_t i = 0; i < gi.inner; ++i) {
         const int64_t pos = (o * gi.n + j) * gi.inner + i;
-        std::memcpy(dst + pos * static_cast<int64_t>(item),
-                    src + ((o * gx.n + idx[pos]) * gx.inner + i) * static_cast<int64_t>(item), item);
+        std::memcpy(dst + pos * item, src + ((o * gx.n + idx[pos]) * gx.inner + i) * item, static_cast<size_t>(item));
       }
 }
 
-void CpuBackend::scatter_add(const Tensor& out, const Tensor& index_in, const Tensor& src_in) {
-  const Tensor src = dense(widen_if_narrow(src_in));
-  const Tensor index = dense(index_in);
-  const Tensor acc = compute_target(out);
-  if (!acc.is_same(out)) copy(out, acc);
-  const auto go = geometry(acc);
-  const auto gi = geometry(index);
-  const int64_t* idx = index.data<int64_t>();
-  for (int64_t j = 0; j < index.numel(); ++j) check_index(idx[j], go.n, "scatter_add");
-  WEFT_DISPATCH_COMPUTE(acc.dtype(), T, {
-    T* o = acc.data<T>();
-    const T* s = src.data<T>();
+void CpuBackend::scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) {
+  const auto go = geometry(out, "scatter_add");
+  const auto gi = geometry(index, "scatter_add");
+  const int64_t* idx = checked_indices(index, go.n, "scatter_add");
+  accumulate_into(out, src, [&](auto* o, const auto* s) {
+    using T = std::remove_pointer_t<decltype(o)>;
     for (int64_t oi = 0; oi < gi.outer; ++oi)
       for (int64_t j = 0; j < gi.n; ++j)
         for (int64_t i = 0; i < gi.inner; ++i) {
@@ -96,7 +117,6 @@ void CpuBackend::scatter_add(const Tensor& out, const Tensor& index_in, const Te
           target = static_cast<T>(target + s[pos]);
         }
   });
-  store_from(acc, out);
 }
 
 }  // namespace weft::detail

@@ -1,179 +1,181 @@
 // CPU row reductions and the fused softmax kernels. The front-end has already moved the reduced
 // dims last and made the input contiguous, so every kernel here sees rows of length n.
 // Floating sums accumulate in double (float32 rows of a million elements stay accurate);
-// integer and bool sums accumulate in int64.
+// integer and bool sums accumulate in int64. Rows of narrow floats are widened into a buffer of
+// the kernel's own before they are reduced (tensor/cpu/convert.h), and results rounded on store.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
+#include "tensor/cpu/convert.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/loops.h"
+#include "tensor/cpu/rows.h"
 
 namespace weft::detail {
 namespace {
 
-template <class T>
-using Accumulator = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+template <class C>
+using Accumulator = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
 
-template <class T, class Out>
-void sum_rows(const T* x, Out* out, int64_t rows, int64_t n) {
+template <class S, class O>
+void sum_rows(const S* x, O* out, int64_t rows, int64_t n) {
+  using Acc = Accumulator<Compute<S>>;
+  auto finish = [](Acc total) { return convert<O>(static_cast<Compute<O>>(total)); };
   if (rows == 1 && n >= 2 * kParallelGrain) {
     // One long row: partial sums per thread, combined in a fixed order (deterministic).
     const int64_t chunks = num_threads();
-    std::vector<Accumulator<T>> partial(static_cast<size_t>(chunks), 0);
+    std::vector<Acc> partial(static_cast<size_t>(chunks), 0);
     parallel_for(chunks, [&](int64_t c) {
-      Accumulator<T> acc = 0;
-      for (int64_t i = n * c / chunks; i < n * (c + 1) / chunks; ++i) acc += x[i];
+      const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+      std::vector<Compute<S>> buffer;
+      const Compute<S>* v = row_values(x + begin, 0, end - begin, buffer);
+      Acc acc = 0;
+      for (int64_t i = 0; i < end - begin; ++i) acc += v[i];
       partial[static_cast<size_t>(c)] = acc;
     });
-    Accumulator<T> total = 0;
+    Acc total = 0;
     for (auto p : partial) total += p;
-    out[0] = static_cast<Out>(total);
+    out[0] = finish(total);
     return;
   }
-  parallel_for(rows * n >= kParallelGrain ? rows : 1, [&](int64_t job) {
-    const bool all = rows * n < kParallelGrain;
-    for (int64_t r = all ? 0 : job; r < (all ? rows : job + 1); ++r) {
-      Accumulator<T> acc = 0;
-      const T* row = x + r * n;
-      for (int64_t i = 0; i < n; ++i) acc += row[i];
-      out[r] = static_cast<Out>(acc);
-    }
+  for_each_row(rows, n, [&](int64_t r) {
+    std::vector<Compute<S>> buffer;
+    const Compute<S>* v = row_values(x, r, n, buffer);
+    Acc acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += v[i];
+    out[r] = finish(acc);
   });
 }
 
 // Column sums walk x row by row (contiguous, vectorisable) into one accumulator per column;
 // threads take disjoint column ranges, so the result does not depend on the thread count.
-template <class T, class Out>
-void sum_columns_of(const T* x, Out* out, int64_t n, int64_t cols) {
+template <class S, class O>
+void sum_columns_of(const S* x, O* out, int64_t n, int64_t cols) {
+  using Acc = Accumulator<Compute<S>>;
   const int64_t chunks = n * cols >= kParallelGrain ? std::min<int64_t>(num_threads(), (cols + 7) / 8) : 1;
   parallel_for(chunks, [&](int64_t c) {
     const int64_t begin = cols * c / chunks, end = cols * (c + 1) / chunks;
-    std::vector<Accumulator<T>> acc(static_cast<size_t>(end - begin), 0);
+    std::vector<Acc> acc(static_cast<size_t>(end - begin), 0);
+    std::vector<Compute<S>> buffer;
     for (int64_t r = 0; r < n; ++r) {
-      const T* row = x + r * cols + begin;
+      const Compute<S>* row = row_values(x + r * cols + begin, 0, end - begin, buffer);
       for (int64_t j = 0; j < end - begin; ++j) acc[static_cast<size_t>(j)] += row[j];
     }
-    for (int64_t j = begin; j < end; ++j) out[j] = static_cast<Out>(acc[static_cast<size_t>(j - begin)]);
+    for (int64_t j = begin; j < end; ++j)
+      out[j] = convert<O>(static_cast<Compute<O>>(acc[static_cast<size_t>(j - begin)]));
   });
 }
 
 // Max/min propagate NaN, as PyTorch; ties keep the first index.
-template <class T>
-void extreme_rows(ReduceOp op, const T* x, void* out, int64_t rows, int64_t n) {
+template <class S>
+void extreme_rows(ReduceOp op, const S* x, void* out, int64_t rows, int64_t n) {
+  using C = Compute<S>;
   const bool want_max = op == ReduceOp::Max || op == ReduceOp::ArgMax;
   const bool want_index = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
-  parallel_for(rows * n >= kParallelGrain ? rows : 1, [&](int64_t job) {
-    const bool all = rows * n < kParallelGrain;
-    for (int64_t r = all ? 0 : job; r < (all ? rows : job + 1); ++r) {
-      const T* row = x + r * n;
-      int64_t best = 0;
-      for (int64_t i = 1; i < n; ++i) {
-        const T v = row[i], b = row[best];
-        if constexpr (std::is_floating_point_v<T>) {
-          if (b != b) break;
-          if (v != v) { best = i; break; }
-        }
-        if (want_max ? v > b : v < b) best = i;
+  for_each_row(rows, n, [&](int64_t r) {
+    std::vector<C> buffer;
+    const C* row = row_values(x, r, n, buffer);
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i) {
+      const C v = row[i], b = row[best];
+      if constexpr (std::is_floating_point_v<C>) {
+        if (b != b) break;
+        if (v != v) { best = i; break; }
       }
-      if (want_index) static_cast<int64_t*>(out)[r] = best;
-      else static_cast<T*>(out)[r] = row[best];
+      if (want_max ? v > b : v < b) best = i;
     }
+    if (want_index) static_cast<int64_t*>(out)[r] = best;
+    else static_cast<S*>(out)[r] = x[r * n + best];
+  });
+}
+
+// Calls fn(O{}) with O the storage type of a sum's output: int64 or a floating dtype.
+template <class Fn>
+void dispatch_sum_output(DType d, Fn fn) {
+  WEFT_CHECK(d == kInt64 || is_floating(d), "[sum] internal: unsupported accumulator dtype ", d);
+  WEFT_DISPATCH_ALL(d, O, {
+    if constexpr (std::is_same_v<O, int64_t> || std::is_floating_point_v<O> || kIsNarrowFloat<O>) fn(O{});
   });
 }
 
 }  // namespace
 
-void CpuBackend::reduce(ReduceOp op, const Tensor& x_in, const Tensor& out_in) {
-  const Tensor x = widen_if_narrow(x_in);
-  const Tensor out = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin ? out_in : compute_target(out_in);
+void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
   const int64_t n = x.dim() == 0 ? 1 : x.size(-1);
   const int64_t rows = out.numel();
   WEFT_CHECK(n > 0 || op == ReduceOp::Sum, "[reduce] cannot take max/min/argmax of an empty dimension");
-  if (op == ReduceOp::Sum) {
-    WEFT_DISPATCH_COMPUTE(x.dtype(), T, {
-      if (out.dtype() == DType::Int64) sum_rows<T, int64_t>(x.data<T>(), out.data<int64_t>(), rows, n);
-      else if (out.dtype() == DType::Float64) sum_rows<T, double>(x.data<T>(), out.data<double>(), rows, n);
-      else if (out.dtype() == DType::Float32) sum_rows<T, float>(x.data<T>(), out.data<float>(), rows, n);
-      else WEFT_FAIL("[sum] internal: unsupported accumulator dtype ", out.dtype());
-    });
-  } else {
-    WEFT_DISPATCH_COMPUTE(x.dtype(), T, { extreme_rows<T>(op, x.data<T>(), out.data_ptr(), rows, n); });
-  }
-  store_from(out, out_in);
+  WEFT_DISPATCH_ALL(x.dtype(), S, {
+    const S* xp = static_cast<const S*>(x.data_ptr());
+    if (op == ReduceOp::Sum)
+      dispatch_sum_output(out.dtype(), [&](auto o) { sum_rows(xp, static_cast<decltype(o)*>(out.data_ptr()), rows, n); });
+    else
+      extreme_rows<S>(op, xp, out.data_ptr(), rows, n);
+  });
 }
 
-void CpuBackend::sum_columns(const Tensor& x_in, const Tensor& out_in) {
-  const Tensor x = widen_if_narrow(x_in);
-  const Tensor out = compute_target(out_in);
+void CpuBackend::sum_columns(const Tensor& x, const Tensor& out) {
   const int64_t n = x.size(0), cols = x.size(1);
-  WEFT_DISPATCH_COMPUTE(x.dtype(), T, {
-    if (out.dtype() == DType::Int64) sum_columns_of<T, int64_t>(x.data<T>(), out.data<int64_t>(), n, cols);
-    else if (out.dtype() == DType::Float64) sum_columns_of<T, double>(x.data<T>(), out.data<double>(), n, cols);
-    else if (out.dtype() == DType::Float32) sum_columns_of<T, float>(x.data<T>(), out.data<float>(), n, cols);
-    else WEFT_FAIL("[sum] internal: unsupported accumulator dtype ", out.dtype());
+  WEFT_DISPATCH_ALL(x.dtype(), S, {
+    const S* xp = static_cast<const S*>(x.data_ptr());
+    dispatch_sum_output(out.dtype(), [&](auto o) { sum_columns_of(xp, static_cast<decltype(o)*>(out.data_ptr()), n, cols); });
   });
-  store_from(out, out_in);
 }
 
-void CpuBackend::softmax(const Tensor& x_in, const Tensor& out_in, bool log) {
-  const Tensor x = widen_if_narrow(x_in);
-  const Tensor out = compute_target(out_in);
+void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
   const int64_t n = x.size(-1), rows = x.numel() / std::max<int64_t>(n, 1);
-  WEFT_DISPATCH_FLOATING(x.dtype(), T, {
-    const T* xp = x.data<T>();
-    T* op = out.data<T>();
-    parallel_for(rows * n >= kParallelGrain ? rows : 1, [&](int64_t job) {
-      const bool all = rows * n < kParallelGrain;
-      for (int64_t r = all ? 0 : job; r < (all ? rows : job + 1); ++r) {
-        const T* row = xp + r * n;
-        T* o = op + r * n;
-        T m = -std::numeric_limits<T>::infinity();
-        for (int64_t i = 0; i < n; ++i) m = std::max(m, row[i]);
-        if (std::isinf(m) && m < 0) m = 0;  // an all -inf row gives nan, as PyTorch; avoid inf - inf
-        double total = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          const T e = std::exp(row[i] - m);
-          total += e;
-          if (!log) o[i] = e;
-        }
-        if (log) {
-          const T lse = m + static_cast<T>(std::log(total));
-          for (int64_t i = 0; i < n; ++i) o[i] = row[i] - lse;
-        } else {
-          const T inv = static_cast<T>(1.0 / total);
-          for (int64_t i = 0; i < n; ++i) o[i] *= inv;
-        }
+  visit_floating_storage(x.dtype(), "softmax", [&](auto tag) {
+    using S = decltype(tag);
+    using T = Compute<S>;
+    const S* xp = static_cast<const S*>(x.data_ptr());
+    S* op = static_cast<S*>(out.data_ptr());
+    for_each_row(rows, n, [&](int64_t r) {
+      std::vector<T> in_buffer, out_buffer;
+      const T* row = row_values(xp, r, n, in_buffer);
+      T* o = row_target(op, r, n, out_buffer);
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t i = 0; i < n; ++i) m = std::max(m, row[i]);
+      if (std::isinf(m) && m < 0) m = 0;  // an all -inf row gives nan, as PyTorch; avoid inf - inf
+      double total = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const T e = std::exp(row[i] - m);
+        total += e;
+        if (!log) o[i] = e;
       }
+      if (log) {
+        const T lse = m + static_cast<T>(std::log(total));
+        for (int64_t i = 0; i < n; ++i) o[i] = row[i] - lse;
+      } else {
+        const T inv = static_cast<T>(1.0 / total);
+        for (int64_t i = 0; i < n; ++i) o[i] *= inv;
+      }
+      store_row(op, r, n, out_buffer);
     });
   });
-  store_from(out, out_in);
 }
 
-void CpuBackend::softmax_backward(const Tensor& grad_in, const Tensor& y_in, const Tensor& gx_in, bool log) {
-  const Tensor g = widen_if_narrow(grad_in);
-  const Tensor y = widen_if_narrow(y_in);
-  const Tensor gx = compute_target(gx_in);
+void CpuBackend::softmax_backward(const Tensor& grad, const Tensor& y, const Tensor& gx, bool log) {
   const int64_t n = y.size(-1), rows = y.numel() / std::max<int64_t>(n, 1);
-  WEFT_DISPATCH_FLOATING(y.dtype(), T, {
-    const T* gp = g.data<T>();
-    const T* yp = y.data<T>();
-    T* op = gx.data<T>();
-    parallel_for(rows * n >= kParallelGrain ? rows : 1, [&](int64_t job) {
-      const bool all = rows * n < kParallelGrain;
-      for (int64_t r = all ? 0 : job; r < (all ? rows : job + 1); ++r) {
-        const T* gr = gp + r * n;
-        const T* yr = yp + r * n;
-        T* o = op + r * n;
-        double dot = 0;
-        for (int64_t i = 0; i < n; ++i) dot += log ? gr[i] : gr[i] * yr[i];
-        const T d = static_cast<T>(dot);
-        for (int64_t i = 0; i < n; ++i) o[i] = log ? gr[i] - std::exp(yr[i]) * d : yr[i] * (gr[i] - d);
-      }
+  visit_floating_storage(y.dtype(), "softmax", [&](auto tag) {
+    using S = decltype(tag);
+    using T = Compute<S>;
+    const S* gp = static_cast<const S*>(grad.data_ptr());
+    const S* yp = static_cast<const S*>(y.data_ptr());
+    S* op = static_cast<S*>(gx.data_ptr());
+    for_each_row(rows, n, [&](int64_t r) {
+      std::vector<T> g_buffer, y_buffer, out_buffer;
+      const T* gr = row_values(gp, r, n, g_buffer);
+      const T* yr = row_values(yp, r, n, y_buffer);
+      T* o = row_target(op, r, n, out_buffer);
+      double dot = 0;
+      for (int64_t i = 0; i < n; ++i) dot += log ? gr[i] : gr[i] * yr[i];
+      const T d = static_cast<T>(dot);
+      for (int64_t i = 0; i < n; ++i) o[i] = log ? gr[i] - std::exp(yr[i]) * d : yr[i] * (gr[i] - d);
+      store_row(op, r, n, out_buffer);
     });
   });
-  store_from(gx, gx_in);
 }
 
 }  // namespace weft::detail

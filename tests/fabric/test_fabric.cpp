@@ -13,7 +13,6 @@
 
 using namespace weft;
 using testing::contains;
-using testing::error_of;
 using fabric::Fabric;
 using fabric::FabricOptions;
 

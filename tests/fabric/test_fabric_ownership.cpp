@@ -12,7 +12,6 @@
 using namespace weft;
 using fabric::Fabric;
 using testing::contains;
-using testing::error_of;
 
 namespace {
 

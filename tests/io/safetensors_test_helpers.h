@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "io/all.h"
+#include "error_message.h"
 
 namespace safetensors_test {
 
@@ -37,16 +38,6 @@ inline std::string load_error(const std::vector<uint8_t>& bytes) {
   }
   FAIL_CHECK("expected the load to throw weft::Error");
   return "";
-}
-
-// The message of the weft::Error that `fn` throws, or "no error".
-inline std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const weft::Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 inline bool contains(const std::string& haystack, std::string_view needle) {

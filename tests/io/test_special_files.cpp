@@ -15,7 +15,6 @@
 
 using namespace weft;
 using safetensors_test::contains;
-using safetensors_test::error_of;
 using safetensors_test::TempDir;
 
 namespace {

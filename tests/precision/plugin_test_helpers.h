@@ -11,18 +11,9 @@
 #include <vector>
 
 #include "precision/all.h"
+#include "error_message.h"
 
 namespace weft::testing {
-
-// The message of the weft::Error that fn throws, or "<no error>".
-inline std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -16,7 +16,6 @@ using namespace weft;
 using precision::BitsandbytesPrecision;
 using precision::quant::Linear4bitImpl;
 using precision::quant::Linear8bitLtImpl;
-using testing::error_of;
 
 namespace {
 

@@ -13,7 +13,6 @@
 using namespace weft;
 using precision::Context;
 using testing::contains;
-using testing::error_of;
 
 namespace {
 

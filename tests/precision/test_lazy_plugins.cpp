@@ -7,7 +7,6 @@
 #include "precision/all.h"
 
 using namespace weft;
-using testing::error_of;
 
 TEST_CASE("T47 LazyLinear built under bf16-true module_init_context becomes a bf16 Linear at its first forward") {
   precision::HalfPrecision plugin("bf16-true");
@@ -50,7 +49,7 @@ TEST_CASE("T47 LazyLinear built under bf16-true module_init_context becomes a bf
   // Linear refuses it, instead of re-materialising.
   const Tensor wider = ones({2, 5}, kBFloat16);
   const std::string refusal = error_of([&] { eager(wider); });
-  CHECK(refusal != "<no error>");
+  CHECK(!refusal.empty());
   CHECK(error_of([&] { lazy(wider); }) == refusal);
   CHECK(lazy->weight.shape() == Shape{4, 3});
 }

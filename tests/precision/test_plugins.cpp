@@ -13,7 +13,6 @@
 
 using namespace weft;
 using testing::contains;
-using testing::error_of;
 using namespace weft::precision;
 using testing::NamedSgd;
 

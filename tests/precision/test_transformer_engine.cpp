@@ -13,7 +13,6 @@
 using namespace weft;
 using namespace weft::precision;
 using testing::contains;
-using testing::error_of;
 
 namespace {
 
