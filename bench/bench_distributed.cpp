@@ -11,7 +11,10 @@
 //        bytes each rank keeps between steps (parameters + gradients + optimizer state, summed over
 //        the tensors that hold them) against the ZeRO formula for its stage (anchors.md C.5, K = 12:
 //        fp32 master + momentum + variance), and the allocator's high-water mark during a step
-//        (the unsharded working set and activations come on top of the formula)
+//        (the unsharded working set and activations come on top of the formula). The sharded
+//        stages keep bf16 gradient shards (keep_low_precision_grads), the formula's 2-byte
+//        gradient partitions, unless `--grads fp32` (PyTorch FSDP's default); the JSON's
+//        grad_dtype says which dtype the gradients had
 //
 // Rank 0 prints a table line and one JSON line.
 #include <algorithm>
@@ -36,6 +39,7 @@ struct Args {
   int64_t width = 256;
   int steps = 20;
   int warmup = 3;
+  bool low_precision_grads = true;  // memory: the sharded stages' keep_low_precision_grads
 };
 
 Args parse(int argc, char** argv) {
@@ -47,6 +51,10 @@ Args parse(int argc, char** argv) {
     else if (flag == "--layers") a.layers = std::stoll(value);
     else if (flag == "--width") a.width = std::stoll(value);
     else if (flag == "--steps") a.steps = std::stoi(value);
+    else if (flag == "--grads") {
+      WEFT_CHECK(value == "bf16" || value == "fp32", "[bench_distributed] expected --grads bf16 or fp32, got ", value);
+      a.low_precision_grads = value == "bf16";
+    }
     else throw Error("[bench_distributed] unknown option " + flag);
   }
   WEFT_CHECK(a.mode == "step" || a.mode == "memory", "[bench_distributed] expected mode step or memory, got ", a.mode);
@@ -147,8 +155,9 @@ void memory_mode(const Args& a) {
   for (const auto& p : model->parameters()) psi += p.numel();
   // DDP keeps fp32 parameters and gradients (the formula's 2 + 2 bytes are bf16 there: its 16Ψ
   // total is the same); the sharded stages compute in bf16 from fp32 master shards.
-  const auto mixed = a.strategy == "ddp" ? std::nullopt
-                                         : std::optional(precision::FSDPPrecision("bf16-mixed").mixed_precision_config());
+  auto mixed = a.strategy == "ddp" ? std::nullopt
+                                   : std::optional(precision::FSDPPrecision("bf16-mixed").mixed_precision_config());
+  if (mixed) mixed->keep_low_precision_grads = a.low_precision_grads;
   auto wrapped = wrap(a.strategy, model, pg, mixed);
   optim::AdamW opt(wrapped->parameters(), {.lr = 1e-3});
   const Tensor x = rand({2, a.width});
@@ -170,9 +179,13 @@ void memory_mode(const Args& a) {
     opt.step();
   }
   int64_t states = 0;  // parameters + gradients + optimizer state this rank keeps between steps
+  std::string grad_dtype = "none";
   for (const auto& p : wrapped->parameters()) {
     states += static_cast<int64_t>(p.nbytes());
-    if (p.grad().defined()) states += static_cast<int64_t>(p.grad().nbytes());
+    if (p.grad().defined()) {
+      states += static_cast<int64_t>(p.grad().nbytes());
+      grad_dtype = dtype_name(p.grad().dtype());
+    }
   }
   for (const auto& [name, t] : opt.state_dict().tensors) states += static_cast<int64_t>(t.nbytes());
   const double k = 12;
@@ -189,9 +202,9 @@ void memory_mode(const Args& a) {
                 100.0 * (static_cast<double>(measured) / formula - 1), counting.peak() / 1e6);
     std::printf("{\"program\": \"weft bench_distributed\", \"mode\": \"memory\", \"strategy\": \"%s\", \"ranks\": %d, "
                 "\"psi\": %lld, \"model_state_bytes\": %lld, \"zero_formula_bytes\": %.0f, \"ratio\": %.4f, "
-                "\"allocator_peak_bytes\": %lld}\n",
+                "\"allocator_peak_bytes\": %lld, \"grad_dtype\": \"%s\"}\n",
                 a.strategy.c_str(), world, static_cast<long long>(psi), static_cast<long long>(measured), formula,
-                static_cast<double>(measured) / formula, static_cast<long long>(counting.peak()));
+                static_cast<double>(measured) / formula, static_cast<long long>(counting.peak()), grad_dtype.c_str());
   }
   wrapped.reset();
   set_allocator(kCPU, nullptr);

@@ -26,9 +26,15 @@ for s in ddp fsdp; do
     results+=("$("$python" bench/distributed_torch.py --strategy "$s" --ranks 2 | grep '^{')")
   fi
 done
+# The sharded stages twice: bf16 gradient shards (keep_low_precision_grads, the formula's 2-byte
+# gradients) and fp32 ones (PyTorch FSDP's default).
 for s in ddp fsdp zero2; do
-  for n in 1 2 4; do
-    results+=("$("$run" -n "$n" "$bench" memory --strategy "$s" | grep '^{')")
+  grads=(bf16 fp32)
+  [ "$s" = ddp ] && grads=(fp32)
+  for g in "${grads[@]}"; do
+    for n in 1 2 4; do
+      results+=("$("$run" -n "$n" "$bench" memory --strategy "$s" --grads "$g" | grep '^{')")
+    done
   done
 done
 printf '%s\n' "${results[@]}"
@@ -45,7 +51,7 @@ for s in ("ddp", "fsdp"):
                  w["bytes_written_per_step"], t["bytes_written_per_step"]))
 for r in rows:
     if r["mode"] == "memory":
-        print("memory %-5s x%d: %.2f MB vs ZeRO %.2f MB (%+.1f%%)"
-              % (r["strategy"], r["ranks"], r["model_state_bytes"] / 1e6, r["zero_formula_bytes"] / 1e6,
+        print("memory %-5s x%d, %-8s grads: %.2f MB vs ZeRO %.2f MB (%+.1f%%)"
+              % (r["strategy"], r["ranks"], r["grad_dtype"], r["model_state_bytes"] / 1e6, r["zero_formula_bytes"] / 1e6,
                  100 * (r["ratio"] - 1)))
 '

@@ -9,14 +9,15 @@
 namespace weft::distributed::detail {
 
 FlatParam::FlatParam(std::string name, std::vector<FlatParamEntry> entries, int rank, int world, bool sharded,
-                     DType compute_dtype, DType reduce_dtype)
+                     DType compute_dtype, DType reduce_dtype, DType grad_dtype)
     : name_(std::move(name)),
       entries_(std::move(entries)),
       rank_(rank),
       world_(sharded ? world : 1),
       sharded_(sharded),
       compute_dtype_(compute_dtype),
-      reduce_dtype_(reduce_dtype) {
+      reduce_dtype_(reduce_dtype),
+      grad_dtype_(grad_dtype) {
   WEFT_CHECK(!entries_.empty(), "[FullyShardedDataParallel] unit '", name_, "' has no parameters");
   const DType master = entries_[0].param.dtype();
   requires_grad_ = entries_[0].param.requires_grad();
@@ -136,9 +137,9 @@ void FlatParam::finish_reduce() {
   reduce_work_->wait();
   reduce_work_.reset();
   NoGradGuard no_grad;
-  const Tensor g = reduce_output_.to(master_dtype());
+  const Tensor g = reduce_output_.to(grad_dtype_);
   Tensor existing = shard_.grad();
-  if (existing.defined()) existing.add_(g);
+  if (existing.defined()) existing.add_(g);  // Note [Low-precision gradient shards]
   else shard_.set_grad(g);
   reduce_input_ = Tensor();
   reduce_output_ = Tensor();

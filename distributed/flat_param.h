@@ -8,6 +8,17 @@
 // padding of the shard, of its gradient and of the optimizer's state stays exactly zero: padded
 // gradients are zero and every update of a zero parameter with a zero gradient is zero.
 //
+// The shard's gradient is in grad_dtype: the master dtype, or reduce_dtype under
+// keep_low_precision_grads (precision/fsdp_precision.h). Note [Low-precision gradient shards]:
+// a reduced shard accumulates into an existing gradient (several synchronised backward passes
+// without zero_grad) in that dtype: each element is widened, the two are summed in float32 and the
+// sum is rounded once. PyTorch widens the kept gradient into an fp32 _saved_grad_shard at the start
+// of a backward pass, adds the reduced shard there and casts back at the end; with one reduction
+// per unit and pass that is the same single rounding of the same float32 sum, so the bits agree,
+// without holding an fp32 shard. Each accumulated pass still rounds, so M passes drift from the
+// fp32-accumulating default by up to M/2 units in the last place of reduce_dtype.
+// (no_sync accumulates in the unsharded compute-dtype gradients, before any reduction, as by default.)
+//
 // The unsharded parameters live in `full`, a (padded) tensor in the compute dtype whose storage
 // is resized to zero bytes when the unit is resharded (the original parameters then become empty
 // tensors) and back when it is gathered. Under NO_SHARD without a dtype change, `full` is the
@@ -35,7 +46,7 @@ class FlatParam {
  public:
   // Flattens `entries` (their current values, which must be rank 0's: the caller broadcast them).
   FlatParam(std::string name, std::vector<FlatParamEntry> entries, int rank, int world, bool sharded,
-            DType compute_dtype, DType reduce_dtype);
+            DType compute_dtype, DType reduce_dtype, DType grad_dtype);
 
   const std::string& name() const { return name_; }
   const std::vector<FlatParamEntry>& entries() const { return entries_; }
@@ -48,6 +59,7 @@ class FlatParam {
   const Tensor& shard() const { return shard_; }
   DType master_dtype() const { return shard_.dtype(); }
   DType compute_dtype() const { return compute_dtype_; }
+  DType grad_dtype() const { return grad_dtype_; }
 
   // ---- unsharding ----
   bool unsharded() const { return unsharded_; }
@@ -68,7 +80,7 @@ class FlatParam {
   // parameters, and starts the reduce-scatter (all-reduce when not sharded) with Avg.
   void start_reduce(ProcessGroup& pg);
   bool reducing() const { return reduce_work_ != nullptr; }
-  // Waits and accumulates the reduced shard into shard().grad() in the master dtype.
+  // Waits and accumulates the reduced shard into shard().grad() in grad_dtype.
   void finish_reduce();
   // Forgets this backward's readiness (after the end-of-backward work).
   void reset_grads();
@@ -91,6 +103,7 @@ class FlatParam {
   int64_t shard_offset_ = 0;
   DType compute_dtype_;
   DType reduce_dtype_;
+  DType grad_dtype_;
   Tensor shard_;
   Tensor full_;
   bool full_aliases_shard_ = false;

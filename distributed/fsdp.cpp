@@ -12,6 +12,7 @@
 #include "distributed/coalesce.h"
 #include "distributed/fsdp_state.h"
 #include "nn/lazy.h"
+#include "optim/clip_grad.h"
 #include "tensor/autograd.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -127,6 +128,7 @@ FullyShardedDataParallelImpl::FullyShardedDataParallelImpl(std::shared_ptr<nn::M
     const DType master = entries[0].param.dtype();
     const DType compute = options_.mixed_precision ? options_.mixed_precision->param_dtype : master;
     const DType reduce = options_.mixed_precision ? options_.mixed_precision->reduce_dtype : compute;
+    const DType grad = options_.mixed_precision && options_.mixed_precision->keep_low_precision_grads ? reduce : master;
     // Rank 0's values are the model (PyTorch's sync_module_states).
     {
       std::vector<Tensor> params;
@@ -135,7 +137,7 @@ FullyShardedDataParallelImpl::FullyShardedDataParallelImpl(std::shared_ptr<nn::M
     }
     if (u == 0) s.root_unit = static_cast<int>(s.units.size());
     s.units.push_back(std::make_unique<detail::FlatParam>(unit_specs[u].second, std::move(entries), pg_->rank(),
-                                                         pg_->size(), sharded, compute, reduce));
+                                                         pg_->size(), sharded, compute, reduce, grad));
     s.unit_modules.push_back(unit_specs[u].first);
     register_parameter("_flat_param_" + std::to_string(s.units.size() - 1), s.units.back()->shard(),
                        s.units.back()->requires_grad());
@@ -336,7 +338,7 @@ double FullyShardedDataParallelImpl::clip_grad_norm_(double max_norm, double nor
   if (coef >= 1.0) return total;
   for (const auto& unit : state_->units) {
     Tensor g = unit->shard().grad();
-    if (g.defined()) g.mul_(coef);
+    if (g.defined()) optim::scale_grad_(g, coef);
   }
   return total;
 }

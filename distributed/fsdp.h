@@ -26,7 +26,8 @@
 //                  gradients in reduce_dtype, pad, reduce-scatter with Avg (all-reduce for
 //                  NO_SHARD), free the unsharded storage and the gradients
 //   end of backward (an autograd callback) wait for the reductions, cast them to the shard's
-//                  dtype and accumulate them into the shard's .grad
+//                  dtype (kept in reduce_dtype under keep_low_precision_grads) and accumulate
+//                  them into the shard's .grad
 // Freed storage is resized to zero bytes in place, so the views autograd saved in forward keep
 // their Storage object and see the parameters again when backward gathers them.
 //

@@ -67,6 +67,9 @@ struct FabricOptions {
   std::string sharding_strategy = "FULL_SHARD";
   distributed::AutoWrapPolicy auto_wrap_policy{};
   std::string state_dict_type = "full";
+  // fsdp: the optimizer gets gradient shards in the precision's reduce dtype (16-bit under the
+  // mixed and half modes) instead of float32 (FSDPMixedPrecision::keep_low_precision_grads).
+  bool keep_low_precision_grads = false;
   std::chrono::milliseconds timeout{1'800'000};
 };
 

@@ -21,6 +21,7 @@ class FSDPStrategy final : public Strategy {
     WEFT_CHECK(options_.state_dict_type == "full" || options_.state_dict_type == "sharded",
                "[Fabric] expected state_dict_type 'full' or 'sharded', got '", options_.state_dict_type, "'");
     options_.fsdp.mixed_precision = precision::FSDPPrecision(precision).mixed_precision_config();
+    options_.fsdp.mixed_precision->keep_low_precision_grads = options_.keep_low_precision_grads;
   }
 
   std::shared_ptr<nn::Module> wrap(const std::shared_ptr<nn::Module>& module) override {

@@ -35,6 +35,7 @@ struct StrategyOptions {
   std::chrono::milliseconds timeout{1'800'000};
   distributed::DDPOptions ddp;
   distributed::FSDPOptions fsdp;        // mixed_precision is filled in from the precision plugin
+  bool keep_low_precision_grads = false;  // fsdp: copied into that mixed_precision
   std::string state_dict_type = "full";  // fsdp: "full" (one file, rank 0) or "sharded" (a folder)
 };
 

@@ -40,7 +40,7 @@ void validate_adam(const char* op, double lr, const std::pair<double, double>& b
              "; expected weight_decay >= 0");
 }
 
-template <class P>
+template <class P, class G>
 void adam_update(const AdamParam& a, const AdamLaunch& s) {
   using C = detail::ComputeType<P>;
   C* m_data = a.exp_avg.data<C>();
@@ -63,7 +63,7 @@ void adam_update(const AdamParam& a, const AdamLaunch& s) {
   // float32 blocks take the AVX2 kernel where the CPU has it: the same operations, 8 lanes wide.
   const bool avx2 = std::is_same_v<C, float> && cpu_isa() >= CpuIsa::Avx2;
 
-  detail::for_each_param_block(a.param.data<P>(), a.grad.data<P>(), a.param.numel(),
+  detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), a.param.numel(),
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
     if constexpr (std::is_same_v<C, float>) {
       if (avx2) {
@@ -125,8 +125,8 @@ void adam_step(const char* op, std::vector<ParamGroup<Options>>& groups,
 
 void detail::cpu_adam_kernel(const AdamLaunch& launch) {
   for (const AdamParam& a : launch.params)
-    dispatch_param_dtype(a.param.dtype(), launch.decoupled ? "AdamW" : "Adam",
-                         [&](auto tag) { adam_update<decltype(tag)>(a, launch); });
+    dispatch_param_grad_dtype(a.param.dtype(), a.grad.dtype(), launch.decoupled ? "AdamW" : "Adam",
+                              [&](auto p, auto g) { adam_update<decltype(p), decltype(g)>(a, launch); });
 }
 
 KernelRegistry<detail::AdamKernel>& detail::adam_kernels() {

@@ -166,6 +166,15 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   return total;
 }
 
+void scale_grad_(Tensor& grad, double coef) {
+  if (grad.is_contiguous()) {
+    detail::scale_grads_kernels().at(grad.device())({grad}, coef);
+    grad.storage()->bump_version();
+  } else {
+    grad.mul_(coef);
+  }
+}
+
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
   WEFT_CHECK(clip_value >= 0.0, "[clip_grad_value_] expected clip_value >= 0, got ", clip_value);
   for (const Tensor& p : params) {

@@ -14,8 +14,13 @@ Tensor fused_update_grad(const std::string& op, const Tensor& param) {
              grad.device());
   WEFT_CHECK(param.is_contiguous(), "[", op, "] parameters must be contiguous to be updated in place, got one of "
              "shape ", param.shape(), " with strides ", param.strides());
-  WEFT_CHECK(grad.dtype() == param.dtype(), "[", op, "] a ", param.dtype(), " parameter has a ", grad.dtype(),
-             " gradient; gradients must have their parameter's dtype");
+  // The CPU kernels widen a 16-bit gradient block by block; the CUDA kernels take one dtype.
+  const bool widened = param.device().is_cpu() && (param.dtype() == kFloat32 || param.dtype() == kFloat64) &&
+                       (grad.dtype() == kFloat16 || grad.dtype() == kBFloat16);
+  WEFT_CHECK(grad.dtype() == param.dtype() || widened, "[", op, "] a ", param.dtype(), " parameter has a ",
+             grad.dtype(), " gradient; expected ", param.dtype(),
+             is_narrow_float(param.dtype()) || !param.device().is_cpu() ? ""
+                                                             : " (or float16 / bfloat16, widened in the update)");
   WEFT_CHECK(grad.shape() == param.shape(), "[", op, "] a parameter of shape ", param.shape(),
              " has a gradient of shape ", grad.shape());
   return grad.contiguous();

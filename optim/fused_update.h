@@ -8,7 +8,11 @@
 // that keeps compilers from vectorising it), and which spell the formulas as they read.
 // float16 / bfloat16 parameters are widened on load and rounded to nearest even on store; their
 // state is float32 (optim::detail::state_dtype), so low-precision training keeps full-precision
-// moments. Large tensors are split over the OpenMP threads in whole blocks.
+// moments. A float32 / float64 parameter also takes a float16 / bfloat16 gradient (FSDP's
+// keep_low_precision_grads hands the optimizer such shards): each block of it is widened into an
+// L1-sized buffer as the block is read, so no full-precision copy of the gradient is ever made, and
+// as widening is exact the update is the one a full-precision gradient of the same values gives.
+// Large tensors are split over the OpenMP threads in whole blocks.
 //
 // Internal to optim/: it includes Eigen, which weft links privately.
 #pragma once
@@ -64,6 +68,22 @@ void dispatch_param_dtype(DType dtype, const std::string& op, Fn&& fn) {
   });
 }
 
+// Calls fn(P{}, G{}) with P the storage type of the parameter's dtype and G that of its gradient's:
+// G = P, or a float16 / bfloat16 G under a float32 / float64 P (fused_update_grad checks the pair).
+template <class Fn>
+void dispatch_param_grad_dtype(DType param, DType grad, const std::string& op, Fn&& fn) {
+  dispatch_param_dtype(param, op, [&](auto p) {
+    using P = decltype(p);
+    if (grad == param) return fn(p, p);
+    if constexpr (!kIsNarrowFloat<P>) {
+      if (grad == kBFloat16) return fn(p, BFloat16{});
+      if (grad == kFloat16) return fn(p, Half{});
+    }
+    WEFT_FAIL("[", op, "] a ", param, " parameter has a ", grad, " gradient; expected ", param,
+              kIsNarrowFloat<P> ? "" : " (or float16 / bfloat16, widened in the update)");
+  });
+}
+
 // A block of compute-type values as an Eigen array, without copying.
 template <class C>
 using Block = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
@@ -76,18 +96,24 @@ inline constexpr int64_t kBlock = 1024;
 
 // Runs kernel(offset, length, p, g) over [0, n) in blocks of kBlock elements (the last one
 // shorter), spread over the threads when n is large. p and g are the block's parameter and
-// gradient values in the compute type: the parameter's own memory when it is float32 / float64,
-// widened copies (written back, rounded, after the kernel) when it is narrow. `offset` locates the
-// block in the state tensors. Threads take whole blocks, so every element is computed by the same
-// instructions whatever the thread count, and results do not depend on it.
-template <class P, class Kernel>
-void for_each_param_block(P* param, const P* grad, int64_t n, Kernel&& kernel) {
+// gradient values in the compute type: the tensors' own memory when they are float32 / float64,
+// widened copies (the parameter's written back, rounded, after the kernel) when they are narrow.
+// `offset` locates the block in the state tensors. Threads take whole blocks, so every element is
+// computed by the same instructions whatever the thread count, and results do not depend on it.
+template <class P, class G, class Kernel>
+void for_each_param_block(P* param, const G* grad, int64_t n, Kernel&& kernel) {
   using C = ComputeType<P>;
+  static_assert(std::is_same_v<G, P> || (std::is_same_v<P, C> && kIsNarrowFloat<G>),
+                "a gradient has its parameter's type, or is narrow under a float32 / float64 parameter");
   auto run_block = [&](int64_t block) {
     const int64_t offset = block * kBlock;
     const int64_t length = std::min(kBlock, n - offset);
-    if constexpr (std::is_same_v<P, C>) {
+    if constexpr (std::is_same_v<P, C> && std::is_same_v<G, P>) {
       kernel(offset, length, param + offset, grad + offset);
+    } else if constexpr (std::is_same_v<P, C>) {
+      alignas(64) C g[kBlock];
+      for (int64_t i = 0; i < length; ++i) g[i] = static_cast<C>(to_float(grad[offset + i]));
+      kernel(offset, length, param + offset, static_cast<const C*>(g));
     } else {
       alignas(64) C p[kBlock];
       alignas(64) C g[kBlock];
@@ -111,7 +137,8 @@ void for_each_param_block(P* param, const P* grad, int64_t n, Kernel&& kernel) {
 }
 
 // Checks that `param` can be updated in place by a fused kernel (contiguous, initialized, its
-// gradient on its device) and returns its gradient, contiguous and of the parameter's dtype.
+// gradient on its device) and returns its gradient, contiguous, of the parameter's dtype or (a CPU
+// float32 / float64 parameter) float16 / bfloat16.
 Tensor fused_update_grad(const std::string& op, const Tensor& param);
 // A state tensor for `param`, zero-filled: param's shape, state_dtype(param).
 Tensor zero_state(const Tensor& param);

@@ -31,7 +31,7 @@ using detail::SgdLaunch;
 using detail::SgdParam;
 using weft::detail::KernelRegistry;
 
-template <class P>
+template <class P, class G>
 void sgd_update(const SgdParam& a, const SgdLaunch& o) {
   using C = detail::ComputeType<P>;
   C* buffer_data = a.momentum_buffer.defined() ? a.momentum_buffer.data<C>() : nullptr;
@@ -41,7 +41,7 @@ void sgd_update(const SgdParam& a, const SgdLaunch& o) {
   const C one_minus_dampening = static_cast<C>(1.0 - o.dampening);
   const C neg_lr = static_cast<C>(-o.lr);
   const bool decay = o.weight_decay != 0.0;
-  detail::for_each_param_block(a.param.data<P>(), a.grad.data<P>(), a.param.numel(),
+  detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), a.param.numel(),
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
     Block<C> p(p_data, length);
     alignas(64) C d_data[detail::kBlock];
@@ -69,7 +69,8 @@ void sgd_update(const SgdParam& a, const SgdLaunch& o) {
 
 void detail::cpu_sgd_kernel(const SgdLaunch& launch) {
   for (const SgdParam& a : launch.params)
-    dispatch_param_dtype(a.param.dtype(), "SGD", [&](auto tag) { sgd_update<decltype(tag)>(a, launch); });
+    dispatch_param_grad_dtype(a.param.dtype(), a.grad.dtype(), "SGD",
+                              [&](auto p, auto g) { sgd_update<decltype(p), decltype(g)>(a, launch); });
 }
 
 KernelRegistry<detail::SgdKernel>& detail::sgd_kernels() {

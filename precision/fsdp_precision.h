@@ -33,6 +33,10 @@ struct FSDPMixedPrecision {
   DType param_dtype;   // sharded parameters are cast to it for forward and backward
   DType reduce_dtype;  // gradients are reduced in it
   DType buffer_dtype;  // buffers are kept in it
+  // The gradient shards handed to the optimizer stay in reduce_dtype instead of being cast to the
+  // parameters' dtype: ZeRO's 16-bit gradient partitions, half the bytes of fp32 ones, for an
+  // optimizer that steps fp32 master shards with 16-bit gradients (optim/ widens them in the update).
+  bool keep_low_precision_grads = false;
   friend bool operator==(const FSDPMixedPrecision&, const FSDPMixedPrecision&) = default;
 };
 

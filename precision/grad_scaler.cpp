@@ -72,7 +72,7 @@ void GradScaler::unscale_(OptimizerId optimizer, const std::vector<Tensor>& para
 
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
-    if (g.defined())
+    if (g.defined() && !found_inf_reduction_)
       WEFT_CHECK(g.dtype() != kFloat16, "[GradScaler] Attempting to unscale FP16 gradients. Keep float32 master "
                  "weights (mixed precision) so that gradients are float32");
   }

@@ -109,6 +109,8 @@ class GradScaler {
   // gradient was inf/NaN must be combined across ranks, or ranks would skip different steps
   // (PyTorch's ShardedGradScaler). `reduce` receives this rank's flag (1 or 0) and returns the
   // maximum over the ranks; distributed::FullyShardedDataParallel::shard_grad_scaler installs it.
+  // A sharded scaler also unscales float16 gradients (ShardedGradScaler's allow_fp16): FSDP's
+  // keep_low_precision_grads under 16-mixed hands the optimizer float16 gradient shards.
   void set_found_inf_reduction(std::function<float(float)> reduce) { found_inf_reduction_ = std::move(reduce); }
 
   double get_scale() const;  // init_scale before the first scale(); 1 when disabled

@@ -116,11 +116,14 @@ TEST_CASE("FSDP clips by the norm of all shards together, as clipping the unshar
   }
 }
 
+// args: keep_low_precision_grads ("0" or "1"; with it the scaler unscales float16 shards)
 WEFT_RANK_WORKER(fsdp_sharded_scaler) {
   auto pg = test::init_group();
   auto model = test::make_mlp(41);
   FSDPOptions o = linear_units();
   o.mixed_precision = precision::FSDPPrecision("16-mixed").mixed_precision_config();
+  o.mixed_precision->keep_low_precision_grads = args.at(0) == "1";
+  const DType grad_dtype = o.mixed_precision->keep_low_precision_grads ? kFloat16 : kFloat32;
   FullyShardedDataParallel fsdp(model, pg, o);
   optim::SGD opt(fsdp->parameters(), {.lr = 0.1});
   precision::GradScaler scaler({.init_scale = 1024.0});
@@ -131,6 +134,7 @@ WEFT_RANK_WORKER(fsdp_sharded_scaler) {
     const test::Batch b = test::local_rows(test::global_batch(step), pg->rank(), pg->size());
     opt.zero_grad();
     scaler.scale(cross_entropy(fsdp(b.x).to(kFloat32), b.y)).backward();
+    test::require(fsdp->shard(0).grad().dtype() == grad_dtype, "the gradient shard is not in the expected dtype");
     if (step == 1 && pg->rank() == 1) {  // only this rank's shard sees the inf
       NoGradGuard no_grad;
       fsdp->shard(0).grad().narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
@@ -148,9 +152,12 @@ WEFT_RANK_WORKER(fsdp_sharded_scaler) {
 }
 
 TEST_CASE("the sharded GradScaler skips a step on every rank when any rank's shard has an inf") {
-  const auto run = test::run_ranks(2, "fsdp_sharded_scaler");
-  INFO(run.logs());
-  CHECK(run.ok());
+  for (const char* keep : {"0", "1"}) {
+    CAPTURE(keep);
+    const auto run = test::run_ranks(2, "fsdp_sharded_scaler", {keep});
+    INFO(run.logs());
+    CHECK(run.ok());
+  }
 }
 
 // args: phase ("save" or "resume"), checkpoint folder, kind ("sharded" or "full")

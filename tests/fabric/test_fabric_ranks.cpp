@@ -134,6 +134,48 @@ TEST_CASE("Fabric trains under ddp and fsdp like one process, with collectives a
   }
 }
 
+// args: keep_low_precision_grads ("0" or "1"). bf16-mixed fsdp training, with the gradient shards'
+// dtype checked after every backward; saves the full parameters.
+WEFT_RANK_WORKER(fabric_keep_low_precision_grads) {
+  FabricOptions o = options_for("fsdp", "bf16-mixed", std::stoi(std::getenv("WORLD_SIZE")));
+  o.keep_low_precision_grads = args.at(0) == "1";
+  o.timeout = test::group_timeout();
+  Fabric fabric(o);
+  fabric.launch();
+  auto net = make_model();
+  auto model = fabric.setup_module(net);
+  auto opt = fabric.setup_optimizer(optim::AdamW(model.wrapped()->parameters(), {.lr = 0.02}));
+  const Tensor rows = fabric.distributed_sampler(kBatch, {.shuffle = false}).indices();
+  for (int step = 0; step < kSteps; ++step) {
+    const Tensor loss = cross_entropy(model(index_select(batch_x(step), 0, rows)), index_select(batch_y(step), 0, rows));
+    opt.zero_grad();
+    fabric.backward(loss, &model);
+    for (const Tensor& shard : model.wrapped()->parameters())
+      test::require(shard.grad().dtype() == (o.keep_low_precision_grads ? kBFloat16 : kFloat32),
+                    "a gradient shard is " + std::string(dtype_name(shard.grad().dtype())));
+    opt.step();
+  }
+  auto& fsdp = dynamic_cast<distributed::FullyShardedDataParallelImpl&>(*model.wrapped());
+  test::save_result(fabric.global_rank(), fsdp.full_state_dict());
+  return 0;
+}
+
+TEST_CASE("Fabric passes keep_low_precision_grads to fsdp: bf16 gradient shards, the same training") {
+  const auto kept = test::run_ranks(2, "fabric_keep_low_precision_grads", {"1"});
+  INFO(kept.logs());
+  REQUIRE(kept.ok());
+  const auto widened = test::run_ranks(2, "fabric_keep_low_precision_grads", {"0"});
+  INFO(widened.logs());
+  REQUIRE(widened.ok());
+  // One backward per step: the reduced shard is bf16 either way and the optimizer widens it exactly.
+  const nn::TensorDict a = kept.result(0), b = widened.result(0);
+  CHECK(a.size() == b.size());
+  for (const auto& [name, t] : a) {
+    CAPTURE(name);
+    CHECK(equal(t, b.at(name)));
+  }
+}
+
 namespace {
 
 // FP8 training needs layer sizes that are multiples of 16.
