@@ -59,6 +59,7 @@ refuses "--device expects cpu or cuda, got 'gpu0'" --device gpu0
 refuses "--device cuda trains in one process; expected no --strategy, --devices, --num-nodes or launcher" --device cuda --strategy ddp
 refuses "--device cuda trains in one process" --device cuda --devices 2
 refuses "--gemm chooses the CPU's matrix library; with --device cuda the products run on cuBLAS" --device cuda --gemm eigen
+refuses "--precision transformer-engine runs on the cpu only: FP8 casts have no CUDA kernel yet" --device cuda --precision transformer-engine
 # Without a GPU (every CPU-only build, and a CUDA build on a machine without one) cuda is refused up front.
 if ! nvidia-smi -L > /dev/null 2>&1; then
   refuses "--device cuda: " --device cuda
