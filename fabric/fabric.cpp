@@ -7,6 +7,7 @@
 #include "optim/clip_grad.h"
 #include "optim/optimizer.h"
 #include "precision/make_precision.h"
+#include "precision/mixed_precision.h"
 #include "tensor/autograd.h"
 #include "tensor/cuda.h"
 #include "tensor/generator.h"
@@ -100,6 +101,11 @@ Fabric::Fabric(FabricOptions options)
              "`FSDPPrecision` plugin, found ", options.plugin ? options.plugin->precision() : "", " plugin; pass the "
              "precision as a string (its FSDP dtype table comes from precision::FSDPPrecision)");
   plugin_ = choose_plugin(options, accelerator_);
+  // A plugin built by hand for another device type would autocast nothing the model runs.
+  if (const auto* mixed = dynamic_cast<const precision::MixedPrecision*>(plugin_.get()))
+    WEFT_CHECK(mixed->device_type() == device_.type, "[Fabric] the MixedPrecision plugin autocasts on '",
+               mixed->device_type() == DeviceType::CUDA ? "cuda" : "cpu", "' but the accelerator is '", accelerator_,
+               "'; construct it with device='", accelerator_, "'");
   so.timeout = options.timeout;
   so.ddp = options.ddp;
   so.fsdp.sharding_strategy = distributed::parse_sharding_strategy(options.sharding_strategy);

@@ -1,5 +1,6 @@
 // Fabric on CUDA: the accelerator table of fabric/accelerator.h cell by cell (any machine), what
-// this build and machine answer to "cuda" and "auto", and — on a GPU only — that setup moves the
+// this build and machine answer to "cuda" and "auto", a hand-built MixedPrecision plugin for the
+// other device type refused, and — on a GPU only — that setup moves the
 // model and the optimizer state, init_module creates on the device, one training step equals the
 // CPU's, and bf16-mixed autocasts the products on the CUDA device type.
 //
@@ -101,6 +102,13 @@ TEST_CASE("Fabric on this build and machine: cpu stays cpu, auto follows the GPU
   CHECK(cpu.to_device(t).device() == Device(kCPU));
   CHECK(cpu.to_device(t).to_vector<double>() == std::vector<double>{0, 1, 2, 3});
   CHECK(Fabric(on("auto")).accelerator() == (cuda::is_available() ? "cuda" : "cpu"));
+  FabricOptions elsewhere;
+  elsewhere.plugin = std::make_shared<precision::MixedPrecision>("bf16-mixed", "cuda");
+  CHECK(error_of([&] { Fabric{elsewhere}; }) ==
+        "[Fabric] the MixedPrecision plugin autocasts on 'cuda' but the accelerator is 'cpu'; construct it with "
+        "device='cpu'");
+  elsewhere.plugin = std::make_shared<precision::MixedPrecision>("bf16-mixed", "cpu");
+  CHECK(Fabric(elsewhere).device() == Device(kCPU));
   if (!cuda::is_built()) {
     CHECK(contains(error_of([] { Fabric{on("cuda")}; }), "needs weft built with the CUDA backend"));
   } else if (!cuda::is_available()) {
