@@ -15,6 +15,9 @@
 // So a run of 2 epochs resumed for a third equals a straight run of 3 epochs bit for bit
 // (examples/resume_test.sh checks this under CTest).
 //
+// --device cuda trains on the current GPU (a CUDA build, one process): Fabric puts the model and
+// the optimizer state there, the data set is copied to it once, and every batch is gathered on it.
+//
 // Several processes: `weft-run -n 2 mlp_train --strategy ddp` (or fsdp; torchrun works too) trains
 // with data parallelism: --batch-size is the global batch, each rank takes its share of every
 // batch through Fabric's distributed sampler, and only rank 0 prints, logs and plots (every rank
@@ -67,6 +70,7 @@ struct Options {
   std::string strategy = "auto";
   int64_t devices = 0;  // 0: what the launcher started on this node, else 1
   int64_t num_nodes = 0;  // 0: what the launcher started, else 1
+  std::string device = "cpu";
   bool progress = true;
 };
 
@@ -91,6 +95,7 @@ const char* kUsage = R"(usage: mlp_train [options]
   --strategy auto      auto, ddp or fsdp (several processes: under weft-run / torchrun, or --devices)
   --devices N          processes on this node (default: what the launcher started, else 1)
   --num-nodes M        nodes (default: what the launcher started, else 1)
+  --device cpu         cpu or cuda (the current GPU, one process; needs weft built with CUDA)
   --no-progress        no per-step progress line
 )";
 
@@ -161,6 +166,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--strategy") o.strategy = value;
     else if (flag == "--devices") o.devices = parse_number<int64_t>(flag, value);
     else if (flag == "--num-nodes") o.num_nodes = parse_number<int64_t>(flag, value);
+    else if (flag == "--device") o.device = value;
     else usage_error("unknown option " + flag);
   }
   return o;
@@ -192,6 +198,19 @@ void check_options(const Options& o) {
   if (o.strategy != "auto" && o.strategy != "ddp" && o.strategy != "fsdp")
     option_error("--strategy expects auto, ddp or fsdp, got '" + o.strategy + "'");
   if (o.devices < 0 || o.num_nodes < 0) option_error("--devices and --num-nodes must be positive");
+  if (o.device != "cpu" && o.device != "cuda") option_error("--device expects cpu or cuda, got '" + o.device + "'");
+  if (o.device == "cuda") {
+    if (o.strategy != "auto" || o.devices > 1 || o.num_nodes > 1 || distributed::launched_by_launcher())
+      option_error("--device cuda trains in one process; expected no --strategy, --devices, --num-nodes or launcher");
+    if (!o.gemm.empty())
+      option_error("--gemm chooses the CPU's matrix library; with --device cuda the products run on cuBLAS");
+    if (o.precision.rfind("transformer-engine", 0) == 0)
+      option_error("--precision " + o.precision + " runs on the cpu only: FP8 casts have no CUDA kernel yet");
+    if (!cuda::is_built())
+      option_error("--device cuda: this build of weft has no CUDA backend (configure with -DWEFT_CUDA=ON)");
+    if (!cuda::is_available())
+      option_error("--device cuda: expected a CUDA GPU, got none (no driver or no device visible)");
+  }
   try {
     precision::CaptureWarnings quiet;  // Fabric parses it again below and warns then
     precision::parse_precision(o.precision);
@@ -315,6 +334,12 @@ DType gemm_dtype(const std::string& precision) {
   return kFloat32;
 }
 
+std::string device_name(Device device) {
+  std::ostringstream os;
+  os << device;
+  return os.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -322,10 +347,11 @@ int main(int argc, char** argv) try {
   check_options(o);
   if (o.threads) set_num_threads(*o.threads);
   if (!o.gemm.empty()) set_cpu_gemm_library(gemm_library_from_name(o.gemm));
-  const Split train = load_split(o.data_dir, "train");
-  const Split test = load_split(o.data_dir, "t10k");
+  Split train = load_split(o.data_dir, "train");
+  Split test = load_split(o.data_dir, "t10k");
 
   fabric::FabricOptions fabric_options;
+  fabric_options.accelerator = o.device;
   fabric_options.precision = o.precision;
   fabric_options.strategy = o.strategy;
   const bool launched = distributed::launched_by_launcher();
@@ -340,7 +366,10 @@ int main(int argc, char** argv) try {
     usage_error("--batch-size (the global batch) must divide by the " + std::to_string(world) + " ranks");
   const int64_t local_batch = o.batch_size / world;
   fabric.print("precision: " + fabric.precision().precision() + ", strategy: " + fabric.strategy().name() +
-               ", ranks: " + std::to_string(world));
+               ", ranks: " + std::to_string(world) + ", device: " + device_name(fabric.device()));
+  // The whole set is small (188 MB as float32): it goes to the device once, not batch by batch.
+  train = {fabric.to_device(train.images), fabric.to_device(train.labels)};
+  test = {fabric.to_device(test.images), fabric.to_device(test.labels)};
   fabric::Fabric::seed_everything(o.seed);
   nn::Sequential net = [&] {
     precision::Context init = fabric.init_module();
@@ -382,6 +411,7 @@ int main(int argc, char** argv) try {
       sampler.set_epoch(epoch);
       order = sampler.indices();
     }
+    order = fabric.to_device(order);
     double loss_sum = 0;
     for (int64_t step = 0; step < steps; ++step) {
       const int64_t begin = step * local_batch;
@@ -416,11 +446,11 @@ int main(int argc, char** argv) try {
   }
   if (fabric.is_global_zero())
     std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"gemm\": \"%s\", \"kernel\": \"%s\", "
-                "\"cpu_isa\": \"%s\", \"precision\": \"%s\", \"ranks\": %d, \"strategy\": \"%s\", "
+                "\"cpu_isa\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"ranks\": %d, \"strategy\": \"%s\", "
                 "\"epochs\": %lld, \"seconds\": %.3f, \"test_accuracy\": %.4f}\n",
-                num_threads(), to_string(cpu_gemm_library()),
-                cpu_gemm_kernel(gemm_dtype(fabric.precision().precision())).c_str(),
-                std::string(cpu_isa_name(cpu_isa())).c_str(), fabric.precision().precision().c_str(), world,
+                num_threads(), fabric.device().is_cuda() ? "cublas" : to_string(cpu_gemm_library()),
+                fabric.device().is_cuda() ? "cublas" : cpu_gemm_kernel(gemm_dtype(fabric.precision().precision())).c_str(),
+                std::string(cpu_isa_name(cpu_isa())).c_str(), device_name(fabric.device()).c_str(), fabric.precision().precision().c_str(), world,
                 fabric.strategy().name().c_str(), static_cast<long long>(o.epochs), total_seconds, accuracy);
   return 0;
 } catch (const std::exception& e) {

@@ -55,6 +55,15 @@ refuses "--resume: 'none.safetensors': cannot open: No such file or directory" -
 refuses "--resume: 'pipe' is a named pipe (FIFO); expected a regular file" --resume pipe
 refuses "--plot draws the CSV log, which --log '' turned off" --log "" --plot plot.png
 refuses "unknown option --epoch" --epoch 3
+refuses "--device expects cpu or cuda, got 'gpu0'" --device gpu0
+refuses "--device cuda trains in one process; expected no --strategy, --devices, --num-nodes or launcher" --device cuda --strategy ddp
+refuses "--device cuda trains in one process" --device cuda --devices 2
+refuses "--gemm chooses the CPU's matrix library; with --device cuda the products run on cuBLAS" --device cuda --gemm eigen
+refuses "--precision transformer-engine runs on the cpu only: FP8 casts have no CUDA kernel yet" --device cuda --precision transformer-engine
+# Without a GPU (every CPU-only build, and a CUDA build on a machine without one) cuda is refused up front.
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  refuses "--device cuda: " --device cuda
+fi
 
 # Resuming at or past the epoch count: a real checkpoint after epoch 1.
 "$trainer" "${common[@]}" --epochs 1 --log "" --checkpoint one.safetensors > /dev/null

@@ -2,11 +2,14 @@
 // init contexts and checkpoints with the precision plugin's state.
 #include "fabric/fabric.h"
 
+#include "fabric/accelerator.h"
 #include "io/checkpoint.h"
 #include "optim/clip_grad.h"
 #include "optim/optimizer.h"
 #include "precision/make_precision.h"
+#include "precision/mixed_precision.h"
 #include "tensor/autograd.h"
+#include "tensor/cuda.h"
 #include "tensor/generator.h"
 #include "tensor/ops.h"
 #include "tensor/init_context.h"
@@ -29,15 +32,6 @@ class FabricBackwardScope {
 };
 
 constexpr const char* kPrecisionKey = "__precision__";
-
-std::string checked_accelerator(const std::string& accelerator) {
-  WEFT_CHECK(accelerator != "cuda" && accelerator != "gpu",
-             "[Fabric] accelerator '", accelerator, "' needs weft built with the CUDA backend; this build is "
-             "CPU-only, use accelerator='cpu'");
-  WEFT_CHECK(accelerator == "cpu" || accelerator == "auto", "[Fabric] expected accelerator 'cpu' or 'auto', got '",
-             accelerator, "'");
-  return "cpu";
-}
 
 std::shared_ptr<precision::Precision> choose_plugin(const FabricOptions& options, const std::string& accelerator) {
   if (options.plugin) {
@@ -62,6 +56,16 @@ Tensor guard_output(const Tensor& output) {
   return guarded;
 }
 
+// An optimizer that already holds state (it stepped, or loaded a checkpoint, before setup) gets
+// it on the parameters' device: loading a state dict adopts every buffer onto its parameter's
+// device (Note [Optimizer state dict]), so a save/load round trip moves it. Parameters moved by
+// setup_module moved in place, so the optimizer's handles already follow them.
+void move_optimizer_state(optim::Optimizer& optimizer, Device device) {
+  const optim::OptimizerState state = optimizer.state_dict();
+  for (const auto& [name, tensor] : state.tensors)
+    if (tensor.device() != device) return optimizer.load_state_dict(state);
+}
+
 }  // namespace
 
 namespace detail {
@@ -80,11 +84,15 @@ Tensor FabricModule::operator()(const Tensor& input) const {
 }
 
 Fabric::Fabric(FabricOptions options)
-    : accelerator_(checked_accelerator(options.accelerator)),
+    : accelerator_(resolve_accelerator(options.accelerator, cuda::is_built(), cuda::is_available())),
+      device_(accelerator_device(accelerator_)),
       processes_(options.devices * options.num_nodes),
       devices_(options.devices) {
   WEFT_CHECK(options.devices >= 1 && options.num_nodes >= 1, "[Fabric] expected devices >= 1 and num_nodes >= 1, "
              "got ", options.devices, " and ", options.num_nodes);
+  WEFT_CHECK(accelerator_ == "cpu" || processes_ == 1, "[Fabric] accelerator 'cuda' trains in one process "
+             "(strategy single_device), got devices=", options.devices, " and num_nodes=", options.num_nodes,
+             "; several processes run on accelerator='cpu'");
   StrategyOptions so;
   so.name = options.strategy == "auto" ? (processes_ > 1 ? "ddp" : "single_device") : options.strategy;
   WEFT_CHECK(so.name != "single_device" || processes_ == 1, "[Fabric] strategy 'single_device' runs one process, "
@@ -93,6 +101,11 @@ Fabric::Fabric(FabricOptions options)
              "`FSDPPrecision` plugin, found ", options.plugin ? options.plugin->precision() : "", " plugin; pass the "
              "precision as a string (its FSDP dtype table comes from precision::FSDPPrecision)");
   plugin_ = choose_plugin(options, accelerator_);
+  // A plugin built by hand for another device type would autocast nothing the model runs.
+  if (const auto* mixed = dynamic_cast<const precision::MixedPrecision*>(plugin_.get()))
+    WEFT_CHECK(mixed->device_type() == device_.type, "[Fabric] the MixedPrecision plugin autocasts on '",
+               mixed->device_type() == DeviceType::CUDA ? "cuda" : "cpu", "' but the accelerator is '", accelerator_,
+               "'; construct it with device='", accelerator_, "'");
   so.timeout = options.timeout;
   so.ddp = options.ddp;
   so.fsdp.sharding_strategy = distributed::parse_sharding_strategy(options.sharding_strategy);
@@ -111,6 +124,7 @@ FabricModule Fabric::setup_module(std::shared_ptr<nn::Module> module) {
   WEFT_CHECK(module != nullptr, "[Fabric.setup] expected a module, got an empty one");
   require_launched(".setup_module()");
   plugin_->convert_module(*module);
+  module->to(device_);
   std::shared_ptr<nn::Module> wrapped = strategy_->connected() ? strategy_->wrap(module) : module;
   wrapped_.push_back(wrapped);
   return FabricModule(std::move(module), std::move(wrapped), plugin_);
@@ -120,6 +134,7 @@ FabricOptimizer Fabric::wrap_optimizer(std::shared_ptr<optim::Optimizer> optimiz
   WEFT_CHECK(optimizer != nullptr, "[Fabric.setup] expected an optimizer, got an empty pointer");
   if (strategy_->connected())
     for (const auto& wrapped : wrapped_) strategy_->check_optimizer(*optimizer, *wrapped);
+  move_optimizer_state(*optimizer, device_);
   return FabricOptimizer(std::move(optimizer), plugin_);
 }
 
@@ -149,14 +164,14 @@ std::optional<double> Fabric::clip_gradients(const FabricModule& model, const Fa
 
 precision::Context Fabric::init_tensor() {
   precision::Context context;
-  context.push<TensorFrameGuard>(TensorFrame{{}, Device(), {}});
+  context.push<TensorFrameGuard>(TensorFrame{{}, device_, {}});
   return std::move(context.then(plugin_->tensor_init_context()));
 }
 
 precision::Context Fabric::init_module(std::optional<bool> empty_init) {
   require_launched(".init_module()");
   precision::Context context;
-  context.push<TensorFrameGuard>(TensorFrame{{}, Device(), empty_init.value_or(false)});
+  context.push<TensorFrameGuard>(TensorFrame{{}, device_, empty_init.value_or(false)});
   return std::move(context.then(plugin_->module_init_context()));
 }
 
@@ -205,6 +220,8 @@ io::SafetensorsMetadata Fabric::load(const std::filesystem::path& path, const Fa
   }
   return user;
 }
+
+Tensor Fabric::to_device(const Tensor& tensor) const { return tensor.to(device_); }
 
 void Fabric::seed_everything(uint64_t seed) { manual_seed(seed); }
 

@@ -53,7 +53,9 @@
 namespace weft::fabric {
 
 struct FabricOptions {
-  std::string accelerator = "cpu";  // "cpu" or "auto" (the cpu here); "cuda" needs a CUDA build
+  // "cpu", "cuda" (or "gpu"), or "auto": cuda when a GPU is available, else cpu (fabric/accelerator.h).
+  // cuda trains in one process, on the current CUDA device.
+  std::string accelerator = "cpu";
   int64_t devices = 1;              // processes per node
   int64_t num_nodes = 1;
   // "auto" (ddp for several processes, else single_device), "single_device", "ddp" or "fsdp"
@@ -127,7 +129,11 @@ class Fabric {
   explicit Fabric(FabricOptions options = {});
 
   precision::Precision& precision() const { return *plugin_; }
-  const std::string& accelerator() const { return accelerator_; }
+  const std::string& accelerator() const { return accelerator_; }  // "cpu" or "cuda"
+  // Where setup_module puts the model, init_module and init_tensor create tensors, and to_device
+  // moves a batch.
+  Device device() const { return device_; }
+  Tensor to_device(const Tensor& tensor) const;
   const Strategy& strategy() const { return *strategy_; }
 
   // ---- processes ----
@@ -209,6 +215,7 @@ class Fabric {
   void require_launched(const char* what) const;
 
   std::string accelerator_;
+  Device device_;
   int64_t processes_ = 1;  // devices × num_nodes
   int64_t devices_ = 1;
   bool launched_ = false;

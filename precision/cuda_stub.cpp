@@ -1,9 +1,16 @@
 // The precision floor's CUDA kernel pointers in a build without CUDA (compiled only when
 // WEFT_CUDA is OFF; Note [Linking kernels by reference] in tensor/kernel_registry.h).
 #include "precision/amp_kernels.h"
+#include "precision/fp8/fp8_gemm.h"
 
 namespace weft::precision::detail {
 
 UnscaleKernel* const cuda_unscale_kernel = nullptr;
 
 }  // namespace weft::precision::detail
+
+namespace weft::detail {
+
+weft::detail::Fp8GemmFn* const cuda_fp8_gemm = nullptr;
+
+}  // namespace weft::detail

@@ -32,11 +32,11 @@ Tensor epilogue(const Tensor& acc, float scale, const Tensor& bias, DType out_dt
   const Tensor bias32 = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();
   const bool bf16 = out_dtype == kBFloat16;
   const Tensor out = bf16 ? empty({m, n}, TensorOptions(kBFloat16).device(acc.device())) : acc;
-  const detail::Fp8KernelTable& k = detail::fp8_kernels();
+  const weft::detail::Fp8KernelTable& k = weft::detail::fp8_kernels();
   constexpr int64_t kRowsPerTask = 16;
   parallel_for((m + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
     const int64_t begin = task * kRowsPerTask, rows = std::min(kRowsPerTask, m - begin);
-    detail::Fp8EpilogueArgs args{acc.data<float>() + begin * n, bias32.defined() ? bias32.data<float>() : nullptr,
+    weft::detail::Fp8EpilogueArgs args{acc.data<float>() + begin * n, bias32.defined() ? bias32.data<float>() : nullptr,
                                  nullptr, nullptr, rows, n, scale};
     if (bf16) args.out_bf16 = static_cast<uint16_t*>(out.data_ptr()) + begin * n;
     else args.out_f32 = acc.data<float>() + begin * n;
@@ -49,7 +49,7 @@ Tensor cpu_fp8_gemm(const Fp8Tensor& a, const Fp8Tensor& b, DType out_dtype, con
   const Tensor a16 = decoded_operand(a), b16 = decoded_operand(b);
   const int64_t m = a16.size(0), n = b16.size(1);
   Tensor acc = empty({m, n}, TensorOptions(kFloat32).device(a16.device()));
-  detail::backend(a16.device()).matmul(a16.unsqueeze(0), b16.unsqueeze(0), acc.view({1, m, n}), false);
+  weft::detail::backend(a16.device()).matmul(a16.unsqueeze(0), b16.unsqueeze(0), acc.view({1, m, n}), false);
   return epilogue(acc, a.scale_inv * b.scale_inv, bias, out_dtype);
 }
 
@@ -84,7 +84,7 @@ Tensor fp8_gemm(const Fp8Tensor& a, const Fp8Tensor& b, DType out_dtype, const T
                bias.shape(), " on ", bias.device());
   const Fp8GemmKernel kernel = fp8_gemm_kernel(a.data.device().type);
   WEFT_CHECK(kernel != nullptr, "[fp8_gemm] no FP8 GEMM kernel for ", a.data.device(),
-             " in this build; the CUDA backend installs one with set_fp8_gemm_kernel");
+             a.data.device().is_cuda() ? ": weft was built without CUDA (configure with -DWEFT_CUDA=ON)" : "");
   return kernel(a, b, out_dtype, bias);
 }
 
@@ -92,7 +92,8 @@ Fp8GemmKernel fp8_gemm_kernel(DeviceType device_type) {
   std::lock_guard<std::mutex> lock(kernels_mutex);
   const Fp8GemmKernel& set = installed[static_cast<size_t>(device_type)];
   if (set) return set;
-  return device_type == DeviceType::CPU ? Fp8GemmKernel(cpu_fp8_gemm) : Fp8GemmKernel();
+  if (device_type == DeviceType::CPU) return Fp8GemmKernel(cpu_fp8_gemm);
+  return weft::detail::cuda_fp8_gemm != nullptr ? Fp8GemmKernel(weft::detail::cuda_fp8_gemm) : Fp8GemmKernel();
 }
 
 void set_fp8_gemm_kernel(DeviceType device_type, Fp8GemmKernel kernel) {

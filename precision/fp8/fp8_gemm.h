@@ -17,15 +17,23 @@
 // float32 FMAs otherwise). The result differs from an fp64 computation on the FP8-rounded
 // operands only by float32 accumulation order.
 //
-// Seam: set_fp8_gemm_kernel(DeviceType::CUDA, fn) installs a device's kernel (the CUDA backend:
-// cuBLASLt with the scale_invs as A/B scale pointers, the bias epilogue, D in out_dtype, TN
-// layout from transposed FP8 copies). Operands on a device without a kernel are an error.
+// Seam: the CUDA kernel (precision/cuda/fp8_gemm.cpp: cuBLASLt with the scale_invs as A/B scale
+// pointers, the bias epilogue, TN layout from transposed FP8 copies, compute capability 8.9+) is
+// linked by reference — weft::detail::cuda_fp8_gemm, null in a build without CUDA (Note [Linking
+// kernels by reference] in tensor/kernel_registry.h). set_fp8_gemm_kernel(type, fn) replaces a
+// device's kernel. Operands on a device without a kernel are an error.
 #pragma once
 
 #include <functional>
 
 #include "precision/fp8/fp8_cast.h"
 #include "tensor/device.h"
+
+namespace weft::detail {
+using Fp8GemmFn = Tensor(const precision::Fp8Tensor& a, const precision::Fp8Tensor& b, DType out_dtype,
+                         const Tensor& bias);
+extern Fp8GemmFn* const cuda_fp8_gemm;
+}  // namespace weft::detail
 
 namespace weft::precision {
 

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "tensor/cuda.h"
+#include "tensor/cuda/cublaslt.h"
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/fused_kernels.h"
@@ -119,10 +120,18 @@ void cublas_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool acc
 namespace detail {
 namespace {
 
-// x: (R, in) · weight: (out, in)ᵀ + bias -> out: (R, out): the bias is broadcast into out, then
-// the product accumulated onto it (as the CPU kernel, tensor/cpu/fused.cpp).
+// x: (R, in) · weight: (out, in)ᵀ + bias -> out: (R, out). float32, float16 and bfloat16 go
+// through cuBLASLt with the bias in its epilogue (one launch, the TN layout the forward has);
+// float64, and views cuBLASLt cannot take, broadcast the bias into out and accumulate the cuBLAS
+// product onto it (as the CPU kernel, tensor/cpu/fused.cpp).
 void linear_on_cuda(const LinearLaunch& a) {
   const int64_t rows = a.x.size(0), in = a.x.size(1), out_features = a.weight.size(0);
+  const bool bias_ok = !a.bias.defined() || a.bias.stride(0) == 1 || out_features == 1;
+  if (a.out.dtype() != kFloat64 && a.out.is_contiguous() && bias_ok && rows > 0 && in > 0 && out_features > 0) {
+    const Tensor weight_t = make_view(a.weight, {in, out_features}, {a.weight.stride(1), a.weight.stride(0)},
+                                      a.weight.offset());
+    if (cuda::detail::cublaslt_matmul({a.x, weight_t, a.bias, a.out})) return;
+  }
   Backend& cuda = cuda_backend();
   const Tensor out3 = make_view(a.out, {1, rows, out_features}, {rows * out_features, out_features, 1}, a.out.offset());
   if (a.bias.defined())

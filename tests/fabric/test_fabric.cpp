@@ -83,7 +83,7 @@ struct TrainedSixteenMixed {
 
 }  // namespace
 
-TEST_CASE("Fabric construction: cpu only, strategies by name, one precision source (T6, T19, T45)") {
+TEST_CASE("Fabric construction: strategies by name, one precision source (T6, T19, T45)") {
   CHECK(Fabric().precision().precision() == "32-true");
   auto make = [](const char* accelerator, int64_t devices, const char* strategy) {
     FabricOptions options;
@@ -92,9 +92,7 @@ TEST_CASE("Fabric construction: cpu only, strategies by name, one precision sour
     options.strategy = strategy;
     return Fabric(options);
   };
-  CHECK(make("auto", 1, "single_device").accelerator() == "cpu");
-  CHECK(contains(error_of([&] { make("cuda", 1, "auto"); }), "needs weft built with the CUDA backend"));
-  CHECK(contains(error_of([&] { make("tpu", 1, "auto"); }), "expected accelerator 'cpu' or 'auto'"));
+  CHECK(contains(error_of([&] { make("tpu", 1, "auto"); }), "expected accelerator 'cpu', 'cuda', 'gpu' or 'auto'"));
   CHECK(make("cpu", 2, "auto").strategy().name() == "ddp");  // several processes: ddp
   CHECK(make("cpu", 1, "auto").strategy().name() == "single_device");
   CHECK(make("cpu", 2, "fsdp").strategy().name() == "fsdp");

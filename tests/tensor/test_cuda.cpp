@@ -132,6 +132,10 @@ TEST_CASE("cuda: matmul with M != N != K, transposed operands, batches and every
     const Tensor w = randn({11, 7}, {}, &gen).to(d), bias = randn({11}, {}, &gen).to(d);
     const Tensor x2 = randn({5, 7}, {}, &gen).to(d);
     check_close(linear(x2.to(kGpu), w.to(kGpu), bias.to(kGpu)), linear(x2, w, bias), r, r * 7);
+    check_close(linear(x2.to(kGpu), w.to(kGpu)), linear(x2, w), r, r * 7);  // cuBLASLt, default epilogue
+    const Tensor wide = randn({5, 9}, {}, &gen).to(d);                      // rows padded to 9
+    check_close(linear(wide.to(kGpu).narrow(1, 1, 7), w.to(kGpu), bias.to(kGpu)), linear(wide.narrow(1, 1, 7), w, bias),
+                r, r * 7);
   }
 }
 
