@@ -33,8 +33,8 @@ if [ -x "$nvcc" ]; then
   CC=gcc CXX=g++ cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
         -DCMAKE_CUDA_FLAGS_DEBUG= -DWEFT_CUDA=ON -DWEFT_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc" \
         -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF
-  cmake --build build-cuda --target test_tensor
-  build-cuda/tests/test_tensor
+  cmake --build build-cuda --target test_tensor test_fabric
+  (cd build-cuda/tests && ./test_tensor && ./test_fabric)
 else
   echo "no CUDA toolkit at $nvcc: the CUDA build is skipped"
 fi
