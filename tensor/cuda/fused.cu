@@ -4,6 +4,7 @@
 // the shared Philox (tensor/philox.h), so CPU and GPU masks are the same bits.
 #include <cuda_runtime.h>
 
+#include "tensor/cuda/block_reduce.cuh"
 #include "tensor/cuda/device_values.cuh"
 #include "tensor/cuda/fused_launch.h"
 #include "tensor/cuda/runtime.h"
@@ -11,34 +12,6 @@
 
 namespace weft::cuda::detail {
 namespace {
-
-constexpr int kRowThreads = 256;
-
-__device__ double block_sum(double value, double* scratch) {
-  scratch[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = kRowThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) scratch[threadIdx.x] += scratch[threadIdx.x + half];
-    __syncthreads();
-  }
-  const double total = scratch[0];
-  __syncthreads();
-  return total;
-}
-
-__device__ double block_max(double value, double* scratch) {
-  scratch[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = kRowThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) scratch[threadIdx.x] = fmax(scratch[threadIdx.x], scratch[threadIdx.x + half]);
-    __syncthreads();
-  }
-  const double total = scratch[0];
-  __syncthreads();
-  return total;
-}
-
-unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(rows < 1 ? 1 : rows > 65535 ? 65535 : rows); }
 
 // C: compute type; the statistics (lse, mean, rstd) are stored as C.
 template <class C>

@@ -5,27 +5,12 @@
 // rows, int64 for integer and bool rows); max/min propagate NaN and keep the first index on ties.
 #include <cuda_runtime.h>
 
+#include "tensor/cuda/block_reduce.cuh"
 #include "tensor/cuda/device_values.cuh"
 #include "tensor/cuda/runtime.h"
 
 namespace weft::cuda::detail {
 namespace {
-
-constexpr int kRowThreads = 256;
-
-// Sums `value` over the block; every thread gets the total. `scratch` holds kRowThreads values.
-template <class T>
-__device__ T block_sum(T value, T* scratch) {
-  scratch[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = kRowThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) scratch[threadIdx.x] += scratch[threadIdx.x + half];
-    __syncthreads();
-  }
-  const T total = scratch[0];
-  __syncthreads();  // scratch is reused by the caller's next reduction
-  return total;
-}
 
 // The better of two (value, index) candidates: NaN first, then the larger (smaller), then the
 // lower index.
@@ -115,14 +100,7 @@ __global__ void softmax_kernel(const char* x, char* out, DType dtype, int64_t ro
     char* o = out + r * n * size;
     double m = -INFINITY;
     for (int64_t i = threadIdx.x; i < n; i += kRowThreads) m = fmax(m, static_cast<double>(load_as<T>(row + i * size, dtype)));
-    scratch[threadIdx.x] = m;
-    __syncthreads();
-    for (int half = kRowThreads / 2; half > 0; half /= 2) {
-      if (threadIdx.x < half) scratch[threadIdx.x] = fmax(scratch[threadIdx.x], scratch[threadIdx.x + half]);
-      __syncthreads();
-    }
-    T row_max = static_cast<T>(scratch[0]);
-    __syncthreads();
+    T row_max = static_cast<T>(block_max(m, scratch));
     if (isinf(row_max) && row_max < 0) row_max = 0;
     double part = 0;
     for (int64_t i = threadIdx.x; i < n; i += kRowThreads) part += exp(load_as<T>(row + i * size, dtype) - row_max);
@@ -157,8 +135,6 @@ __global__ void softmax_backward_kernel(const char* grad, const char* y, char* g
     }
   }
 }
-
-unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(rows < 1 ? 1 : rows > 65535 ? 65535 : rows); }
 
 }  // namespace
 
