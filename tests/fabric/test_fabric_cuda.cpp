@@ -16,7 +16,6 @@
 
 using namespace weft;
 using testing::contains;
-using testing::error_of;
 using fabric::Fabric;
 using fabric::FabricOptions;
 using fabric::resolve_accelerator;

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "tensor/error.h"
+#include "error_message.h"
 #include "tensor/gemm_plan.h"
 
 using namespace weft;
@@ -18,15 +18,6 @@ constexpr int64_t M = 4, N = 6, K = 10;
 MatrixView contiguous(int64_t rows, int64_t cols) { return {rows, cols, cols, 1}; }
 // The transpose of a contiguous (cols, rows) matrix, seen as (rows, cols).
 MatrixView transposed(int64_t rows, int64_t cols) { return {rows, cols, 1, rows}; }
-
-std::string error_of(void (*fn)()) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 
