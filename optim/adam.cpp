@@ -108,9 +108,10 @@ void adam_step(const char* op, std::vector<ParamGroup<Options>>& groups,
       if (!state.exp_avg_sq.defined()) state.exp_avg_sq = detail::zero_state(param);
       if (o.amsgrad && !state.max_exp_avg_sq.defined()) state.max_exp_avg_sq = detail::zero_state(param);
       state.step += 1;
-      auto at = std::find_if(launches.begin(), launches.end(), [&](const auto& l) { return l.first == param.device(); });
+      const Device device = param.device();  // named: clang 14 lets no lambda capture a structured binding
+      auto at = std::find_if(launches.begin(), launches.end(), [&](const auto& l) { return l.first == device; });
       if (at == launches.end())
-        at = launches.insert(launches.end(), {param.device(), AdamLaunch{{}, o.lr, o.betas.first, o.betas.second, o.eps,
+        at = launches.insert(launches.end(), {device, AdamLaunch{{}, o.lr, o.betas.first, o.betas.second, o.eps,
                                                                            o.weight_decay, o.amsgrad, decoupled}});
       at->second.params.push_back({param, grad, state.exp_avg, state.exp_avg_sq, state.max_exp_avg_sq, state.step});
     }

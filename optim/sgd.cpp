@@ -95,9 +95,10 @@ void SGD::step() {
         if (first_step) state.momentum_buffer = detail::zero_state(param);
         buffer = state.momentum_buffer;
       }
-      auto at = std::find_if(launches.begin(), launches.end(), [&](const auto& l) { return l.first == param.device(); });
+      const Device device = param.device();  // named: clang 14 lets no lambda capture a structured binding
+      auto at = std::find_if(launches.begin(), launches.end(), [&](const auto& l) { return l.first == device; });
       if (at == launches.end())
-        at = launches.insert(launches.end(), {param.device(), SgdLaunch{{}, o.lr, o.momentum, o.dampening,
+        at = launches.insert(launches.end(), {device, SgdLaunch{{}, o.lr, o.momentum, o.dampening,
                                                                           o.weight_decay, o.nesterov}});
       at->second.params.push_back({param, grad, buffer, first_step});
     }
