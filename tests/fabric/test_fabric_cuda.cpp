@@ -139,9 +139,10 @@ TEST_CASE("Fabric on cuda: an optimizer that stepped on the cpu gets its state o
   adamw.step();
   Fabric fabric(on("cuda"));
   auto [model, optimizer] = fabric.setup(net, std::move(adamw));
-  for (const auto& [name, state] : optimizer->state_dict().tensors) {
+  for (const auto& entry : optimizer->state_dict().tensors) {
+    const std::string& name = entry.first;
     CAPTURE(name);
-    CHECK(state.device().is_cuda());
+    CHECK(entry.second.device().is_cuda());
   }
   for (Tensor p : net->parameters()) p.set_grad(ones_like(p));
   CHECK(optimizer.step());

@@ -170,9 +170,10 @@ TEST_CASE("Fabric passes keep_low_precision_grads to fsdp: bf16 gradient shards,
   // One backward per step: the reduced shard is bf16 either way and the optimizer widens it exactly.
   const nn::TensorDict a = kept.result(0), b = widened.result(0);
   CHECK(a.size() == b.size());
-  for (const auto& [name, t] : a) {
+  for (const auto& entry : a) {
+    const std::string& name = entry.first;
     CAPTURE(name);
-    CHECK(equal(t, b.at(name)));
+    CHECK(equal(entry.second, b.at(name)));
   }
 }
 

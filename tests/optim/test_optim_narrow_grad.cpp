@@ -78,8 +78,10 @@ TEST_CASE("a float16 / bfloat16 gradient steps a wider parameter exactly as its 
     std::vector<Tensor> grads;
     for (const Tensor& g : raw) grads.push_back(g.to(narrow).to(kFloat64));
     for (const DType wide : {kFloat32, kFloat64})
-      for (const auto& [name, make] : optimizers())
+      for (const auto& optimizer : optimizers())
         for (const CpuIsa isa : cpu_isas_supported()) {
+          const std::string& name = optimizer.name;
+          const MakeOptimizer& make = optimizer.make;
           CAPTURE(dtype_name(narrow));
           CAPTURE(dtype_name(wide));
           CAPTURE(name);
@@ -107,7 +109,9 @@ TEST_CASE("a bfloat16 gradient on a float32 parameter: SGD's step by hand") {
 }
 
 TEST_CASE("gradient dtypes that do not fit the parameter are refused, naming both") {
-  for (const auto& [name, make] : optimizers()) {
+  for (const auto& optimizer : optimizers()) {
+    const std::string& name = optimizer.name;
+    const MakeOptimizer& make = optimizer.make;
     CAPTURE(name);
     Tensor p = zeros({2}).requires_grad_();
     auto opt = make(p);
