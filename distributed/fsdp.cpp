@@ -336,10 +336,10 @@ double FullyShardedDataParallelImpl::clip_grad_norm_(double max_norm, double nor
   double coef = max_norm / (total + 1e-6);
   if (!all_float64) coef = static_cast<float>(max_norm) / (static_cast<float>(total) + 1e-6f);
   if (coef >= 1.0) return total;
-  for (const auto& unit : state_->units) {
-    Tensor g = unit->shard().grad();
-    if (g.defined()) optim::scale_grad_(g, coef);
-  }
+  std::vector<Tensor> grads;
+  for (const auto& unit : state_->units)
+    if (unit->shard().grad().defined()) grads.push_back(unit->shard().grad());
+  optim::scale_grads_(grads, coef);
   return total;
 }
 

@@ -152,26 +152,25 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   double coef = max_norm / (total + 1e-6);
   if (!all_float64) coef = static_cast<float>(max_norm) / (static_cast<float>(total) + 1e-6f);
   if (coef >= 1.0) return total;  // clamped to 1: scaling would change nothing
-  for (const auto& entry : by_device) {
-    const Device device = entry.first;
-    std::vector<Tensor> in_place;
-    for (Tensor& g : grads) {
-      if (g.device() != device) continue;
-      if (g.is_contiguous()) in_place.push_back(g);
-      else g.mul_(coef);
-    }
-    detail::scale_grads_kernels().at(device)(in_place, coef);
-    for (const Tensor& g : in_place) g.storage()->bump_version();
-  }
+  scale_grads_(grads, coef);
   return total;
 }
 
-void scale_grad_(Tensor& grad, double coef) {
-  if (grad.is_contiguous()) {
-    detail::scale_grads_kernels().at(grad.device())({grad}, coef);
-    grad.storage()->bump_version();
-  } else {
-    grad.mul_(coef);
+void scale_grads_(const std::vector<Tensor>& grads, double coef) {
+  // Contiguous gradients go to their device's kernel in one call per device; others multiply.
+  std::vector<std::pair<Device, std::vector<Tensor>>> in_place;
+  for (const Tensor& g : grads) {
+    if (!g.is_contiguous()) {
+      Tensor(g).mul_(coef);
+      continue;
+    }
+    auto at = std::find_if(in_place.begin(), in_place.end(), [&](const auto& e) { return e.first == g.device(); });
+    if (at == in_place.end()) at = in_place.insert(in_place.end(), {g.device(), {}});
+    at->second.push_back(g);
+  }
+  for (const auto& entry : in_place) {
+    detail::scale_grads_kernels().at(entry.first)(entry.second, coef);
+    for (const Tensor& g : entry.second) g.storage()->bump_version();
   }
 }
 

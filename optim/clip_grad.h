@@ -19,10 +19,11 @@ namespace weft::optim {
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
 
-// gradient ← gradient · coef in place, as clip_grad_norm_ scales: coef rounded to float32 (float64
-// for a float64 gradient), float16 / bfloat16 elements widened, multiplied and rounded once (PyTorch
-// multiplies by its float32 coefficient tensor in float32). FSDP's clipping over shards uses it.
-void scale_grad_(Tensor& grad, double coef);
+// Every gradient ← gradient · coef in place, as clip_grad_norm_ scales: coef rounded to float32
+// (float64 for a float64 gradient), float16 / bfloat16 elements widened, multiplied and rounded once
+// (PyTorch multiplies by its float32 coefficient tensor in float32). FSDP's clipping over shards
+// uses it too.
+void scale_grads_(const std::vector<Tensor>& grads, double coef);
 
 // Clamps every gradient in place to [-clip_value, clip_value].
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
