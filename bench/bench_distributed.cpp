@@ -3,7 +3,7 @@
 //
 //   weft-run -n 2 bench_distributed step   --strategy ddp|fsdp   the example MLP (784-512-512-10),
 //        global batch 128, one thread per rank: step time (median and p90 of 20 steps after 3 warm-up
-//        steps) and bytes sent per step per rank, counted by the process group and measured as the
+//        steps, or --steps) and bytes sent per step per rank, counted by the process group and measured as the
 //        bytes the process wrote to sockets and files (/proc/self/io wchar, which is what Gloo's
 //        writev calls count in; PyTorch's peer reads the same counter)
 //   weft-run -n N bench_distributed memory --strategy ddp|fsdp|zero2   an MLP of `--layers` square
@@ -138,8 +138,10 @@ void step_mode(const Args& a) {
     std::printf("weft %-5s %d ranks: %.2f ms/step (p90 %.2f), %lld bytes sent per step (counted), %lld written\n",
                 a.strategy.c_str(), world, median, p90, static_cast<long long>(sent), static_cast<long long>(written));
     std::printf("{\"program\": \"weft bench_distributed\", \"mode\": \"step\", \"strategy\": \"%s\", \"ranks\": %d, "
-                "\"median_ms\": %.3f, \"p90_ms\": %.3f, \"bytes_sent_per_step\": %lld, \"bytes_written_per_step\": %lld}\n",
-                a.strategy.c_str(), world, median, p90, static_cast<long long>(sent), static_cast<long long>(written));
+                "\"cpus_per_rank\": %zu, \"median_ms\": %.3f, \"p90_ms\": %.3f, \"bytes_sent_per_step\": %lld, "
+                "\"bytes_written_per_step\": %lld}\n",
+                a.strategy.c_str(), world, distributed::allowed_cpus().size(), median, p90, static_cast<long long>(sent),
+                static_cast<long long>(written));
   }
 }
 

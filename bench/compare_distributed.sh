@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Data-parallel training against PyTorch on Gloo, in one run: the example MLP on 2 ranks, global
-# batch 128, one thread per rank, DDP and FSDP (PyTorch: DDP and FSDP2), then weft's model-state
+# batch 128, one thread per rank, DDP and FSDP (PyTorch: DDP and FSDP2), each side once as its
+# ranks are scheduled by default and once with each rank bound to its own share of the CPUs
+# (`weft-run --cpu-bind`; the PyTorch peer binds its ranks the same way), then weft's model-state
 # memory per rank against the ZeRO formula at 1, 2 and 4 ranks. Prints each JSON line and the
 # step-time ratios weft/PyTorch (below 1: weft is faster). Final figures need a quiet machine.
-# Usage: bench/compare_distributed.sh [--build-dir DIR] [--python PYTHON]
+# Usage: bench/compare_distributed.sh [--build-dir DIR] [--python PYTHON] [--steps N (default 100)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build python=/work/venv/bin/python
+build=build python=/work/venv/bin/python steps=100
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -20,11 +23,14 @@ for f in "$bench" "$run"; do
 done
 export OMP_NUM_THREADS=1
 results=()
-for s in ddp fsdp; do
-  results+=("$("$run" -n 2 "$bench" step --strategy "$s" | grep '^{')")
-  if "$python" -c 'import torch' 2>/dev/null; then
-    results+=("$("$python" bench/distributed_torch.py --strategy "$s" --ranks 2 | grep '^{')")
-  fi
+for bind in "" --cpu-bind; do
+  mark="s/^{/{\"cpu_bind\": $([ -n "$bind" ] && echo true || echo false), /"
+  for s in ddp fsdp; do
+    results+=("$("$run" -n 2 $bind "$bench" step --strategy "$s" --steps "$steps" | grep '^{' | sed "$mark")")
+    if "$python" -c 'import torch' 2>/dev/null; then
+      results+=("$("$python" bench/distributed_torch.py --strategy "$s" --ranks 2 --steps "$steps" $bind | grep '^{' | sed "$mark")")
+    fi
+  done
 done
 # The sharded stages twice: bf16 gradient shards (keep_low_precision_grads, the formula's 2-byte
 # gradients) and fp32 ones (PyTorch FSDP's default).
@@ -41,14 +47,17 @@ printf '%s\n' "${results[@]}"
 printf '%s\n' "${results[@]}" | python3 -c '
 import json, sys
 rows = [json.loads(l) for l in sys.stdin]
-for s in ("ddp", "fsdp"):
-    w = [r for r in rows if r["mode"] == "step" and r["strategy"] == s and r["program"].startswith("weft")]
-    t = [r for r in rows if r["mode"] == "step" and r["strategy"] == s and r["program"].startswith("pytorch")]
-    if w and t:
-        w, t = w[0], t[0]
-        print("%s: weft %.2f ms, pytorch %.2f ms, ratio %.2f; bytes written per step %d vs %d"
-              % (s, w["median_ms"], t["median_ms"], w["median_ms"] / t["median_ms"],
-                 w["bytes_written_per_step"], t["bytes_written_per_step"]))
+steps = [r for r in rows if r["mode"] == "step"]
+for bound in (False, True):
+    for s in ("ddp", "fsdp"):
+        same = [r for r in steps if r["strategy"] == s and r["cpu_bind"] == bound]
+        w = [r for r in same if r["program"].startswith("weft")]
+        t = [r for r in same if r["program"].startswith("pytorch")]
+        if w and t:
+            w, t = w[0], t[0]
+            print("%s, %s: weft %.2f ms, pytorch %.2f ms, ratio %.2f; bytes written per step %d vs %d"
+                  % (s, "ranks bound to a CPU each" if bound else "ranks unbound", w["median_ms"], t["median_ms"],
+                     w["median_ms"] / t["median_ms"], w["bytes_written_per_step"], t["bytes_written_per_step"]))
 for r in rows:
     if r["mode"] == "memory":
         print("memory %-5s x%d, %-8s grads: %.2f MB vs ZeRO %.2f MB (%+.1f%%)"

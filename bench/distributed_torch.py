@@ -3,9 +3,10 @@
 batch 128 over N ranks on Gloo, one thread per rank, AdamW, random data. DDP, or FSDP2
 (fully_shard on a CPU device mesh, one unit per Linear plus the root: PyTorch's FSDP1 refuses the
 CPU). Prints rank 0's median and p90 step time over 20 steps after 3 warm-up steps, and the bytes
-each step wrote (/proc/self/io wchar: Gloo's socket writes, counted as in weft's run).
+each step wrote (/proc/self/io wchar: Gloo's socket writes, counted as in weft's run). With
+--cpu-bind each rank runs on its own share of the CPUs, split as `weft-run --cpu-bind` splits them.
 
-Usage: python3 bench/distributed_torch.py --strategy ddp|fsdp [--ranks 2] [--steps 20]
+Usage: python3 bench/distributed_torch.py --strategy ddp|fsdp [--ranks 2] [--steps 20] [--cpu-bind]
 """
 import argparse
 import json
@@ -25,8 +26,18 @@ def bytes_written():
     return 0
 
 
-def run(rank, world, args, port, results):
+def cpu_share(cpus, ranks, rank):
+    """Contiguous shares differing by at most one, larger first (distributed::cpu_shares)."""
+    cpus = sorted(cpus)
+    base, extra = divmod(len(cpus), ranks)
+    start = rank * base + min(rank, extra)
+    return cpus[start:start + base + (1 if rank < extra else 0)]
+
+
+def run(rank, world, args, port, results, cpus):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if args.cpu_bind:
+        os.sched_setaffinity(0, cpu_share(cpus, world, rank))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
@@ -60,7 +71,7 @@ def run(rank, world, args, port, results):
     times.sort()
     if rank == 0:
         results.put({"program": "pytorch " + torch.__version__, "mode": "step", "strategy": args.strategy,
-                     "ranks": world, "median_ms": times[len(times) // 2], "p90_ms": times[len(times) * 9 // 10],
+                     "ranks": world, "cpus_per_rank": len(os.sched_getaffinity(0)), "median_ms": times[len(times) // 2], "p90_ms": times[len(times) * 9 // 10],
                      "bytes_written_per_step": written})
     dist.destroy_process_group()
 
@@ -72,11 +83,15 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--port", type=int, default=29611)
+    p.add_argument("--cpu-bind", action="store_true")
     args = p.parse_args()
+    cpus = os.sched_getaffinity(0)
+    if args.cpu_bind and len(cpus) < args.ranks:
+        p.error(f"--cpu-bind needs at least one CPU per rank: {args.ranks} ranks, {len(cpus)} CPU(s)")
     os.environ["OMP_NUM_THREADS"] = "1"
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    mp.spawn(run, args=(args.ranks, args, args.port, results), nprocs=args.ranks, join=True)
+    mp.spawn(run, args=(args.ranks, args, args.port, results, cpus), nprocs=args.ranks, join=True)
     print(json.dumps(results.get()))
 
 

@@ -1,9 +1,12 @@
 // The Gloo backend (see gloo_process_group.h).
 #include "distributed/gloo_process_group.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -13,6 +16,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
 
 #include "distributed/comm_thread.h"
 #include "distributed/health.h"
@@ -92,6 +96,15 @@ struct GlooProcessGroup::State {
   std::unique_ptr<detail::HealthMonitor> health;
   std::unique_ptr<detail::CommThread> comm;
   int size = 1;
+  std::vector<uint8_t> scratch;  // the peer's copy in an all-reduce of a pair; only grows
+
+  // Slots of a pair's all-reduce: a prefix none of Gloo's collectives uses (they take 0x01–0x08).
+  static constexpr uint8_t kPairAllReduceSlotPrefix = 0x40;
+  // Segments large enough that the per-message cost (a ready message, wake-ups) stays small, so
+  // that combining one can still overlap receiving the next in a large buffer. 1 MiB measured
+  // ~15 % faster than 256 KiB on the MLP's 2.68 MB.
+  static constexpr size_t kPairSegmentBytes = size_t{1} << 20;
+  static constexpr size_t kPairMaxSegments = 16;
 
   // Runs one collective on the communication thread. A group of one only copies.
   void run(const Collective& c) {
@@ -107,6 +120,7 @@ struct GlooProcessGroup::State {
   void all_reduce(const Collective& c) {
     const auto count = static_cast<size_t>(c.output.numel());
     if (size == 1 || count == 0) return;
+    if (size == 2) return all_reduce_pair(c);
     const DType dtype = c.output.dtype();
     const ReduceOp op = c.op;
     with_element_type(dtype, c.output.data_ptr(), [&](auto* ptr) {
@@ -119,6 +133,45 @@ struct GlooProcessGroup::State {
       gloo::allreduce(opts);
     });
     if (op == ReduceOp::Avg) detail::divide(dtype, c.output.data_ptr(), count, size);
+  }
+
+  // Note [All-reduce of a pair]: Gloo's ring sends each rank's data in two dependent rounds, a
+  // reduce-scatter of the halves and then an all-gather of the reduced halves, each round's
+  // segments waiting for the receiver's ready message. Between two ranks the same bytes go in one
+  // round: each rank sends its whole buffer and combines the peer's copy, segment by segment as it
+  // arrives. On loopback TCP, for the example MLP's 2.68 MB of gradients on a 2-core EPYC: median
+  // 3.7 ms against 5.3 ms for the ring (six runs each), and its DDP step 11.2 against 12.6 ms; the
+  // rest is the kernel copying through sockets. Both ranks compute own ⊕ peer's; +, max and min of
+  // two operands are commutative, so they get the same bits. A segment is combined in place only
+  // after its send has left, so the peer never reads a half-combined buffer.
+  void all_reduce_pair(const Collective& c) {
+    const DType dtype = c.output.dtype();
+    const size_t item = itemsize(dtype), count = static_cast<size_t>(c.output.numel()), nbytes = count * item;
+    if (scratch.size() < nbytes) scratch.resize(nbytes);
+    const int peer = 1 - context->rank;
+    const uint64_t slot = gloo::Slot::build(kPairAllReduceSlotPrefix, static_cast<uint32_t>(c.seq));
+    auto own = context->createUnboundBuffer(c.output.data_ptr(), nbytes);
+    auto theirs = context->createUnboundBuffer(scratch.data(), nbytes);
+    const size_t segments = std::clamp<size_t>(nbytes / kPairSegmentBytes, 1, kPairMaxSegments);
+    const size_t per_segment = (count + segments - 1) / segments;
+    auto range = [&](size_t s) {
+      const size_t begin = std::min(count, s * per_segment), end = std::min(count, begin + per_segment);
+      return std::pair<size_t, size_t>{begin, end - begin};
+    };
+    for (size_t s = 0; s < segments; ++s)
+      if (range(s).second > 0) theirs->recv(peer, slot, range(s).first * item, range(s).second * item);
+    for (size_t s = 0; s < segments; ++s)
+      if (range(s).second > 0) own->send(peer, slot, range(s).first * item, range(s).second * item);
+    const auto timeout = context->getTimeout();
+    for (size_t s = 0; s < segments; ++s) {
+      const auto [begin, length] = range(s);
+      if (length == 0) continue;
+      theirs->waitRecv(timeout);
+      own->waitSend(timeout);
+      uint8_t* mine = bytes_of(c.output) + begin * item;
+      detail::combine(dtype, c.op, mine, mine, scratch.data() + begin * item, length);
+      if (c.op == ReduceOp::Avg) detail::divide(dtype, mine, length, size);  // while the segment is in cache
+    }
   }
 
   void all_gather(const Collective& c) {

@@ -2,6 +2,7 @@
 #include "distributed/launcher.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -73,9 +74,10 @@ struct Child {
 };
 
 // fork + exec. Everything the child needs is prepared before fork: between fork and exec only
-// async-signal-safe calls run, because the launcher may have other threads (the store server).
+// async-signal-safe calls (and sched_setaffinity, a bare system call) run, because the launcher
+// may have other threads (the store server).
 pid_t spawn(const std::string& program, const std::vector<std::string>& args, const std::vector<std::string>& env,
-            int log_fd) {
+            int log_fd, const cpu_set_t* cpus) {
   std::vector<char*> argv, envp;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -94,6 +96,11 @@ pid_t spawn(const std::string& program, const std::vector<std::string>& args, co
     }
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
+    if (cpus != nullptr && ::sched_setaffinity(0, sizeof(cpu_set_t), cpus) != 0) {
+      static const char kMessage[] = "weft-run: could not bind the rank to its CPUs\n";
+      [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+      ::_exit(127);
+    }
     ::execve(program.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }
@@ -141,6 +148,31 @@ std::string RankEnd::describe() const {
   return killed_by_launcher ? text + ", by the launcher" : text;
 }
 
+std::vector<std::vector<int>> cpu_shares(const std::vector<int>& cpus, int ranks) {
+  WEFT_CHECK(ranks >= 1 && static_cast<size_t>(ranks) <= cpus.size(), "[launch] binding ", ranks,
+             " rank(s) to CPUs needs at least one CPU per rank, got ", cpus.size(), " CPU(s)");
+  std::vector<std::vector<int>> shares(static_cast<size_t>(ranks));
+  const size_t base = cpus.size() / static_cast<size_t>(ranks), extra = cpus.size() % static_cast<size_t>(ranks);
+  size_t next = 0;
+  for (size_t r = 0; r < shares.size(); ++r) {
+    const size_t count = base + (r < extra ? 1 : 0);
+    shares[r].assign(cpus.begin() + static_cast<std::ptrdiff_t>(next), cpus.begin() + static_cast<std::ptrdiff_t>(next + count));
+    next += count;
+  }
+  return shares;
+}
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  WEFT_CHECK(::sched_getaffinity(0, sizeof(set), &set) == 0, "[launch] cannot read this process's CPU affinity: ",
+             std::strerror(errno));
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
 LaunchResult launch(const LaunchOptions& o) {
   WEFT_CHECK(o.nproc_per_node >= 1 && o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes,
              "[launch] expected nproc_per_node >= 1 and 0 <= node_rank < nnodes, got ", o.nproc_per_node, ", ",
@@ -148,6 +180,15 @@ LaunchResult launch(const LaunchOptions& o) {
   WEFT_CHECK(!o.command.empty(), "[launch] expected a program to run");
   WEFT_CHECK(o.nnodes == 1 || o.master_port != 0, "[launch] several nodes need an agreed master port (--master ADDR:PORT)");
   const std::string program = find_program(o.command[0]);
+  std::vector<cpu_set_t> bindings;
+  if (o.bind_cpus) {
+    for (const auto& share : cpu_shares(allowed_cpus(), o.nproc_per_node)) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : share) CPU_SET(c, &set);
+      bindings.push_back(set);
+    }
+  }
 
   // Node 0 serves the store; every node reports exits into it.
   std::shared_ptr<TCPStoreServer> server;
@@ -183,7 +224,8 @@ LaunchResult launch(const LaunchOptions& o) {
         log_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         WEFT_CHECK(log_fd >= 0, "[launch] cannot create ", path, ": ", std::strerror(errno));
       }
-      const pid_t pid = spawn(program, o.command, rank_environment(o, local, port), log_fd);
+      const pid_t pid = spawn(program, o.command, rank_environment(o, local, port), log_fd,
+                              bindings.empty() ? nullptr : &bindings[static_cast<size_t>(local)]);
       if (log_fd >= 0) ::close(log_fd);
       children.push_back({rank, pid});
     }

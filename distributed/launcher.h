@@ -12,6 +12,12 @@
 // killed takes its ranks with it (PR_SET_PDEATHSIG), and SIGINT/SIGTERM are passed on. Each rank
 // runs in its own process group, so its children die with it. The exit code is 0 when every rank
 // succeeded, else the first failing rank's code (128 + signal for a signal).
+//
+// CPU binding (opt-in, `weft-run --cpu-bind`): each local rank runs on its own share of the CPUs
+// the launcher may use, set before exec so that every thread the rank starts (its pool, the
+// communication threads) stays there. Ranks then stop trading places on the cores, which on a
+// machine with one core per rank is most of the spread in step time (Note [All-reduce of a pair]
+// has the figures); weft's thread pool sizes itself to the share.
 #pragma once
 
 #include <chrono>
@@ -36,6 +42,7 @@ struct LaunchOptions {
   std::optional<std::chrono::milliseconds> deadline;  // kill everything after this long (tests)
   std::optional<std::filesystem::path> log_dir;  // rank r's stdout and stderr go to <log_dir>/rank<r>.log
   bool verbose = true;  // report each rank's end on stderr
+  bool bind_cpus = false;  // each local rank on its own share of the launcher's CPUs (cpu_shares)
 };
 
 struct RankEnd {
@@ -52,5 +59,12 @@ struct LaunchResult {
 };
 
 LaunchResult launch(const LaunchOptions& options);
+
+// `cpus` split into `ranks` contiguous shares whose sizes differ by at most one, the larger first:
+// {0,1,2,3,4} over 2 ranks is {0,1,2}, {3,4}. Fails when there are fewer CPUs than ranks.
+std::vector<std::vector<int>> cpu_shares(const std::vector<int>& cpus, int ranks);
+
+// The CPUs this process may run on (its affinity mask), in increasing order.
+std::vector<int> allowed_cpus();
 
 }  // namespace weft::distributed

@@ -1,9 +1,10 @@
-// Reduction loops for collectives. Scalar loops only: they run over buffers that just came off
-// the network, and the compiler vectorises the float32 ones; a collective is bound by the copy.
+// Reduction loops for collectives. Plain loops, no intrinsics: they run over buffers that just
+// came off the network, and with the operator chosen outside the loop the compiler vectorises them.
 #include "distributed/reduce_kernels.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "tensor/error.h"
 #include "tensor/float_formats.h"
@@ -31,15 +32,16 @@ struct Widen<BFloat16> {
   static BFloat16 store(float v) { return BFloat16{float_to_bfloat16(v)}; }
 };
 
-template <class Acc>
-Acc apply(ReduceOp op, Acc a, Acc b) {
+// Calls f with the binary function of `op`, chosen once per call rather than per element so
+// that the loops below compile to vector code.
+template <class Acc, class F>
+void with_op(ReduceOp op, F&& f) {
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Avg: return a + b;
-    case ReduceOp::Max: return std::max(a, b);
-    case ReduceOp::Min: return std::min(a, b);
+    case ReduceOp::Avg: return f([](Acc a, Acc b) { return a + b; });
+    case ReduceOp::Max: return f([](Acc a, Acc b) { return std::max(a, b); });
+    case ReduceOp::Min: return f([](Acc a, Acc b) { return std::min(a, b); });
   }
-  return a;
 }
 
 template <class T>
@@ -48,7 +50,9 @@ void combine_typed(ReduceOp op, void* out, const void* a, const void* b, size_t 
   auto* o = static_cast<T*>(out);
   const auto* x = static_cast<const T*>(a);
   const auto* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = W::store(apply(op, W::load(x[i]), W::load(y[i])));
+  with_op<typename W::Acc>(op, [&](auto apply) {
+    for (size_t i = 0; i < n; ++i) o[i] = W::store(apply(W::load(x[i]), W::load(y[i])));
+  });
 }
 
 template <class T>
@@ -56,12 +60,14 @@ void reduce_blocks_typed(ReduceOp op, void* out, const void* in, size_t blocks, 
   using W = Widen<T>;
   auto* o = static_cast<T*>(out);
   const auto* x = static_cast<const T*>(in);
-  for (size_t i = 0; i < n; ++i) {
-    typename W::Acc acc = W::load(x[i]);
-    for (size_t r = 1; r < blocks; ++r) acc = apply(op, acc, W::load(x[r * n + i]));
-    if (op == ReduceOp::Avg) acc = static_cast<typename W::Acc>(acc / static_cast<typename W::Acc>(blocks));
-    o[i] = W::store(acc);
-  }
+  with_op<typename W::Acc>(op, [&](auto apply) {
+    for (size_t i = 0; i < n; ++i) {
+      typename W::Acc acc = W::load(x[i]);
+      for (size_t r = 1; r < blocks; ++r) acc = apply(acc, W::load(x[r * n + i]));
+      if (op == ReduceOp::Avg) acc = static_cast<typename W::Acc>(acc / static_cast<typename W::Acc>(blocks));
+      o[i] = W::store(acc);
+    }
+  });
 }
 
 template <class T>
@@ -70,6 +76,14 @@ void divide_typed(void* x, size_t n, double divisor) {
   using Acc = typename W::Acc;
   auto* p = static_cast<T*>(x);
   const auto d = static_cast<Acc>(divisor);
+  // Dividing by a power of two is multiplying by its exact reciprocal (same rounding, and a
+  // multiply vectorises cheaply); other divisors divide.
+  const auto bits = static_cast<uint64_t>(divisor);
+  if (std::is_floating_point_v<Acc> && static_cast<double>(bits) == divisor && bits > 0 && (bits & (bits - 1)) == 0) {
+    const Acc reciprocal = Acc(1) / d;
+    for (size_t i = 0; i < n; ++i) p[i] = W::store(static_cast<Acc>(W::load(p[i]) * reciprocal));
+    return;
+  }
   for (size_t i = 0; i < n; ++i) p[i] = W::store(static_cast<Acc>(W::load(p[i]) / d));
 }
 

@@ -25,6 +25,8 @@ const char* kUsage = R"(usage: weft-run -n N [--nnodes M --node-rank R --master 
   --master ADDR:PORT       where node 0 serves the store (default 127.0.0.1 and a free port;
                            required with several nodes)
   --grace S                seconds the other ranks get after one fails (default 5)
+  --cpu-bind               run each rank on its own share of this node's CPUs (split evenly,
+                           contiguous; needs at least one CPU per rank)
 )";
 
 [[noreturn]] void usage_error(const std::string& message) {
@@ -54,6 +56,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (flag.empty() || flag[0] != '-') break;
+    if (flag == "--cpu-bind") {
+      o.bind_cpus = true;
+      continue;
+    }
     if (i + 1 >= argc) usage_error(flag + " needs a value");
     const std::string value = argv[++i];
     if (flag == "-n" || flag == "--nproc-per-node") {

@@ -55,6 +55,7 @@ struct RunOptions {
   std::chrono::milliseconds deadline{120'000};      // of the whole run
   std::chrono::milliseconds grace{2'000};
   std::map<std::string, std::string> env;
+  bool bind_cpus = false;  // distributed::LaunchOptions::bind_cpus
 };
 
 struct RankRun {

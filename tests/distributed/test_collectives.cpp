@@ -135,6 +135,42 @@ TEST_CASE("collectives at 1, 2, 3 and 4 ranks match their closed forms for every
   }
 }
 
+// Two ranks all-reduce by one exchange (Note [All-reduce of a pair]): each element must be the
+// single IEEE operation on the two inputs, on both ranks, for sizes of one segment and of many
+// with a short last one.
+WEFT_RANK_WORKER(pair_all_reduce) {
+  auto pg = test::init_group();
+  const auto input = [](int rank, int64_t count) {
+    Generator g(static_cast<uint64_t>(rank + 1) * 7919);
+    return rand({count}, kFloat32, &g) * 2.0 - 1.0;
+  };
+  for (int64_t count : {int64_t{5}, int64_t{1'000'003}}) {
+    const std::vector<float> a = input(0, count).to_vector<float>(), b = input(1, count).to_vector<float>();
+    const std::vector<float> own = pg->rank() == 0 ? a : b;
+    const auto check = [&](ReduceOp op, DType dtype, const std::function<float(float, float)>& expected_of,
+                           const std::string& what) {
+      std::vector<float> expected(own.size());
+      for (size_t i = 0; i < own.size(); ++i) expected[i] = expected_of(a[i], b[i]);
+      Tensor x = from_vector(own, {count}).to(dtype);
+      pg->all_reduce(x, op)->wait();
+      expect_equal(x, from_vector(expected, {count}).to(dtype), what + " x " + std::to_string(count));
+    };
+    check(ReduceOp::Sum, kFloat32, [](float x, float y) { return x + y; }, "pair sum");
+    check(ReduceOp::Avg, kFloat32, [](float x, float y) { return (x + y) / 2.0f; }, "pair avg");
+    check(ReduceOp::Max, kFloat32, [](float x, float y) { return std::max(x, y); }, "pair max");
+    // bfloat16 inputs: widened, added in float32, rounded once.
+    const auto widened = [](float v) { return Tensor(from_vector(std::vector<float>{v}, {1}).to(kBFloat16)).item<float>(); };
+    if (count < 100) check(ReduceOp::Sum, kBFloat16, [&](float x, float y) { return widened(x) + widened(y); }, "pair bf16 sum");
+  }
+  return 0;
+}
+
+TEST_CASE("two ranks all-reduce in one exchange: each element is one IEEE operation on both inputs, on both ranks") {
+  const auto run = test::run_ranks(2, "pair_all_reduce");
+  INFO(run.logs());
+  CHECK(run.ok());
+}
+
 WEFT_RANK_WORKER(bad_arguments) {
   auto pg = test::init_group();
   const int n = pg->size();

@@ -142,6 +142,7 @@ RankRun run_ranks(int n, const std::string& worker, const std::vector<std::strin
   o.deadline = options.deadline;
   o.log_dir = run.dir;
   o.verbose = false;
+  o.bind_cpus = options.bind_cpus;
   const auto start = std::chrono::steady_clock::now();
   run.launch = distributed::launch(o);
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
