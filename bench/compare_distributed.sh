@@ -4,16 +4,20 @@
 # ranks are scheduled by default and once with each rank bound to its own share of the CPUs
 # (`weft-run --cpu-bind`; the PyTorch peer binds its ranks the same way), then weft's model-state
 # memory per rank against the ZeRO formula at 1, 2 and 4 ranks. Prints each JSON line and the
-# step-time ratios weft/PyTorch (below 1: weft is faster). Final figures need a quiet machine.
+# step-time ratios weft/PyTorch (below 1: weft is faster). Each step-time pair runs --repeat
+# times back to back (weft, then PyTorch) and the summary gives the median ratio and its range:
+# on a shared VM one pair can differ by 1.5× from the next. Final figures need a quiet machine.
 # Usage: bench/compare_distributed.sh [--build-dir DIR] [--python PYTHON] [--steps N (default 100)]
+#                                     [--repeat R (default 3)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build python=/work/venv/bin/python steps=100
+build=build python=/work/venv/bin/python steps=100 repeat=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -23,13 +27,15 @@ for f in "$bench" "$run"; do
 done
 export OMP_NUM_THREADS=1
 results=()
-for bind in "" --cpu-bind; do
-  mark="s/^{/{\"cpu_bind\": $([ -n "$bind" ] && echo true || echo false), /"
-  for s in ddp fsdp; do
-    results+=("$("$run" -n 2 $bind "$bench" step --strategy "$s" --steps "$steps" | grep '^{' | sed "$mark")")
-    if "$python" -c 'import torch' 2>/dev/null; then
-      results+=("$("$python" bench/distributed_torch.py --strategy "$s" --ranks 2 --steps "$steps" $bind | grep '^{' | sed "$mark")")
-    fi
+for ((i = 0; i < repeat; i++)); do
+  for bind in "" --cpu-bind; do
+    mark="s/^{/{\"cpu_bind\": $([ -n "$bind" ] && echo true || echo false), \"repeat\": $i, /"
+    for s in ddp fsdp; do
+      results+=("$("$run" -n 2 $bind "$bench" step --strategy "$s" --steps "$steps" | grep '^{' | sed "$mark")")
+      if "$python" -c 'import torch' 2>/dev/null; then
+        results+=("$("$python" bench/distributed_torch.py --strategy "$s" --ranks 2 --steps "$steps" $bind | grep '^{' | sed "$mark")")
+      fi
+    done
   done
 done
 # The sharded stages twice: bf16 gradient shards (keep_low_precision_grads, the formula's 2-byte
@@ -50,14 +56,22 @@ rows = [json.loads(l) for l in sys.stdin]
 steps = [r for r in rows if r["mode"] == "step"]
 for bound in (False, True):
     for s in ("ddp", "fsdp"):
-        same = [r for r in steps if r["strategy"] == s and r["cpu_bind"] == bound]
-        w = [r for r in same if r["program"].startswith("weft")]
-        t = [r for r in same if r["program"].startswith("pytorch")]
-        if w and t:
-            w, t = w[0], t[0]
-            print("%s, %s: weft %.2f ms, pytorch %.2f ms, ratio %.2f; bytes written per step %d vs %d"
-                  % (s, "ranks bound to a CPU each" if bound else "ranks unbound", w["median_ms"], t["median_ms"],
-                     w["median_ms"] / t["median_ms"], w["bytes_written_per_step"], t["bytes_written_per_step"]))
+        pairs = []
+        for i in sorted({r["repeat"] for r in steps}):
+            same = [r for r in steps if r["strategy"] == s and r["cpu_bind"] == bound and r["repeat"] == i]
+            w = [r for r in same if r["program"].startswith("weft")]
+            t = [r for r in same if r["program"].startswith("pytorch")]
+            if w and t:
+                pairs.append((w[0]["median_ms"] / t[0]["median_ms"], w[0], t[0]))
+        if not pairs:
+            continue
+        pairs.sort(key=lambda p: p[0])
+        ratio, w, t = pairs[len(pairs) // 2]
+        print("%s, %s: median of %d pairs: weft %.2f ms, pytorch %.2f ms, ratio %.2f (range %.2f-%.2f); "
+              "bytes written per step %d vs %d"
+              % (s, "ranks bound to a CPU each" if bound else "ranks unbound", len(pairs), w["median_ms"],
+                 t["median_ms"], ratio, pairs[0][0], pairs[-1][0], w["bytes_written_per_step"],
+                 t["bytes_written_per_step"]))
 for r in rows:
     if r["mode"] == "memory":
         print("memory %-5s x%d, %-8s grads: %.2f MB vs ZeRO %.2f MB (%+.1f%%)"
