@@ -1,6 +1,6 @@
-// The FP8 GEMM on CUDA (precision/fp8/fp8_gemm.h): cuBLASLt with the operands' scale_invs as its
-// A/B scale pointers, on compute capability 8.9 and newer only (checked per device at run time,
-// with the device's capability in the error).
+// The FP8 GEMM on CUDA (precision/fp8/fp8_gemm.h): cuBLASLt with the operands' factors
+// (device_scale_inv, or scale_inv uploaded) as its A/B scale pointers, on compute capability 8.9
+// and newer only (checked per device at run time, with the device's capability in the error).
 //
 //   out = (A · B) · (a.scale_inv · b.scale_inv) + bias,    A: (M, K), B: (K, N), out: (M, N)
 //
@@ -45,6 +45,12 @@ void check_device(int device) {
   check_fp8_compute_capability(cc.first, cc.second);
 }
 
+// The operand's factor as one float32 element on the device: its device_scale_inv as it is (no
+// wait for the device), or its scale_inv uploaded.
+Tensor device_factor(const Fp8Tensor& t, Device device) {
+  return t.device_scale_inv.defined() ? t.device_scale_inv : from_vector<float>({t.scale_inv}, {1}).to(device);
+}
+
 // A contiguous copy of `view` on its device (codes copied as they are).
 Tensor packed(const Tensor& view) {
   Tensor out = cuda::detail::device_scratch(view.shape(), view.dtype(), view.device());
@@ -59,12 +65,12 @@ Tensor fp8_gemm_on_cuda(const Fp8Tensor& a, const Fp8Tensor& b, DType out_dtype,
   // TN: a row-contiguous (M, K); b the transpose of a row-contiguous (N, K).
   const Tensor lhs = a.data.is_contiguous() ? a.data : packed(a.data);
   const Tensor rhs = b.data.t().is_contiguous() ? b.data : packed(b.data.t()).t();
-  const Tensor scales = from_vector<float>({a.scale_inv, b.scale_inv}, {2}).to(device);
+  const Tensor a_factor = device_factor(a, device), b_factor = device_factor(b, device);
   const bool bf16 = out_dtype == kBFloat16;
   Tensor out = empty({m, n}, TensorOptions(bf16 ? kBFloat16 : kFloat32).device(device));
   const Tensor lt_bias = bf16 && bias.defined() ? bias.detach().to(kBFloat16).contiguous() : Tensor();
   const bool planned = cuda::detail::cublaslt_matmul(
-      {lhs, rhs, lt_bias, out, GemmActivation::None, scales.data<float>(), scales.data<float>() + 1});
+      {lhs, rhs, lt_bias, out, GemmActivation::None, a_factor.data<float>(), b_factor.data<float>()});
   WEFT_CHECK(planned, "[fp8_gemm] no cuBLASLt plan for operands of strides ", lhs.strides(), " and ", rhs.strides(),
              " (K=", k, ")");
   if (!bf16 && bias.defined()) out = add(out, bias.detach().to(kFloat32));

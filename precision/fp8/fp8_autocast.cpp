@@ -79,10 +79,12 @@ void Fp8UpdateSet::add(const std::shared_ptr<precision::Fp8Metadata>& meta, prec
 }
 
 void Fp8UpdateSet::update() {
+  // The amaxes visit the host only for a reducer (reading them waits for a GPU).
   std::vector<float> amaxes;
-  for (const Entry& e : entries_)
-    if (e.recipe.reduce_amax) amaxes.push_back(e.meta->current_amax(e.role));
-  if (reducer_ && !amaxes.empty()) {
+  if (reducer_)
+    for (const Entry& e : entries_)
+      if (e.recipe.reduce_amax) amaxes.push_back(e.meta->current_amax(e.role));
+  if (!amaxes.empty()) {
     reducer_(std::span<float>(amaxes));
     size_t i = 0;
     for (const Entry& e : entries_)

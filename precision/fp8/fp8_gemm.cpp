@@ -45,12 +45,17 @@ Tensor epilogue(const Tensor& acc, float scale, const Tensor& bias, DType out_dt
   return bf16 || out_dtype == kFloat32 ? out : acc.to(out_dtype);
 }
 
+// The operand's factor: its device_scale_inv (here on the CPU) when it has one.
+float factor_of(const Fp8Tensor& t) {
+  return t.device_scale_inv.defined() ? t.device_scale_inv.item<float>() : t.scale_inv;
+}
+
 Tensor cpu_fp8_gemm(const Fp8Tensor& a, const Fp8Tensor& b, DType out_dtype, const Tensor& bias) {
   const Tensor a16 = decoded_operand(a), b16 = decoded_operand(b);
   const int64_t m = a16.size(0), n = b16.size(1);
   Tensor acc = empty({m, n}, TensorOptions(kFloat32).device(a16.device()));
   weft::detail::backend(a16.device()).matmul(a16.unsqueeze(0), b16.unsqueeze(0), acc.view({1, m, n}), false);
-  return epilogue(acc, a.scale_inv * b.scale_inv, bias, out_dtype);
+  return epilogue(acc, factor_of(a) * factor_of(b), bias, out_dtype);
 }
 
 void check_operand(const Fp8Tensor& t, const char* which) {
@@ -62,6 +67,10 @@ void check_operand(const Fp8Tensor& t, const char* which) {
              " must be contiguous or the transpose of a contiguous matrix, got strides ", t.data.strides());
   WEFT_CHECK(!t.decoded.defined() || (t.decoded.dtype() == kBFloat16 && t.decoded.shape() == t.data.shape()),
              "[fp8_gemm] operand ", which, "'s decoded copy must be bfloat16 of shape ", t.data.shape());
+  const Tensor& factor = t.device_scale_inv;
+  WEFT_CHECK(!factor.defined() ||
+                 (factor.dtype() == kFloat32 && factor.numel() == 1 && factor.device() == t.data.device()),
+             "[fp8_gemm] operand ", which, "'s device_scale_inv must be one float32 element on ", t.data.device());
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 //
 //   out = (A · B) · (a.scale_inv · b.scale_inv) + bias,    A: (M, K), B: (K, N), out: (M, N)
 //
+// where an operand with a device_scale_inv (Fp8Tensor) has that element as its scale_inv.
 // A and B are FP8 codes (Fp8Tensor, precision/fp8/fp8_cast.h), each contiguous or the transpose
 // of a contiguous matrix: the forward y = x·Wᵀ, the input gradient dx = dy·W and the weight
 // gradient dW = dyᵀ·x of an FP8 linear layer are all of that form. The products are accumulated

@@ -1,7 +1,7 @@
 // The FP8 kernels' entry points, one set per instruction set (Note [ISA kernel units] in
 // tensor/cpu/simd.h): the scalar reference (fp8_kernels_scalar.cpp) and the AVX2 and AVX-512
-// units. fp8_dispatch.h picks one set from cpu_isa(); the callers (fp8_cast.cpp, fp8_gemm.cpp)
-// split the work over threads.
+// units. fp8_dispatch.h picks one set from cpu_isa(); the callers (fp8_cast_kernels.cpp,
+// fp8_gemm.cpp) split the work over threads.
 //
 // Every kernel computes exactly what the scalar reference computes, bit for bit: the FP8 encode
 // rounds to nearest even (tensor/float_formats.h is the reference of the reference), the decode is

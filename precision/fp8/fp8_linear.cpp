@@ -13,21 +13,25 @@
 namespace weft::precision {
 namespace {
 
-// Casts t for `role` as the recipe says: with the layer's delayed scale (recording the amax), or
-// with a scale from t's own amax (recording that scale). keep_decoded keeps the bfloat16 copy the
-// cast makes, for a GEMM that follows at once.
+// Casts t for `role` as the recipe says: with the layer's delayed scale (maxing the amax into
+// the history), or with a scale from t's own amax (recording that scale). Scale and amax stay on
+// the metadata's device, so a GPU layer queues its casts without waiting. keep_decoded keeps the
+// bfloat16 copy the cast makes, for a CPU GEMM that follows at once (the GPU's does not use it).
 Fp8Tensor cast_role(const Tensor& t, Fp8Role role, const Fp8Recipe& recipe, Fp8Metadata& meta, bool keep_decoded) {
   const DType fp8 = fp8_dtype_for(fp8_format_of(recipe), role);
   const auto* current = std::get_if<Float8CurrentScaling>(&recipe);
-  if (current) meta.set_scale(role, current_scaling_scale(fp8_amax(t), fp8_max(fp8), *current));
-  const float scale = meta.scale_of(role);
-  Fp8CastResult cast = fp8_cast_with_amax(t, fp8, scale, /*saturate=*/true, keep_decoded);
-  if (!current) meta.record_amax(role, cast.amax);
-  return Fp8Tensor{cast.codes, 1.0f / scale, cast.decoded};
+  if (current) {
+    const Tensor amax = zeros({1}, TensorOptions(kFloat32).device(t.device()));
+    fp8_amax_into(t, amax);
+    meta.set_scale_from_amax(role, amax, fp8_max(fp8), *current);
+  }
+  const bool decode = keep_decoded && t.device().type == DeviceType::CPU;
+  return fp8_cast_scaled(t, fp8, meta.scale_element(role), current ? Tensor() : meta.current_amax_element(role),
+                         /*saturate=*/true, decode);
 }
 
 Fp8Tensor transposed(const Fp8Tensor& t) {
-  return Fp8Tensor{t.data.t(), t.scale_inv, t.decoded.defined() ? t.decoded.t() : Tensor()};
+  return Fp8Tensor{t.data.t(), t.scale_inv, t.decoded.defined() ? t.decoded.t() : Tensor(), t.device_scale_inv};
 }
 
 // What the backward rule needs from the forward.
@@ -79,8 +83,8 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   if (!autograd::needs_grad({&x, &weight, &bias})) return y;
 
   Saved s;
-  s.x_q = Fp8Tensor{x_q.data, x_q.scale_inv, Tensor()};
-  s.w_q = Fp8Tensor{w_q.data, w_q.scale_inv, Tensor()};
+  s.x_q = Fp8Tensor{x_q.data, x_q.scale_inv, Tensor(), x_q.device_scale_inv};
+  s.w_q = Fp8Tensor{w_q.data, w_q.scale_inv, Tensor(), w_q.device_scale_inv};
   s.meta = meta;
   s.recipe = recipe;
   if (delayed) {
@@ -130,13 +134,15 @@ Tensor Fp8LinearImpl::forward(const Tensor& input) {
              input.defined() ? input.shape() : Shape{});
   WEFT_CHECK(input.is_floating_point() && weight.is_floating_point(),
              "[Fp8Linear] expected floating input and weight, got ", input.dtype(), " and ", weight.dtype());
+  WEFT_CHECK(input.device() == weight.device(), "[Fp8Linear] expected the input on the layer's device ",
+             weight.device(), ", got ", input.device());
   const auto* delayed = std::get_if<DelayedScaling>(&state.recipe);
   if (delayed) meta_->resize_amax_history(delayed->amax_history_len);
   if (!state.calibrating) return fp8_linear(input, weight, bias, meta_, state.recipe);
   // Calibration: the high-precision result, and the amaxes the FP8 casts would have recorded.
   if (delayed) {
-    meta_->record_amax(Fp8Role::Input, fp8_amax(input));
-    meta_->record_amax(Fp8Role::Weight, fp8_amax(weight));
+    fp8_amax_into(input, meta_->current_amax_element(Fp8Role::Input));
+    fp8_amax_into(weight, meta_->current_amax_element(Fp8Role::Weight));
     detail::fp8_region_add(meta_, Fp8Role::Input, *delayed);
     detail::fp8_region_add(meta_, Fp8Role::Weight, *delayed);
   }

@@ -18,6 +18,11 @@
 // tensor it casts. The metadata (scale, scale_inv, amax_history per role) are keep_dtype buffers
 // named fp8_scale, fp8_scale_inv and fp8_amax_history, so checkpoints carry them.
 //
+// On a GPU (the layer moved there with to(), the input on the same device) the casts, their
+// scales and amaxes, the scale updates and the GEMMs (cuBLASLt, compute capability 8.9+) all stay
+// on the device: a step reads nothing back, except the amaxes handed to an fp8_autocast's amax
+// reducer.
+//
 // Shape rule: in_features and out_features must be multiples of 16 — each is the inner
 // dimension of one of the layer's GEMMs, and the GPU's FP8 GEMM needs 16-byte aligned rows.
 // Constructing an Fp8Linear that breaks it is an error naming the dimension; the precision plugin

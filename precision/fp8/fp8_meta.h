@@ -18,6 +18,12 @@
 //
 // The tensors are the layer's keep_dtype buffers (nn/module.h): they go into checkpoints, follow
 // the layer across devices, and stay float32 when the model is cast to bfloat16.
+//
+// On a GPU the per-step bookkeeping stays there: a cast reads the scale and maxes its amax into
+// row 0 where they live (the *_element views and fp8_cast_scaled), and update and
+// set_scale_from_amax run as kernels of that device (precision/fp8/fp8_scaling_kernels.h), so the
+// host never waits. The float accessors read from or write to the device element by element;
+// each read waits for the device, so they are for tests, checkpoints and the amax reducer.
 #pragma once
 
 #include <cstdint>
@@ -54,15 +60,25 @@ class Fp8Metadata {
   // Sets the scale and its inverse (current scaling records the scale it used).
   void set_scale(Fp8Role role, float scale);
 
-  // One DelayedScaling update of the role (the three steps above).
+  // One-element views of the role's scale and of row 0 of its amax column, on the metadata's
+  // device, for the casts to read and max into there.
+  Tensor scale_element(Fp8Role role) const;
+  Tensor current_amax_element(Fp8Role role) const;
+
+  // One DelayedScaling update of the role (the three steps above), on the metadata's device.
   void update(Fp8Role role, const DelayedScaling& recipe);
+  // Float8CurrentScaling: the role's scale (and inverse) from `amax`, one float32 element on the
+  // metadata's device, computed there.
+  void set_scale_from_amax(Fp8Role role, const Tensor& amax, float fp8_max, const Float8CurrentScaling& recipe);
 
   // Makes the history `len` rows long, keeping row 0 and the newest finished rows (at the end);
   // new rows are 0. Used when a recipe with another amax_history_len meets the layer.
   void resize_amax_history(int64_t len);
 
  private:
-  float& history(int64_t row, Fp8Role role) const;
+  Tensor scale_inv_element(Fp8Role role) const;
+  // The device of the three tensors; throws if they are apart (or not contiguous).
+  Device device() const;
 };
 
 }  // namespace weft::precision

@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "error_message.h"
 #include "precision/all.h"
+#include "precision/fp8/fp8_cast_kernels.h"
+#include "precision/fp8/fp8_scaling_kernels.h"
 
 using namespace weft;
 using precision::fp8_amax;
@@ -76,6 +79,18 @@ std::vector<float> boundary_values(DType fp8) {
   all.push_back(kNan);
   all.push_back(-kNan);
   return all;  // not a multiple of any vector width, so every path runs its tail too
+}
+
+// Stand-ins planted in the CPU slots: they count, then run the CPU kernels.
+int planted_casts = 0;
+int planted_dequantizes = 0;
+void counting_cast(const precision::detail::Fp8CastLaunch& launch) {
+  ++planted_casts;
+  precision::detail::cpu_fp8_cast(launch);
+}
+void counting_dequantize(const precision::detail::Fp8DequantizeLaunch& launch) {
+  ++planted_dequantizes;
+  precision::detail::cpu_fp8_dequantize(launch);
 }
 
 void check_cast_matches_reference(const std::vector<float>& xs, float scale, DType fp8, bool saturate) {
@@ -272,4 +287,78 @@ TEST_CASE("fp8 cast errors name the op and what was wrong") {
                        Error);
   CHECK(precision::fp8_max(kFloat8E4M3FN) == 448.0f);
   CHECK(precision::fp8_max(kFloat8E5M2) == 57344.0f);
+}
+
+TEST_CASE("fp8 cast kernels: CPU tensors reach the CPU kernels; CUDA has kernels exactly in a CUDA build") {
+  namespace pd = precision::detail;
+  auto& casts = pd::fp8_cast_kernels();
+  auto& dequantizes = pd::fp8_dequantize_kernels();
+  CHECK((casts.find(DeviceType::CPU) == &pd::cpu_fp8_cast));
+  CHECK((dequantizes.find(DeviceType::CPU) == &pd::cpu_fp8_dequantize));
+  CHECK((pd::fp8_delayed_update_kernels().find(DeviceType::CPU) == &pd::cpu_fp8_delayed_update));
+  CHECK((pd::fp8_current_scale_kernels().find(DeviceType::CPU) == &pd::cpu_fp8_current_scale));
+  const bool cuda_build = cuda::is_built();
+  CHECK((casts.find(DeviceType::CUDA) != nullptr) == cuda_build);
+  CHECK((dequantizes.find(DeviceType::CUDA) != nullptr) == cuda_build);
+  CHECK((pd::fp8_delayed_update_kernels().find(DeviceType::CUDA) != nullptr) == cuda_build);
+  CHECK((pd::fp8_current_scale_kernels().find(DeviceType::CUDA) != nullptr) == cuda_build);
+  if (!cuda_build) {
+    CHECK(error_of([&] { casts.at(Device("cuda:0")); }) ==
+          "[fp8_cast] has no kernel for cuda:0: weft was built without CUDA (configure with -DWEFT_CUDA=ON)");
+    CHECK(error_of([&] { dequantizes.at(Device("cuda:0")); }) ==
+          "[fp8_dequantize] has no kernel for cuda:0: weft was built without CUDA (configure with -DWEFT_CUDA=ON)");
+  }
+
+  planted_casts = planted_dequantizes = 0;
+  const Tensor x = tensor({0.5, -3.0, 100.0}, kFloat32);
+  {
+    weft::detail::ScopedKernel<pd::Fp8CastKernel> cast_kernel(casts, DeviceType::CPU, &counting_cast);
+    weft::detail::ScopedKernel<pd::Fp8DequantizeKernel> dequantize_kernel(dequantizes, DeviceType::CPU,
+                                                                          &counting_dequantize);
+    // x · 2 = 1, -6 and 200, a tie between 192 and 208 that goes to 192 (even).
+    CHECK(codes_of(fp8_cast(x, kFloat8E4M3FN, 2.0f)) == std::vector<uint8_t>{0x38, 0xCC, 0x74});
+    CHECK(fp8_amax(x) == 100.0f);
+    CHECK(fp8_cast_with_amax(x, kFloat8E5M2, 1.0f).amax == 100.0f);
+    precision::fp8_cast_scaled(x, kFloat8E4M3FN, full({1}, 1.0, kFloat32));
+    precision::fp8_amax_into(x, zeros({1}, kFloat32));
+    CHECK(fp8_dequantize(fp8_cast(x, kFloat8E4M3FN, 1.0f), 1.0f).to_vector<float>() ==
+          std::vector<float>{0.5f, -3.0f, 96.0f});
+  }
+  CHECK(planted_casts == 6);
+  CHECK(planted_dequantizes == 1);
+  fp8_cast(x, kFloat8E4M3FN, 1.0f);  // the scopes put the CPU kernels back
+  CHECK(planted_casts == 6);
+}
+
+TEST_CASE("fp8_cast_scaled reads its scale from a tensor, maxes its amax into one and returns 1/scale") {
+  const Tensor x = tensor({0.5, -3.0, 100.0, 1e-3}, kFloat32);
+  const Tensor scale = full({1}, 3.0, kFloat32);
+  Tensor amax = full({1}, 2.0, kFloat32);
+  const precision::Fp8Tensor q = precision::fp8_cast_scaled(x, kFloat8E4M3FN, scale, amax);
+  CHECK(codes_of(q.data) == codes_of(fp8_cast(x, kFloat8E4M3FN, 3.0f)));
+  CHECK(q.scale_inv == 1.0f / 3.0f);
+  CHECK(!q.device_scale_inv.defined());  // on the CPU the factor is read at no cost
+  CHECK(!q.decoded.defined());
+  CHECK(amax.item<float>() == 100.0f);
+  // bfloat16 in, E5M2 out, the decoded copy; the amax keeps the larger value.
+  const precision::Fp8Tensor r =
+      precision::fp8_cast_scaled(tensor({-500.0, 1.0}, kBFloat16), kFloat8E5M2, scale, amax, true, true);
+  CHECK(r.decoded.to_vector<float>() == std::vector<float>{-1536.0f, 3.0f});
+  CHECK(amax.item<float>() == 500.0f);
+  precision::fp8_cast_scaled(tensor({1e6}, kFloat32), kFloat8E4M3FN, scale);  // no amax: untouched
+  CHECK(amax.item<float>() == 500.0f);
+  // fp8_amax_into: a NaN wins and stays.
+  precision::fp8_amax_into(tensor({1.0, kNan}, kFloat32), amax);
+  CHECK(std::isnan(amax.item<float>()));
+  precision::fp8_amax_into(tensor({1e9}, kFloat32), amax);
+  CHECK(std::isnan(amax.item<float>()));
+
+  CHECK(error_of([&] { precision::fp8_cast_scaled(x, kFloat8E4M3FN, full({2}, 1.0, kFloat32)); }) ==
+        "[fp8_cast] expected the scale as one float32 element on cpu, got float32 of shape (2,) on cpu");
+  CHECK(error_of([&] { precision::fp8_cast_scaled(x, kFloat8E4M3FN, full({1}, 1.0, kFloat64)); }) ==
+        "[fp8_cast] expected the scale as one float32 element on cpu, got float64 of shape (1,) on cpu");
+  CHECK(error_of([&] { precision::fp8_amax_into(x, Tensor()); }) ==
+        "[fp8_amax] expected the amax as one float32 element on cpu, got undefined");
+  CHECK(error_of([&] { precision::fp8_cast_scaled(x, kFloat16, scale); }) ==
+        "[fp8_cast] expected the target dtype float8_e4m3fn or float8_e5m2, got float16");
 }

@@ -134,6 +134,26 @@ TEST_CASE("Float8CurrentScaling's rule: epsilon, power of two, degenerate amaxes
   CHECK(current_scaling_scale(2.0f, 57344.0f, {}) == 28672.0f);
 }
 
+TEST_CASE("Fp8Metadata on its own device: casts max into row 0 in place, current scaling sets one role") {
+  Fp8Metadata meta(4);
+  fp8_amax_into(tensor({-6.0, 2.0}, kFloat32), meta.current_amax_element(Fp8Role::Weight));
+  fp8_cast_scaled(tensor({3.0, -9.0}, kFloat32), kFloat8E4M3FN, meta.scale_element(Fp8Role::Weight),
+                  meta.current_amax_element(Fp8Role::Weight));
+  CHECK(column(meta, Fp8Role::Weight) == std::vector<float>{9, 0, 0, 0});
+  CHECK(column(meta, Fp8Role::Input) == std::vector<float>{0, 0, 0, 0});
+  // 448 / 7 = 64; with power_2_scale 448 / 5 = 89.6 -> 64; an amax below epsilon uses epsilon.
+  meta.set_scale_from_amax(Fp8Role::Weight, full({1}, 7.0, kFloat32), 448.0f, Float8CurrentScaling{});
+  CHECK(meta.scale_of(Fp8Role::Weight) == 64.0f);
+  CHECK(meta.scale_inv_of(Fp8Role::Weight) == 1.0f / 64.0f);
+  meta.set_scale_from_amax(Fp8Role::Input, full({1}, 5.0, kFloat32), 448.0f, {.power_2_scale = true});
+  CHECK(meta.scale_of(Fp8Role::Input) == 64.0f);
+  meta.set_scale_from_amax(Fp8Role::GradOutput, zeros({1}, kFloat32), 57344.0f, {.amax_epsilon = 0.5f});
+  CHECK(meta.scale_of(Fp8Role::GradOutput) == 114688.0f);
+  CHECK(meta.scale.to_vector<float>() == std::vector<float>{64.0f, 64.0f, 114688.0f});
+  CHECK_THROWS_WITH_AS(meta.set_scale_from_amax(Fp8Role::Input, zeros({2}, kFloat32), 448.0f, {}),
+                       "[Fp8Metadata] expected the amax as one float32 element on cpu", Error);
+}
+
 TEST_CASE("the amax history resizes keeping the current row and the newest finished rows") {
   Fp8Metadata meta(4);
   float* h = meta.amax_history.data<float>();
