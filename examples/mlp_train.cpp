@@ -17,6 +17,12 @@
 //
 // --device cuda trains on the current GPU (a CUDA build, one process): Fabric puts the model and
 // the optimizer state there, the data set is copied to it once, and every batch is gathered on it.
+// --cuda-graph then records one training step in a CUDA graph and replays it for every full batch
+// (Note [CUDA graphs] in tensor/cuda.h): the step reads its batch through a static tensor of row
+// indices, which each step fills before the replay; the first three steps run eagerly on the
+// graph's stream as its warm-up, AdamW is capturable, the loss is summed on the device and read
+// once per progress line and epoch, and a last, shorter batch runs eagerly. Precisions that need
+// a loss scaler (16-mixed) cannot be captured and are refused.
 //
 // Several processes: `weft-run -n 2 mlp_train --strategy ddp` (or fsdp; torchrun works too) trains
 // with data parallelism: --batch-size is the global batch, each rank takes its share of every
@@ -71,6 +77,7 @@ struct Options {
   int64_t devices = 0;  // 0: what the launcher started on this node, else 1
   int64_t num_nodes = 0;  // 0: what the launcher started, else 1
   std::string device = "cpu";
+  bool cuda_graph = false;
   bool progress = true;
 };
 
@@ -96,6 +103,7 @@ const char* kUsage = R"(usage: mlp_train [options]
   --devices N          processes on this node (default: what the launcher started, else 1)
   --num-nodes M        nodes (default: what the launcher started, else 1)
   --device cpu         cpu or cuda (the current GPU, one process; needs weft built with CUDA)
+  --cuda-graph         with --device cuda: replay each training step from one captured CUDA graph
   --no-progress        no per-step progress line
 )";
 
@@ -143,6 +151,10 @@ Options parse(int argc, char** argv) {
     }
     if (flag == "--no-progress") {
       o.progress = false;
+      continue;
+    }
+    if (flag == "--cuda-graph") {
+      o.cuda_graph = true;
       continue;
     }
     if (i + 1 >= argc) usage_error(flag + " needs a value");
@@ -199,6 +211,21 @@ void check_options(const Options& o) {
     option_error("--strategy expects auto, ddp or fsdp, got '" + o.strategy + "'");
   if (o.devices < 0 || o.num_nodes < 0) option_error("--devices and --num-nodes must be positive");
   if (o.device != "cpu" && o.device != "cuda") option_error("--device expects cpu or cuda, got '" + o.device + "'");
+  const precision::PrecisionMode mode = [&] {
+    try {
+      precision::CaptureWarnings quiet;  // Fabric parses it again below and warns then
+      return precision::parse_precision(o.precision);
+    } catch (const Error& e) {
+      option_error(std::string("--precision: ") + e.what());
+    }
+  }();
+  if (o.cuda_graph) {
+    if (o.device != "cuda") option_error("--cuda-graph captures the training step on a GPU; expected --device cuda");
+    if (precision::precision_traits(mode).loss_scaling)
+      option_error("--cuda-graph cannot capture --precision " + o.precision +
+                   ": its loss scaler decides on the host whether a step is applied; expected 32-true, 64-true, "
+                   "16-true, bf16-true or bf16-mixed");
+  }
   if (o.device == "cuda") {
     if (o.strategy != "auto" || o.devices > 1 || o.num_nodes > 1 || distributed::launched_by_launcher())
       option_error("--device cuda trains in one process; expected no --strategy, --devices, --num-nodes or launcher");
@@ -210,12 +237,6 @@ void check_options(const Options& o) {
       option_error("--device cuda: this build of weft has no CUDA backend (configure with -DWEFT_CUDA=ON)");
     if (!cuda::is_available())
       option_error("--device cuda: expected a CUDA GPU, got none (no driver or no device visible)");
-  }
-  try {
-    precision::CaptureWarnings quiet;  // Fabric parses it again below and warns then
-    precision::parse_precision(o.precision);
-  } catch (const Error& e) {
-    option_error(std::string("--precision: ") + e.what());
   }
   if (o.gemm == "openblas" && !cpu_gemm_library_available(GemmLibrary::OpenBLAS))
     option_error("--gemm openblas: this build of weft has no OpenBLAS (install libopenblas-openmp-dev and rebuild)");
@@ -377,7 +398,7 @@ int main(int argc, char** argv) try {
   }();
   const fabric::FabricModule model = fabric.setup_module(net);
   const fabric::FabricOptimizer optimizer =
-      fabric.setup_optimizer(optim::AdamW(model.wrapped()->parameters(), {.lr = o.lr}));
+      fabric.setup_optimizer(optim::AdamW(model.wrapped()->parameters(), {.lr = o.lr, .capturable = o.cuda_graph}));
   int64_t first_epoch = 1;
   if (!o.resume.empty()) {
     const auto meta = fabric.load(o.resume, model, &optimizer);
@@ -400,6 +421,28 @@ int main(int argc, char** argv) try {
   const int64_t mine = world == 1 ? n : sampler.num_samples();
   const int64_t steps = (mine + local_batch - 1) / local_batch;
   const bool show_progress = o.progress && isatty(STDERR_FILENO) && fabric.is_global_zero();
+
+  // One training step on the rows `rows` of the training set; the loss is returned undetached.
+  auto train_step = [&](const Tensor& rows) {
+    const Tensor loss = cross_entropy(model(index_select(train.images, 0, rows)), index_select(train.labels, 0, rows));
+    optimizer.zero_grad();
+    fabric.backward(loss, &model);
+    optimizer.step();
+    return loss;
+  };
+  // --cuda-graph: the captured step reads the static `graph_rows` and adds its loss to the device
+  // sum `graph_loss`, so that neither the batch nor the loss crosses to the host per step.
+  std::optional<cuda::Graph> graph;
+  Tensor graph_rows, graph_loss;
+  int64_t warm_up_steps = 0;
+  constexpr int64_t kWarmUpSteps = 3;
+  if (o.cuda_graph) {
+    graph.emplace();
+    graph_rows = zeros({local_batch}, TensorOptions(kInt64).device(fabric.device()));
+    graph_loss = zeros({}, TensorOptions(kFloat64).device(fabric.device()));
+  }
+  auto graph_step = [&] { graph_loss.add_(train_step(graph_rows).detach().to(kFloat64)); };
+
   double total_seconds = 0, accuracy = 0;
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
@@ -413,15 +456,27 @@ int main(int argc, char** argv) try {
     }
     order = fabric.to_device(order);
     double loss_sum = 0;
+    if (graph) graph_loss.zero_();
     for (int64_t step = 0; step < steps; ++step) {
       const int64_t begin = step * local_batch;
       const Tensor idx = order.narrow(0, begin, std::min(local_batch, mine - begin));
-      const Tensor loss = cross_entropy(model(index_select(train.images, 0, idx)), index_select(train.labels, 0, idx));
-      optimizer.zero_grad();
-      fabric.backward(loss, &model);
-      optimizer.step();
-      loss_sum += loss.item();
-      if (show_progress && (step % 20 == 19 || step + 1 == steps)) {
+      if (!graph) {
+        loss_sum += train_step(idx).item();
+      } else if (idx.size(0) == local_batch) {
+        graph_rows.copy_(idx);
+        if (warm_up_steps < kWarmUpSteps) {
+          graph->warm_up(graph_step);
+          ++warm_up_steps;
+        } else {
+          if (!graph->is_captured()) graph->capture(graph_step);
+          graph->replay();
+        }
+      } else {
+        graph_loss.add_(train_step(idx).detach().to(kFloat64));  // the shorter last batch
+      }
+      const bool report = show_progress && (step % 20 == 19 || step + 1 == steps);
+      if (graph && (report || step + 1 == steps)) loss_sum = graph_loss.item();
+      if (report) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         progress_line(epoch, o.epochs, step + 1, steps, loss_sum / static_cast<double>(step + 1),
                       static_cast<double>(std::min(n, (step + 1) * o.batch_size)) / seconds);
@@ -446,11 +501,12 @@ int main(int argc, char** argv) try {
   }
   if (fabric.is_global_zero())
     std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"gemm\": \"%s\", \"kernel\": \"%s\", "
-                "\"cpu_isa\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"ranks\": %d, \"strategy\": \"%s\", "
-                "\"epochs\": %lld, \"seconds\": %.3f, \"test_accuracy\": %.4f}\n",
+                "\"cpu_isa\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"cuda_graph\": %s, \"ranks\": %d, "
+                "\"strategy\": \"%s\", \"epochs\": %lld, \"seconds\": %.3f, \"test_accuracy\": %.4f}\n",
                 num_threads(), fabric.device().is_cuda() ? "cublas" : to_string(cpu_gemm_library()),
                 fabric.device().is_cuda() ? "cublas" : cpu_gemm_kernel(gemm_dtype(fabric.precision().precision())).c_str(),
-                std::string(cpu_isa_name(cpu_isa())).c_str(), device_name(fabric.device()).c_str(), fabric.precision().precision().c_str(), world,
+                std::string(cpu_isa_name(cpu_isa())).c_str(), device_name(fabric.device()).c_str(),
+                fabric.precision().precision().c_str(), o.cuda_graph ? "true" : "false", world,
                 fabric.strategy().name().c_str(), static_cast<long long>(o.epochs), total_seconds, accuracy);
   return 0;
 } catch (const std::exception& e) {

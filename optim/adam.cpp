@@ -1,5 +1,6 @@
 // Adam's and AdamW's option checks, their step (one kernel launch per device and group,
-// optim/fused_kernels.h) and the CPU kernel (formulas in optim/adam.h).
+// optim/fused_kernels.h), the device step counts of capturable steps (Note [Capturable Adam]) and
+// the CPU kernel (formulas in optim/adam.h).
 // Bias corrections are computed in double from the step count, as PyTorch computes them in Python;
 // per-element scalars are then rounded to the compute type once, and each line of the loop is one
 // PyTorch op of _single_tensor_adam(w), in the same order. Those Eigen expressions are also the
@@ -10,10 +11,13 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <string>
 #include <type_traits>
 
 #include "optim/adam_kernels.h"
 #include "tensor/cpu/isa.h"
+#include "tensor/cuda.h"
+#include "tensor/ops.h"
 
 #include "optim/fused_kernels.h"
 #include "optim/fused_update.h"
@@ -91,15 +95,41 @@ void adam_update(const AdamParam& a, const AdamLaunch& s) {
   });
 }
 
+// Whether a step of `param` keeps its count on the device (Note [Capturable Adam]).
+template <class Options>
+bool counts_on_device(const Options& o, const Tensor& param) {
+  return o.capturable && param.device().is_cuda();
+}
+
+// A CUDA graph records what a step queues, once: a step that depends on host values that change
+// from step to step, or that creates state (the graph would zero it on every replay), is refused.
+template <class Options>
+void check_capturable(const char* op, const Options& o, const Tensor& param,
+                      const std::function<const AdamParamState*(const Tensor&)>& find_state) {
+  if (!param.device().is_cuda() || !cuda::is_current_stream_capturing()) return;
+  WEFT_CHECK(o.capturable, "[", op, "] a CUDA graph is being captured but capturable is false: the step count and "
+             "bias corrections would be fixed in the graph and every replay would repeat this step; construct ",
+             op, " with capturable = true");
+  const AdamParamState* state = find_state(param);
+  const bool complete = state != nullptr && state->exp_avg.defined() && state->exp_avg_sq.defined() &&
+                        (!o.amsgrad || state->max_exp_avg_sq.defined()) && state->step_on_device.defined();
+  WEFT_CHECK(complete, "[", op, "] a parameter's state would be created during a CUDA graph capture, and every "
+             "replay would reset it; run the step eagerly first (cuda::Graph::warm_up)");
+}
+
 template <class Options>
 void adam_step(const char* op, std::vector<ParamGroup<Options>>& groups,
-               const std::function<AdamParamState&(const Tensor&)>& state_for, bool decoupled) {
+               const std::function<AdamParamState&(const Tensor&)>& state_for,
+               const std::function<const AdamParamState*(const Tensor&)>& find_state, bool decoupled) {
   for (auto& group : groups) {
     const Options& o = group.options;
     // Every parameter is checked before any state changes.
     std::vector<std::pair<Tensor, Tensor>> stepped;
     for (const Tensor& param : group.params)
-      if (param.grad().defined()) stepped.emplace_back(param, detail::fused_update_grad(op, param));
+      if (param.grad().defined()) {
+        stepped.emplace_back(param, detail::fused_update_grad(op, param));
+        check_capturable(op, o, param, find_state);
+      }
     std::vector<std::pair<Device, AdamLaunch>> launches;  // one per device
     for (const auto& [param, grad] : stepped) {
       AdamParamState& state = state_for(param);
@@ -107,19 +137,45 @@ void adam_step(const char* op, std::vector<ParamGroup<Options>>& groups,
       if (!state.exp_avg.defined()) state.exp_avg = detail::zero_state(param);
       if (!state.exp_avg_sq.defined()) state.exp_avg_sq = detail::zero_state(param);
       if (o.amsgrad && !state.max_exp_avg_sq.defined()) state.max_exp_avg_sq = detail::zero_state(param);
-      state.step += 1;
+      if (counts_on_device(o, param)) {
+        if (!state.step_on_device.defined())
+          state.step_on_device =
+              full({}, static_cast<double>(state.step), TensorOptions(kFloat64).device(param.device()));
+      } else {
+        if (state.step_on_device.defined()) {  // capturable was switched off: the device has the count
+          state.step = static_cast<int64_t>(state.step_on_device.item<double>());
+          state.step_on_device = Tensor();
+        }
+        state.step += 1;
+      }
       const Device device = param.device();  // named: clang 14 lets no lambda capture a structured binding
       auto at = std::find_if(launches.begin(), launches.end(), [&](const auto& l) { return l.first == device; });
       if (at == launches.end())
         at = launches.insert(launches.end(), {device, AdamLaunch{{}, o.lr, o.betas.first, o.betas.second, o.eps,
                                                                            o.weight_decay, o.amsgrad, decoupled}});
-      at->second.params.push_back({param, grad, state.exp_avg, state.exp_avg_sq, state.max_exp_avg_sq, state.step});
+      at->second.params.push_back({param, grad, state.exp_avg, state.exp_avg_sq, state.max_exp_avg_sq, state.step,
+                                   state.step_on_device});
     }
     for (const auto& [device, launch] : launches) {
       detail::adam_kernels().at(device)(launch);
       for (const AdamParam& a : launch.params) detail::mark_updated(a.param);
     }
   }
+}
+
+// The state dict with the count of every capturable parameter read from its device.
+template <class Optim>
+OptimizerState with_device_counts(const Optim& optimizer, OptimizerState out) {
+  int64_t index = 0;
+  for (const auto& group : optimizer.param_groups())
+    for (const Tensor& param : group.params) {
+      const AdamParamState* state = optimizer.state(param);
+      if (state != nullptr && state->step_on_device.defined())
+        out.scalars["state." + std::to_string(index) + ".step"] =
+            format_scalar(static_cast<int64_t>(state->step_on_device.item<double>()));
+      ++index;
+    }
+  return out;
 }
 
 }  // namespace
@@ -146,12 +202,15 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
 
 void Adam::step() {
   adam_step<AdamOptions>("Adam", groups_, [this](const Tensor& p) -> AdamParamState& { return state_for(p); },
-                         false);
+                         [this](const Tensor& p) { return state(p); }, false);
 }
 
 void AdamW::step() {
   adam_step<AdamWOptions>("AdamW", groups_, [this](const Tensor& p) -> AdamParamState& { return state_for(p); },
-                          true);
+                          [this](const Tensor& p) { return state(p); }, true);
 }
+
+OptimizerState Adam::state_dict() const { return with_device_counts(*this, TypedOptimizer::state_dict()); }
+OptimizerState AdamW::state_dict() const { return with_device_counts(*this, TypedOptimizer::state_dict()); }
 
 }  // namespace weft::optim

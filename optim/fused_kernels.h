@@ -25,6 +25,9 @@ struct AdamParam {
   Tensor param, grad, exp_avg, exp_avg_sq;
   Tensor max_exp_avg_sq;  // amsgrad only
   int64_t step;  // the parameter's step count, already advanced for this step
+  // Capturable on CUDA (Note [Capturable Adam] in optim/adam.h): the count as a float64 device
+  // scalar, not yet advanced, which the kernel advances and takes instead of `step`; else undefined.
+  Tensor step_on_device;
 };
 struct AdamLaunch {
   std::vector<AdamParam> params;

@@ -237,8 +237,9 @@ class TypedOptimizer : public Optimizer {
   }
 
   // One group's options from their texts: every field present, no unknown field, valid values.
+  // Options a state dict does not hold (Adam's capturable) keep the group's current values.
   Options parse_options(const std::string& op, size_t group, std::map<std::string, std::string> texts) const {
-    Options options;
+    Options options = groups_[group].options;
     options.visit([&](const char* field, auto& value) {
       const std::string key = "param_groups." + std::to_string(group) + "." + field;
       auto it = texts.find(field);

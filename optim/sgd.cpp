@@ -8,6 +8,7 @@
 
 #include "optim/fused_kernels.h"
 #include "optim/fused_update.h"
+#include "tensor/cuda.h"
 
 namespace weft::optim {
 
@@ -84,7 +85,15 @@ void SGD::step() {
     // Every parameter is checked before any state changes.
     std::vector<std::pair<Tensor, Tensor>> stepped;
     for (const Tensor& param : group.params)
-      if (param.grad().defined()) stepped.emplace_back(param, detail::fused_update_grad("SGD", param));
+      if (param.grad().defined()) {
+        stepped.emplace_back(param, detail::fused_update_grad("SGD", param));
+        // A CUDA graph would zero a buffer created during its capture on every replay.
+        const bool creates_buffer_in_capture =
+            o.momentum != 0.0 && param.device().is_cuda() && cuda::is_current_stream_capturing() &&
+            (state(param) == nullptr || !state(param)->momentum_buffer.defined());
+        WEFT_CHECK(!creates_buffer_in_capture, "[SGD] a momentum buffer would be created during a CUDA graph capture, "
+                   "and every replay would reset it; run the step eagerly first (cuda::Graph::warm_up)");
+      }
     std::vector<std::pair<Device, SgdLaunch>> launches;  // one per device
     for (const auto& [param, grad] : stepped) {
       Tensor buffer;

@@ -9,12 +9,21 @@
 
 #include "precision/amp_kernels.h"
 #include "tensor/autograd.h"
+#include "tensor/cuda.h"
 #include "tensor/ops.h"
 
 namespace weft::precision {
 namespace {
 
 const char* const kStateKeys[] = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"};
+
+// The scale lives on the host and the inf/NaN check is read back to decide the step there, so a
+// CUDA graph would replay one step's scale and decision forever (Note [CUDA graphs]).
+void refuse_capture(const char* function) {
+  WEFT_CHECK(!cuda::is_current_stream_capturing(), "[GradScaler] ", function, " during a CUDA graph capture: the "
+             "scale and the decision to skip a step are kept on the host, so a graph cannot replay them; capture "
+             "float32 or bfloat16 steps, which need no scaler, or run float16-mixed steps eagerly");
+}
 
 double state_value(const nn::TensorDict& state, const char* key) {
   const Tensor* t = state.find(key);
@@ -39,6 +48,7 @@ GradScaler::GradScaler(GradScalerOptions options)
 
 Tensor GradScaler::scale(const Tensor& outputs) {
   if (!enabled_) return outputs;
+  refuse_capture("scale()");
   WEFT_CHECK(outputs.defined(), "[GradScaler] scale() expected a defined tensor");
   if (!scale_) {
     scale_ = static_cast<float>(init_scale_);
@@ -64,6 +74,7 @@ void GradScaler::check_scale_initialized(const char* function) const {
 
 void GradScaler::unscale_(OptimizerId optimizer, const std::vector<Tensor>& params) {
   if (!enabled_) return;
+  refuse_capture("unscale_()");
   check_scale_initialized("unscale_");
   OptimizerState& state = per_optimizer_[optimizer];
   WEFT_CHECK(state.stage != Stage::Unscaled,

@@ -20,6 +20,8 @@
 //   the gradients before unscaling. float16 gradients are refused (keep fp32 master weights).
 // - A disabled scaler is transparent: scale() returns its input, step() steps, the others do
 //   nothing, state_dict() is empty.
+// - An enabled scaler refuses to be recorded in a CUDA graph (scale() and unscale_() throw during
+//   cuda::Graph::capture): its scale and skip decision live on the host.
 //
 // Any optimizer type with `param_groups()` (groups holding `std::vector<Tensor> params`) and
 // `step()` works (ScalableOptimizer); so does a bare parameter list through the OptimizerId

@@ -1,5 +1,5 @@
 // weft::cuda: the CUDA devices as a program sees them — availability, streams, events, memory
-// statistics, pinned host memory and the matmul precision flag.
+// statistics, pinned host memory, the matmul precision flag and CUDA graphs.
 //
 // This header includes no CUDA header and every build has it. In a build without CUDA
 // (tensor/cuda_stub.cpp) is_available() is false, device_count() is 0 and every other call throws
@@ -26,6 +26,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "tensor/tensor.h"
@@ -143,6 +145,71 @@ void empty_cache();
 // asynchronously. Each call allocates its own pinned block (cudaHostAlloc), freed with the tensor.
 Tensor pin_memory(const Tensor& t);
 bool is_pinned(const Tensor& t);
+
+// Note [CUDA graphs]: a Graph records the device work of one call of a fixed-shape step (a
+// training step: forward, backward, optimizer) and replays it with one launch, without the host
+// overhead of queuing each kernel. The step runs once on the host while its kernels, copies and
+// allocations are recorded instead of executed (CUDA stream capture, thread-local mode, on a side
+// stream of the Graph's own); replay() then queues the whole recording on the current stream.
+//
+//   cuda::Graph graph;
+//   for (int i = 0; i < 3; ++i) graph.warm_up(step);  // real steps, eagerly
+//   graph.capture(step);                              // records; nothing runs
+//   for (each batch) { static_input.copy_(batch); graph.replay(); }
+//
+// The warm-up rule: run the step eagerly a few times (three, as PyTorch's make_graphed_callables
+// does) with warm_up() before capture(). Work that happens once and lazily — creating cuBLAS and
+// cuBLASLt handles and their workspaces, choosing cuBLASLt algorithms, creating optimizer state
+// (AdamW's moments), growing the allocator's pool — must happen outside the capture; inside it
+// weft throws rather than record a half-initialised step. Each warm-up call is a real step (a
+// training step trains).
+//
+// What a replay sees: a graph holds addresses and values, not tensors.
+// - Inputs are static: copy each batch into the tensors the captured step read (copy_ on the
+//   device, before replay()); a host value read during capture (a learning rate, a scale) is
+//   fixed in the graph. AdamW must be built with `capturable = true` (optim/adam.h) so that its
+//   step count and bias corrections live on the device; a non-capturable AdamW, a GradScaler and
+//   dropout (its random key is drawn on the host) refuse to be captured.
+// - Outputs are static too: a tensor the step created and kept (the loss, the gradients it
+//   assigned) is overwritten in place by every replay and holds data only after the first one.
+// - Replacing a tensor the graph reads (load_state_dict's fresh optimizer state, a parameter
+//   assigned anew) is not seen by replays: capture a new Graph.
+// - Nothing may wait for the device during capture: item(), to(kCPU), to_vector(), synchronize(),
+//   Stream/Event queries and waits, clip_grad_norm_ and copies from the CPU throw "[cuda graph]
+//   ... while a graph is being captured". A capture that throws is abandoned cleanly: the stream
+//   and the device stay usable, and tensors the failed step created or assigned hold no data
+//   (drop them, e.g. with optimizer.zero_grad(), before eager use).
+// - Captures do not nest, and one thread records one capture at a time.
+class Graph {
+ public:
+  // A graph for `device` (-1: the current device), with its own capture stream.
+  explicit Graph(int device = -1);
+  ~Graph();
+  Graph(Graph&&) noexcept;
+  Graph& operator=(Graph&&) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Runs `step` eagerly on the capture stream, after the work queued on the current stream, which
+  // then waits for it (the warm-up rule above).
+  void warm_up(const std::function<void()>& step);
+  // Records the device work `step` queues (on the capture stream, which is current during the
+  // call). Throws if this Graph already holds a capture, if this thread is already capturing, or
+  // if the step does something a capture cannot hold (the capture is then abandoned).
+  void capture(const std::function<void()>& step);
+  // Queues the recorded work on the device's current stream. Throws before capture().
+  void replay();
+  bool is_captured() const;
+  // The stream warm_up() and capture() run the step on.
+  Stream stream() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// True while this thread records a Graph (inside Graph::capture).
+bool is_current_stream_capturing();
 
 // float32 matrix products on TensorFloat-32 tensor cores (10-bit mantissa products, float32
 // accumulation): off by default, as PyTorch's torch.backends.cuda.matmul.allow_tf32. Process-wide.

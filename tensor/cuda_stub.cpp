@@ -62,6 +62,17 @@ bool is_pinned(const Tensor&) { return false; }
 void set_allow_tf32(bool) { no_cuda(); }
 bool allow_tf32() { no_cuda(); }
 
+struct Graph::Impl {};
+Graph::Graph(int) { no_cuda(); }
+Graph::~Graph() = default;
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+void Graph::warm_up(const std::function<void()>&) { no_cuda(); }
+void Graph::capture(const std::function<void()>&) { no_cuda(); }
+void Graph::replay() { no_cuda(); }
+bool Graph::is_captured() const { return false; }
+Stream Graph::stream() const { no_cuda(); }
+bool is_current_stream_capturing() { return false; }
 
 }  // namespace cuda
 }  // namespace weft

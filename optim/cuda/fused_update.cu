@@ -25,7 +25,13 @@ __global__ void adam_kernel(AdamArgs a) {
   C* m = reinterpret_cast<C*>(a.exp_avg);
   C* v = reinterpret_cast<C*>(a.exp_avg_sq);
   C* v_max = reinterpret_cast<C*>(a.max_exp_avg_sq);
-  const C neg_step_size = static_cast<C>(a.neg_step_size), inv_bc2 = static_cast<C>(a.inv_bias_correction2_sqrt);
+  double neg_step_size_wide = a.neg_step_size, inv_bc2_wide = a.inv_bias_correction2_sqrt;
+  if (a.step != nullptr) {  // capturable: the host's formulas (optim/adam.cpp) on the device's count
+    const double step = *a.step;
+    neg_step_size_wide = -(a.lr / (1.0 - pow(a.beta1, step)));
+    inv_bc2_wide = 1.0 / sqrt(1.0 - pow(a.beta2, step));
+  }
+  const C neg_step_size = static_cast<C>(neg_step_size_wide), inv_bc2 = static_cast<C>(inv_bc2_wide);
   const C beta1 = static_cast<C>(a.beta1), one_minus_beta1 = static_cast<C>(a.one_minus_beta1);
   const C beta2 = static_cast<C>(a.beta2), one_minus_beta2 = static_cast<C>(a.one_minus_beta2);
   const C eps = static_cast<C>(a.eps), weight_decay = static_cast<C>(a.weight_decay);
@@ -45,6 +51,17 @@ __global__ void adam_kernel(AdamArgs a) {
     p = p + neg_step_size * m[i] / (sqrt(denominator_source) * inv_bc2 + eps);
     store_as(a.param + i * size, a.dtype, p);
   }
+}
+
+// The step counts of one launch of advance_steps_kernel, passed by value.
+constexpr int kStepsPerLaunch = 64;
+struct StepCounts {
+  double* counts[kStepsPerLaunch];
+  int n;
+};
+
+__global__ void advance_steps_kernel(StepCounts steps) {
+  if (static_cast<int>(threadIdx.x) < steps.n) *steps.counts[threadIdx.x] += 1.0;
 }
 
 template <class C>
@@ -115,6 +132,16 @@ void launch_adam(const AdamArgs& a, StreamHandle stream) {
   if (a.dtype == kFloat64) adam_kernel<double><<<blocks_for(a.n), kThreads, 0, stream>>>(a);
   else adam_kernel<float><<<blocks_for(a.n), kThreads, 0, stream>>>(a);
   check_launch("Adam");
+}
+
+void launch_advance_steps(double* const* steps, int64_t count, StreamHandle stream) {
+  for (int64_t first = 0; first < count; first += kStepsPerLaunch) {
+    StepCounts chunk{};
+    chunk.n = static_cast<int>(count - first < kStepsPerLaunch ? count - first : kStepsPerLaunch);
+    for (int i = 0; i < chunk.n; ++i) chunk.counts[i] = steps[first + i];
+    advance_steps_kernel<<<1, kStepsPerLaunch, 0, stream>>>(chunk);
+    check_launch("Adam");
+  }
 }
 
 void launch_sgd(const SgdArgs& a, StreamHandle stream) {

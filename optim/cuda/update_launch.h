@@ -25,8 +25,15 @@ struct AdamArgs {
   double neg_step_size, inv_bias_correction2_sqrt, beta1, one_minus_beta1, beta2, one_minus_beta2, eps,
       weight_decay, decay_factor;
   bool coupled_decay, decoupled;
+  // Capturable (Note [Capturable Adam] in optim/adam.h): the step count on the device, already
+  // advanced; the kernel computes the step size and the bias correction from it and `lr` by the
+  // host's formulas, in float64, instead of taking the two above. Null otherwise.
+  const double* step;
+  double lr;
 };
 void launch_adam(const AdamArgs& a, StreamHandle stream);
+// *steps[i] += 1 for each of the `count` float64 device step counts, in few launches.
+void launch_advance_steps(double* const* steps, int64_t count, StreamHandle stream);
 
 struct SgdArgs {
   char* param;

@@ -8,6 +8,8 @@
 // wait for every other stream record_stream() named, and the counters of cuda::MemoryStats.
 // Sizes are rounded up to 512 bytes, so every block is 256-byte aligned for cuBLASLt and vector
 // loads. When the pool cannot grow, the cache is emptied once and the allocation retried.
+// During a graph capture the blocks of the capturing thread follow Note [Graph memory]
+// (tensor/cuda/capture.h).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -17,21 +19,32 @@
 #include <vector>
 
 #include "tensor/cuda.h"
+#include "tensor/cuda/capture.h"
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/runtime.h"
 
 namespace weft::cuda {
 namespace detail {
-namespace {
 
-constexpr size_t kUnit = 512;
-
-struct Block {
+struct DeviceBlock {
   size_t size;  // rounded
   size_t requested;
   cudaStream_t stream;
   std::vector<cudaStream_t> used_on;  // other streams, from record_stream
+  std::shared_ptr<GraphMemory> graph;  // the graph whose capture allocated it; null outside captures
 };
+
+// Guarded by the mutex of the device's allocator.
+struct GraphMemory {
+  int device;
+  bool launched = false;                       // its allocations exist once a launch is queued
+  cudaStream_t last_launch = nullptr;          // and live in the order of the latest launch's stream
+  std::vector<std::pair<void*, DeviceBlock>> kept;  // blocks from before the capture, freed during it
+};
+
+namespace {
+
+constexpr size_t kUnit = 512;
 
 class CudaAllocator final : public Allocator {
  public:
@@ -43,9 +56,11 @@ class CudaAllocator final : public Allocator {
     DeviceGuard guard(device_);
     init_pool();
     cudaStream_t stream = stream_of(device_);
+    const ActiveCapture* capture = active_capture();
+    const bool captured = capture != nullptr && capture->device == device_ && capture->stream == stream;
     void* ptr = nullptr;
     cudaError_t rc = cudaMallocAsync(&ptr, size, stream);
-    if (rc == cudaErrorMemoryAllocation) {
+    if (rc == cudaErrorMemoryAllocation && !captured) {  // emptying the cache synchronises
       cudaGetLastError();
       {
         std::lock_guard lock(mutex_);
@@ -63,7 +78,7 @@ class CudaAllocator final : public Allocator {
     }
     check(rc, "cudaMallocAsync");
     std::lock_guard lock(mutex_);
-    blocks_[ptr] = Block{size, nbytes, stream, {}};
+    blocks_[ptr] = DeviceBlock{size, nbytes, stream, {}, captured ? capture->memory : nullptr};
     stats_.allocated += static_cast<int64_t>(size);
     stats_.requested += static_cast<int64_t>(nbytes);
     stats_.allocated_peak = std::max(stats_.allocated_peak, stats_.allocated);
@@ -73,7 +88,9 @@ class CudaAllocator final : public Allocator {
 
   void deallocate(void* ptr, size_t) override {
     if (ptr == nullptr) return;
-    Block block;
+    DeviceBlock block;
+    bool launched = false;
+    cudaStream_t launch_stream = nullptr;
     {
       std::lock_guard lock(mutex_);
       auto it = blocks_.find(ptr);
@@ -83,18 +100,74 @@ class CudaAllocator final : public Allocator {
       stats_.allocated -= static_cast<int64_t>(block.size);
       stats_.requested -= static_cast<int64_t>(block.requested);
       ++stats_.frees;
+      const ActiveCapture* capture = active_capture();
+      if (capture != nullptr && capture->device == device_ && block.graph != capture->memory) {
+        capture->memory->kept.emplace_back(ptr, std::move(block));
+        return;
+      }
+      if (block.graph) {
+        launched = block.graph->launched;
+        launch_stream = block.graph->last_launch;
+      }
     }
-    // Destructors must not throw: a failure here means the device is already broken, and the
-    // next checked call reports it.
+    release(ptr, block, launched, launch_stream);
+  }
+
+  // Frees a block that no tensor uses any more. A graph's block outside its capture is freed
+  // after the graph's last launch, or not at all if it never ran (Note [Graph memory]).
+  void release(void* ptr, const DeviceBlock& block, bool launched, cudaStream_t launch_stream) {
+    const ActiveCapture* capture = active_capture();
+    const bool in_its_capture = block.graph && capture != nullptr && block.graph == capture->memory;
+    if (block.graph && !in_its_capture && !launched) return;
+    // Destructors must not throw: a failure here means the device is already broken (the next
+    // checked call reports it) or a failed capture refused the call (nothing to report).
+    const cudaStream_t order = block.graph && !in_its_capture ? launch_stream : block.stream;
     DeviceGuard guard(device_);
     for (cudaStream_t other : block.used_on) {
+      if (other == order) continue;
       cudaEvent_t done = nullptr;
       if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess) continue;
       cudaEventRecord(done, other);
-      cudaStreamWaitEvent(block.stream, done, 0);
+      cudaStreamWaitEvent(order, done, 0);
       cudaEventDestroy(done);  // destroyed once recorded work completes
     }
-    cudaFreeAsync(ptr, block.stream);
+    if (cudaFreeAsync(ptr, order) != cudaSuccess) cudaGetLastError();
+  }
+
+  std::shared_ptr<GraphMemory> new_graph_memory() {
+    auto memory = std::make_shared<GraphMemory>();
+    memory->device = device_;
+    return memory;
+  }
+
+  void graph_launched(GraphMemory& memory, cudaStream_t stream) {
+    std::lock_guard lock(mutex_);
+    memory.launched = true;
+    memory.last_launch = stream;
+  }
+
+  // The blocks a graph kept are freed once its last launch (which may read them) has run.
+  void release_kept(GraphMemory& memory) {
+    std::vector<std::pair<void*, DeviceBlock>> kept;
+    bool launched = false;
+    cudaStream_t last_launch = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      kept.swap(memory.kept);
+      launched = memory.launched;
+      last_launch = memory.last_launch;
+    }
+    for (auto& [ptr, block] : kept) {
+      if (launched) block.used_on.push_back(last_launch);
+      bool its_graph_launched = false;
+      cudaStream_t its_graph_stream = nullptr;
+      if (block.graph) {  // a block of an earlier graph, which the capture of this one freed
+        std::lock_guard lock(mutex_);
+        its_graph_launched = block.graph->launched;
+        its_graph_stream = block.graph->last_launch;
+      }
+      release(ptr, block, its_graph_launched, its_graph_stream);
+    }
   }
 
   void record_stream(void* base, cudaStream_t stream) {
@@ -130,12 +203,14 @@ class CudaAllocator final : public Allocator {
     }
   }
 
-  // Returns the pool's unused memory to CUDA, once all queued frees have happened.
+  // Returns the pool's unused memory, and what destroyed graphs held, to CUDA once all queued
+  // frees have happened.
   void trim() {
     if (pool_ == nullptr) return;
     DeviceGuard guard(device_);
     WEFT_CUDA_CHECK(cudaDeviceSynchronize());
     WEFT_CUDA_CHECK(cudaMemPoolTrimTo(pool_, 0));
+    WEFT_CUDA_CHECK(cudaDeviceGraphMemTrim(device_));
   }
 
  private:
@@ -157,22 +232,32 @@ class CudaAllocator final : public Allocator {
   std::once_flag pool_once_;
   cudaMemPool_t pool_ = nullptr;
   std::mutex mutex_;
-  std::unordered_map<void*, Block> blocks_;
+  std::unordered_map<void*, DeviceBlock> blocks_;
   MemoryStats stats_;
 };
 
-CudaAllocator& allocator_of(int device) {
+// One per visible device, indexed without checks: for a device index already resolved.
+CudaAllocator& allocator_at(int device) {
   static std::vector<std::unique_ptr<CudaAllocator>> allocators = [] {
     std::vector<std::unique_ptr<CudaAllocator>> v;
     for (int d = 0; d < cuda::device_count(); ++d) v.push_back(std::make_unique<CudaAllocator>(d));
     return v;
   }();
-  return *allocators[static_cast<size_t>(resolve_device(device))];
+  return *allocators[static_cast<size_t>(device)];
 }
+
+CudaAllocator& allocator_of(int device) { return allocator_at(resolve_device(device)); }
 
 }  // namespace
 
 Allocator& device_allocator(int device) { return allocator_of(device); }
+
+std::shared_ptr<GraphMemory> new_graph_memory(int device) { return allocator_of(device).new_graph_memory(); }
+void graph_launched(GraphMemory& memory, cudaStream_t stream) {
+  allocator_at(memory.device).graph_launched(memory, stream);
+}
+// No device check: it runs in destructors, also after the device had a fault.
+void release_graph_memory(GraphMemory& memory) { allocator_at(memory.device).release_kept(memory); }
 
 }  // namespace detail
 
@@ -186,12 +271,14 @@ MemoryStats memory_stats(int device) { return detail::allocator_of(device).stats
 void reset_peak_memory_stats(int device) { detail::allocator_of(device).reset_peak(); }
 
 void empty_cache() {
+  detail::refuse_during_capture("empty_cache()", "returning memory to CUDA synchronises the device");
   for (int d = 0; d < device_count(); ++d) detail::allocator_of(d).trim();
 }
 
 Tensor pin_memory(const Tensor& t) {
   WEFT_CHECK(t.device().is_cpu(), "[pin_memory] expected a CPU tensor, got one on ", t.device());
   WEFT_CHECK(is_available(), "[pin_memory] needs a CUDA device; none is visible");
+  detail::refuse_during_capture("pin_memory()", "allocating page-locked memory synchronises the device");
   const Tensor src = t.contiguous();
   const size_t nbytes = src.nbytes();
   void* data = nullptr;

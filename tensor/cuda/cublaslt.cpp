@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "tensor/cuda.h"
+#include "tensor/cuda/capture.h"
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/runtime.h"
 
@@ -64,6 +65,8 @@ LtHandle& handle_for(int device) {
   thread_local std::array<std::unique_ptr<LtHandle>, kMaxDevices> handles;
   auto& h = handles[static_cast<size_t>(device)];
   if (!h) {
+    refuse_during_capture("creating this thread's cuBLASLt handle and workspace",
+                          "they must exist before capture; run the step eagerly first (cuda::Graph::warm_up)");
     auto created = std::make_unique<LtHandle>();
     check_lt(cublasLtCreate(&created->handle), "cublasLtCreate");
     created->workspace =

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "tensor/cuda.h"
+#include "tensor/cuda/capture.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/op_helpers.h"
 
@@ -100,17 +101,23 @@ void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
              "[copy] internal: a copy between ", src.device(), " and ", dst.device(),
              " needs contiguous tensors of one dtype");
   if (src.device().is_cpu()) {
+    refuse_during_capture("a copy from the CPU to a CUDA device",
+                          "every replay would read host memory the step has already released; copy inputs into "
+                          "static device tensors (copy_ on the device) before replay()");
     DeviceGuard guard(dst.device().index);
     cudaStream_t stream = stream_for(dst);
     // From pageable memory the call returns once the source has been read (staged).
     WEFT_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyHostToDevice, stream));
     if (cuda::is_pinned(src)) WEFT_CUDA_CHECK(cudaStreamSynchronize(stream));  // src may die right after
   } else if (dst.device().is_cpu()) {
+    refuse_during_capture("a copy from a CUDA device to the CPU (item(), to_vector(), to(kCPU))",
+                          "the host would wait for work that is only being recorded; read results after replay()");
     DeviceGuard guard(src.device().index);
     cudaStream_t stream = stream_for(src);
     WEFT_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToHost, stream));
     raise_deferred_errors(src.device().index, stream);  // waits for the stream
   } else {
+    refuse_during_capture("a copy between two CUDA devices", "it waits on the host for the source device");
     DeviceGuard guard(dst.device().index);
     cudaStream_t stream = stream_for(dst);
     // The source device's queued work must finish before the peer copy reads it.

@@ -1,6 +1,7 @@
 // The CUDA kernels of the tensor floor's fused features (tensor/fused_kernels.h): each fills the
 // plain arguments of tensor/cuda/fused_launch.h from its launch and queues the kernel on the
 // current stream of the tensors' device.
+#include "tensor/cuda/capture.h"
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/fused_launch.h"
 #include "tensor/fused_kernels.h"
@@ -49,6 +50,8 @@ void layer_norm_backward(const LayerNormBackward& a) {
 }
 
 void dropout(const DropoutLaunch& a) {
+  cuda::detail::refuse_during_capture("dropout", "its random key is drawn on the host, so every replay would "
+                                      "draw the same mask");
   DeviceGuard guard(a.x.device().index);
   cuda::detail::launch_dropout(a.x.data_ptr(), a.out.data_ptr(), a.x.dtype(), a.x.numel(), a.keep_probability, a.key,
                                stream_for(a.x));

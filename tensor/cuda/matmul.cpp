@@ -6,7 +6,9 @@
 // (a transposed view) as "T"; anything else is first packed by the copy kernel. float32 uses
 // exact FP32 products unless cuda::set_allow_tf32(true); float16 and bfloat16 accumulate in
 // float32. One handle per thread and device, bound to the current stream before each call with its
-// own 32 MiB workspace (cublasSetStream resets the workspace, so it is set after).
+// own 32 MiB workspace (cublasSetStream resets the workspace, so it is set after). With a
+// workspace of its own cuBLAS allocates nothing during a call, so a call can be captured in a CUDA
+// graph; creating the handle cannot, and is refused during a capture.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <memory>
 
 #include "tensor/cuda.h"
+#include "tensor/cuda/capture.h"
 #include "tensor/cuda/cublaslt.h"
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/runtime.h"
@@ -44,6 +47,8 @@ cublasHandle_t handle_for(int device, cudaStream_t stream) {
   thread_local std::array<std::unique_ptr<Handle>, kMaxHandleDevices> handles;
   auto& h = handles[static_cast<size_t>(device)];
   if (!h) {
+    refuse_during_capture("creating this thread's cuBLAS handle and workspace",
+                          "they must exist before capture; run the step eagerly first (cuda::Graph::warm_up)");
     auto created = std::make_unique<Handle>();
     check_cublas(cublasCreate(&created->handle), "cublasCreate");
     created->workspace = device_scratch({static_cast<int64_t>(kWorkspaceBytes)}, kUInt8, Device(DeviceType::CUDA, device));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensor/cuda.h"
+#include "tensor/cuda/capture.h"
 
 namespace weft::cuda {
 namespace detail {
@@ -113,6 +114,11 @@ void raise_deferred_errors(int device, cudaStream_t stream) {
 
 }  // namespace detail
 
+namespace {
+constexpr const char* kHostWaits = "the host would wait for work that is only being recorded; wait after replay()";
+constexpr const char* kRecordedNotRun = "the captured work is recorded, not run, so it has no progress to ask about";
+}  // namespace
+
 bool is_built() { return true; }
 bool is_available() { return device_count() > 0; }
 
@@ -134,6 +140,7 @@ void set_device(int device) {
 }
 
 void synchronize(int device) {
+  detail::refuse_during_capture("synchronize()", kHostWaits);
   const int d = detail::resolve_device(device);
   detail::DeviceGuard guard(d);
   WEFT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -148,12 +155,14 @@ DeviceProperties get_device_properties(int device) {
 }
 
 void Stream::synchronize() const {
+  detail::refuse_during_capture("Stream::synchronize()", kHostWaits);
   detail::DeviceGuard guard(device_);
   WEFT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(native_)));
   detail::raise_deferred_errors(device_, static_cast<cudaStream_t>(native_));
 }
 
 bool Stream::query() const {
+  detail::refuse_during_capture("Stream::query()", kRecordedNotRun);
   const cudaError_t rc = cudaStreamQuery(static_cast<cudaStream_t>(native_));
   if (rc == cudaErrorNotReady) {
     cudaGetLastError();
@@ -223,9 +232,13 @@ void Event::wait(const Stream& stream) const {
   WEFT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.native()), static_cast<cudaEvent_t>(native_), 0));
 }
 
-void Event::synchronize() const { WEFT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(native_))); }
+void Event::synchronize() const {
+  detail::refuse_during_capture("Event::synchronize()", kHostWaits);
+  WEFT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(native_)));
+}
 
 bool Event::query() const {
+  detail::refuse_during_capture("Event::query()", kRecordedNotRun);
   const cudaError_t rc = cudaEventQuery(static_cast<cudaEvent_t>(native_));
   if (rc == cudaErrorNotReady) {
     cudaGetLastError();

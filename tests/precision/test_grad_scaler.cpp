@@ -1,10 +1,12 @@
 // GradScaler against PyTorch's semantics (reference fabric-precision.md §3.4.1, cases T21–T25
 // and the state round trip of T43), driven through a tiny fake optimizer: plain SGD with lr 1
-// that counts its steps.
+// that counts its steps. On a GPU, an enabled scaler refuses to be recorded in a CUDA graph.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "precision/all.h"
 
@@ -312,4 +314,24 @@ TEST_CASE("a disabled scaler is transparent") {
   CHECK(scaler.growth_tracker() == 0);
   CHECK(scaler.state_dict().empty());
   scaler.load_state_dict(nn::TensorDict());  // ignored
+}
+
+TEST_CASE("an enabled scaler refuses to be captured in a CUDA graph" * doctest::skip(!cuda::is_available())) {
+  const Device gpu("cuda");
+  GradScaler scaler;
+  const Tensor loss = scalar_tensor(2.0, TensorOptions(kFloat32).device(gpu));
+  Tensor p = zeros({2}, gpu).requires_grad_();
+  p.set_grad(ones({2}, gpu));
+  FakeOptimizer opt{{{{p}}}};
+  scaler.scale(loss);  // eagerly: creates the scale
+  cuda::Graph graph;
+  const std::string why = " during a CUDA graph capture: the scale and the decision to skip a step are kept on the "
+                          "host, so a graph cannot replay them; capture float32 or bfloat16 steps, which need no "
+                          "scaler, or run float16-mixed steps eagerly";
+  CHECK_THROWS_WITH_AS(graph.capture([&] { scaler.scale(loss); }), ("[GradScaler] scale()" + why).c_str(), Error);
+  CHECK_THROWS_WITH_AS(graph.capture([&] { scaler.unscale_(opt); }), ("[GradScaler] unscale_()" + why).c_str(),
+                       Error);
+  // Eagerly it still works, and nothing was unscaled by the refused calls.
+  scaler.unscale_(opt);
+  CHECK(p.grad().to_vector<float>() == std::vector<float>{1.0f / 65536, 1.0f / 65536});
 }
