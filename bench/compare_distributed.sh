@@ -7,8 +7,6 @@
 # step-time ratios weft/PyTorch (below 1: weft is faster). Each step-time pair runs --repeat
 # times back to back (weft, then PyTorch) and the summary gives the median ratio and its range:
 # on a shared VM one pair can differ by 1.5× from the next. Final figures need a quiet machine.
-# weft's ranks on one host use shared memory (Note [Shared-memory collectives]), PyTorch's Gloo
-# uses loopback TCP; run with WEFT_SHARED_MEMORY=0 for weft over TCP as well.
 # Usage: bench/compare_distributed.sh [--build-dir DIR] [--python PYTHON] [--steps N (default 100)]
 #                                     [--repeat R (default 3)]
 set -euo pipefail
@@ -69,9 +67,9 @@ for bound in (False, True):
             continue
         pairs.sort(key=lambda p: p[0])
         ratio, w, t = pairs[len(pairs) // 2]
-        print("%s, %s: median of %d pairs: weft (%s) %.2f ms, pytorch %.2f ms, ratio %.2f (range %.2f-%.2f); "
+        print("%s, %s: median of %d pairs: weft %.2f ms, pytorch %.2f ms, ratio %.2f (range %.2f-%.2f); "
               "bytes written per step %d vs %d"
-              % (s, "ranks bound to a CPU each" if bound else "ranks unbound", len(pairs), w["transport"], w["median_ms"],
+              % (s, "ranks bound to a CPU each" if bound else "ranks unbound", len(pairs), w["median_ms"],
                  t["median_ms"], ratio, pairs[0][0], pairs[-1][0], w["bytes_written_per_step"],
                  t["bytes_written_per_step"]))
 for r in rows:
