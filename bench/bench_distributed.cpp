@@ -18,8 +18,8 @@
 //   weft-run -n N bench_distributed all_reduce [--bytes B]   one float32 all-reduce (sum) of B
 //        bytes (default 2678824, the MLP's gradients), alone: median and p90 over --steps calls
 //
-// The JSON's transport says how the collectives travelled: "shared memory" (ranks on one host,
-// Note [Shared-memory collectives]) or "tcp" (WEFT_SHARED_MEMORY=0, or ranks on several hosts).
+// The JSON's transport says how the all-reduces travelled: "shared memory" (ranks on one host,
+// Note [Shared-memory all-reduce]) or "tcp" (WEFT_SHARED_MEMORY=0, or ranks on several hosts).
 // Rank 0 prints a table line and one JSON line.
 #include <algorithm>
 #include <atomic>

@@ -97,7 +97,7 @@ struct GlooProcessGroup::State {
   std::shared_ptr<gloo::rendezvous::Context> context;
   std::unique_ptr<detail::HealthMonitor> health;
   std::unique_ptr<detail::CommThread> comm;
-  std::unique_ptr<detail::SharedMemoryGroup> shared_memory;  // null: the collectives over TCP
+  std::unique_ptr<detail::SharedMemoryGroup> shared_memory;  // null: all-reduce over TCP
   int size = 1;
   Milliseconds timeout{0};
   std::vector<uint8_t> scratch;  // the peer's copy in an all-reduce of a pair; only grows
@@ -186,7 +186,6 @@ struct GlooProcessGroup::State {
       return;
     }
     if (nbytes == 0) return;
-    if (shared_memory) return shared_memory->all_gather(c.input.data_ptr(), c.output.data_ptr(), nbytes, timeout);
     gloo::AllgatherOptions opts(context);
     opts.setInput(bytes_of(c.input), nbytes);
     opts.setOutput(bytes_of(c.output), nbytes * size);
@@ -203,8 +202,6 @@ struct GlooProcessGroup::State {
       detail::reduce_blocks(c.output.dtype(), c.op, c.output.data_ptr(), c.input.data_ptr(), 1, block);
       return;
     }
-    if (shared_memory)
-      return shared_memory->reduce_scatter(c.output.dtype(), c.op, c.input.data_ptr(), c.output.data_ptr(), block, timeout);
     std::vector<uint8_t> received(c.input.nbytes());
     gloo::AlltoallOptions opts(context);
     opts.setInput(bytes_of(c.input), c.input.nbytes());
@@ -216,7 +213,6 @@ struct GlooProcessGroup::State {
 
   void broadcast(const Collective& c) {
     if (size == 1 || c.output.nbytes() == 0) return;
-    if (shared_memory) return shared_memory->broadcast(c.output.data_ptr(), c.output.nbytes(), c.root, timeout);
     gloo::BroadcastOptions opts(context);
     opts.setOutput(bytes_of(c.output), c.output.nbytes());
     opts.setRoot(c.root);
@@ -226,7 +222,6 @@ struct GlooProcessGroup::State {
 
   void barrier(const Collective& c) {
     if (size == 1) return;
-    if (shared_memory) return shared_memory->barrier(timeout);
     gloo::BarrierOptions opts(context);
     opts.setTag(static_cast<uint32_t>(c.seq));
     gloo::barrier(opts);

@@ -1,4 +1,4 @@
-// The shared-memory collectives of shared_memory.h (Note [Shared-memory collectives]).
+// The shared-memory all-reduce of shared_memory.h (Note [Shared-memory all-reduce]).
 #include "distributed/shared_memory.h"
 
 #include <fcntl.h>
@@ -13,7 +13,6 @@
 #include <climits>
 #include <csignal>
 #include <cstring>
-#include <functional>
 #include <fstream>
 #include <random>
 
@@ -190,81 +189,24 @@ void SharedMemoryGroup::wait_for_all(uint32_t* (SharedMemoryGroup::*counter)(int
   }
 }
 
-void SharedMemoryGroup::round(const std::function<void(uint8_t* slots)>& fill,
-                              const std::function<void(const uint8_t* slots)>& consume,
-                              std::chrono::steady_clock::time_point deadline, Milliseconds timeout) {
-  const uint32_t next = round_ + 1;
-  // The slots are reused: every peer must have finished reading the previous round's.
-  wait_for_all(&SharedMemoryGroup::done, next - 1, deadline, timeout);
-  fill(slots());
-  publish(ready(rank_), next);
-  wait_for_all(&SharedMemoryGroup::ready, next, deadline, timeout);
-  consume(slots());
-  publish(done(rank_), next);
-  round_ = next;
-}
-
 void SharedMemoryGroup::all_reduce(DType dtype, ReduceOp op, void* data, size_t count, Milliseconds timeout) {
-  const size_t item = itemsize(dtype), per_round = kSlotBytes / item, rank = static_cast<size_t>(rank_);
+  const size_t item = itemsize(dtype);
+  const size_t per_round = kSlotBytes / item;
   const auto deadline = Clock::now() + timeout;
   auto* bytes = static_cast<uint8_t*>(data);
   for (size_t begin = 0; begin < count; begin += per_round) {
     const size_t n = std::min(per_round, count - begin);
-    uint8_t* mine = bytes + begin * item;
-    // The round's slots are one (size, n) array, so the reduction is one call in rank order.
-    round([&](uint8_t* slots) { std::memcpy(slots + rank * n * item, mine, n * item); },
-          [&](const uint8_t* slots) { reduce_blocks(dtype, op, mine, slots, static_cast<size_t>(size_), n); },
-          deadline, timeout);
+    const uint32_t round = round_ + 1;
+    // The slots are reused: every peer must have finished reading the previous round's.
+    wait_for_all(&SharedMemoryGroup::done, round - 1, deadline, timeout);
+    // This round's slots are one (size, n) array, so the reduction is one call in rank order.
+    std::memcpy(slots() + static_cast<size_t>(rank_) * n * item, bytes + begin * item, n * item);
+    publish(ready(rank_), round);
+    wait_for_all(&SharedMemoryGroup::ready, round, deadline, timeout);
+    reduce_blocks(dtype, op, bytes + begin * item, slots(), static_cast<size_t>(size_), n);
+    publish(done(rank_), round);
+    round_ = round;
   }
-}
-
-void SharedMemoryGroup::all_gather(const void* input, void* output, size_t nbytes, Milliseconds timeout) {
-  const size_t rank = static_cast<size_t>(rank_);
-  const auto deadline = Clock::now() + timeout;
-  for (size_t begin = 0; begin < nbytes; begin += kSlotBytes) {
-    const size_t n = std::min(kSlotBytes, nbytes - begin);
-    round([&](uint8_t* slots) { std::memcpy(slots + rank * n, static_cast<const uint8_t*>(input) + begin, n); },
-          [&](const uint8_t* slots) {
-            for (size_t p = 0; p < static_cast<size_t>(size_); ++p)
-              std::memcpy(static_cast<uint8_t*>(output) + p * nbytes + begin, slots + p * n, n);
-          },
-          deadline, timeout);
-  }
-}
-
-void SharedMemoryGroup::reduce_scatter(DType dtype, ReduceOp op, const void* input, void* output, size_t block,
-                                       Milliseconds timeout) {
-  const size_t item = itemsize(dtype), size = static_cast<size_t>(size_), rank = static_cast<size_t>(rank_);
-  const size_t per_round = kSlotBytes / (size * item);
-  const auto deadline = Clock::now() + timeout;
-  const auto* in = static_cast<const uint8_t*>(input);
-  auto* out = static_cast<uint8_t*>(output);
-  for (size_t begin = 0; begin < block; begin += per_round) {
-    const size_t n = std::min(per_round, block - begin);
-    // Laid out (destination, source, n): what rank r reduces is one (size, n) array at r·size·n.
-    round(
-        [&](uint8_t* slots) {
-          for (size_t r = 0; r < size; ++r)
-            std::memcpy(slots + (r * size + rank) * n * item, in + (r * block + begin) * item, n * item);
-        },
-        [&](const uint8_t* slots) { reduce_blocks(dtype, op, out + begin * item, slots + rank * size * n * item, size, n); },
-        deadline, timeout);
-  }
-}
-
-void SharedMemoryGroup::broadcast(void* data, size_t nbytes, int root, Milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  auto* bytes = static_cast<uint8_t*>(data);
-  for (size_t begin = 0; begin < nbytes; begin += kSlotBytes) {
-    const size_t n = std::min(kSlotBytes, nbytes - begin);
-    round([&](uint8_t* slots) { if (rank_ == root) std::memcpy(slots, bytes + begin, n); },
-          [&](const uint8_t* slots) { if (rank_ != root) std::memcpy(bytes + begin, slots, n); },
-          deadline, timeout);
-  }
-}
-
-void SharedMemoryGroup::barrier(Milliseconds timeout) {
-  round([](uint8_t*) {}, [](const uint8_t*) {}, Clock::now() + timeout, timeout);
 }
 
 }  // namespace weft::distributed::detail

@@ -1,16 +1,14 @@
-// SharedMemoryGroup: the collectives of ranks that share one host, through a POSIX shared-memory
+// SharedMemoryGroup: the all-reduce of ranks that share one host, through a POSIX shared-memory
 // segment instead of loopback TCP.
 //
-// Note [Shared-memory collectives]: on loopback the kernel copies every byte twice through socket
+// Note [Shared-memory all-reduce]: on loopback the kernel copies every byte twice through socket
 // buffers, on the same cores the ranks compute on (for the example MLP's 2.68 MB of gradients,
 // ~2 core-ms per rank per step on a 2-core EPYC). Ranks of one host instead map one segment with
 // a slot per rank. A round: each rank waits until every peer has finished reading the previous
 // round, copies its part of the buffer into its slot and publishes the round number; once every
 // rank has published, each reduces all slots in rank order into its own buffer (so every rank
 // gets the same bits, with one rounding for narrow floats) and publishes that it is done reading.
-// Buffers larger than a slot take several rounds. The other collectives are rounds too: an
-// all-gather copies every slot out, a reduce-scatter writes each destination's block where that
-// rank reduces it as one array, a broadcast fills only the root's slot, a barrier moves nothing. Waiting spins briefly, then sleeps on a futex
+// Buffers larger than a slot take several rounds. Waiting spins briefly, then sleeps on a futex
 // of the peer's counter, so a rank pinned to one core does not starve its own compute thread; it
 // gives up at the group's deadline, or at once when the awaited rank's process is gone.
 //
@@ -22,7 +20,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -48,16 +45,9 @@ class SharedMemoryGroup {
   SharedMemoryGroup(const SharedMemoryGroup&) = delete;
   SharedMemoryGroup& operator=(const SharedMemoryGroup&) = delete;
 
-  // The collectives of process_group.h on raw buffers, with their semantics there. Each throws
-  // naming the rank that did not arrive (or whose process is gone) when `timeout` passes.
-  // data (count elements of dtype) ← the reduction of every rank's data.
+  // data (count elements of dtype) ← the reduction of every rank's data. Throws naming the rank
+  // that did not arrive (or whose process is gone) when `timeout` passes.
   void all_reduce(DType dtype, ReduceOp op, void* data, size_t count, Milliseconds timeout);
-  // output (size × nbytes) ← every rank's input, in rank order.
-  void all_gather(const void* input, void* output, size_t nbytes, Milliseconds timeout);
-  // output (block elements) ← the reduction over ranks of their input's block `rank`.
-  void reduce_scatter(DType dtype, ReduceOp op, const void* input, void* output, size_t block, Milliseconds timeout);
-  void broadcast(void* data, size_t nbytes, int root, Milliseconds timeout);
-  void barrier(Milliseconds timeout);
 
  private:
   SharedMemoryGroup(void* base, size_t bytes, int rank, int size) : base_(base), bytes_(bytes), rank_(rank), size_(size) {}
@@ -66,10 +56,6 @@ class SharedMemoryGroup {
   uint32_t* done(int r) const;
   int32_t* pid(int r) const;
   uint8_t* slots() const;
-  // One round: wait until the slots are free, fill this rank's part, publish, wait for every
-  // rank's, consume, publish that this rank is done reading.
-  void round(const std::function<void(uint8_t* slots)>& fill, const std::function<void(const uint8_t* slots)>& consume,
-             std::chrono::steady_clock::time_point deadline, Milliseconds timeout);
   // Waits until every other rank's counter (ready or done) has reached `round`.
   void wait_for_all(uint32_t* (SharedMemoryGroup::*counter)(int) const, uint32_t round,
                     std::chrono::steady_clock::time_point deadline, Milliseconds timeout) const;
