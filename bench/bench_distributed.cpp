@@ -15,11 +15,7 @@
 //        stages keep bf16 gradient shards (keep_low_precision_grads), the formula's 2-byte
 //        gradient partitions, unless `--grads fp32` (PyTorch FSDP's default); the JSON's
 //        grad_dtype says which dtype the gradients had
-//   weft-run -n N bench_distributed all_reduce [--bytes B]   one float32 all-reduce (sum) of B
-//        bytes (default 2678824, the MLP's gradients), alone: median and p90 over --steps calls
 //
-// The JSON's transport says how the all-reduces travelled: "shared memory" (ranks on one host,
-// Note [Shared-memory all-reduce]) or "tcp" (WEFT_SHARED_MEMORY=0, or ranks on several hosts).
 // Rank 0 prints a table line and one JSON line.
 #include <algorithm>
 #include <atomic>
@@ -43,7 +39,6 @@ struct Args {
   int64_t width = 256;
   int steps = 20;
   int warmup = 3;
-  int64_t bytes = 2678824;
   bool low_precision_grads = true;  // memory: the sharded stages' keep_low_precision_grads
 };
 
@@ -56,17 +51,13 @@ Args parse(int argc, char** argv) {
     else if (flag == "--layers") a.layers = std::stoll(value);
     else if (flag == "--width") a.width = std::stoll(value);
     else if (flag == "--steps") a.steps = std::stoi(value);
-    else if (flag == "--bytes") a.bytes = std::stoll(value);
     else if (flag == "--grads") {
       WEFT_CHECK(value == "bf16" || value == "fp32", "[bench_distributed] expected --grads bf16 or fp32, got ", value);
       a.low_precision_grads = value == "bf16";
     }
     else throw Error("[bench_distributed] unknown option " + flag);
   }
-  WEFT_CHECK(a.mode == "step" || a.mode == "memory" || a.mode == "all_reduce",
-             "[bench_distributed] expected mode step, memory or all_reduce, got ", a.mode);
-  WEFT_CHECK(a.steps > 0 && a.bytes >= 4, "[bench_distributed] expected --steps > 0 and --bytes >= 4, got ", a.steps,
-             " and ", a.bytes);
+  WEFT_CHECK(a.mode == "step" || a.mode == "memory", "[bench_distributed] expected mode step or memory, got ", a.mode);
   return a;
 }
 
@@ -102,36 +93,6 @@ class CountingAllocator final : public Allocator {
   std::atomic<int64_t> live_{0};
   std::atomic<int64_t> peak_{0};
 };
-
-const char* transport(const distributed::ProcessGroup& pg) {
-  const auto* gloo = dynamic_cast<const distributed::GlooProcessGroup*>(&pg);
-  return gloo != nullptr && gloo->uses_shared_memory() ? "shared memory" : "tcp";
-}
-
-std::pair<double, double> median_and_p90(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], ms[ms.size() * 9 / 10]};
-}
-
-void all_reduce_mode(const Args& a) {
-  set_num_threads(1);
-  auto pg = distributed::init_process_group();
-  Tensor x = ones({a.bytes / 4});
-  std::vector<double> ms;
-  for (int call = 0; call < a.warmup + a.steps; ++call) {
-    const auto start = std::chrono::steady_clock::now();
-    pg->all_reduce(x)->wait();
-    if (call >= a.warmup) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  const auto [median, p90] = median_and_p90(ms);
-  if (pg->rank() == 0) {
-    std::printf("weft all_reduce %d ranks, %lld bytes over %s: %.3f ms (p90 %.3f)\n", pg->size(),
-                static_cast<long long>(a.bytes), transport(*pg), median, p90);
-    std::printf("{\"program\": \"weft bench_distributed\", \"mode\": \"all_reduce\", \"ranks\": %d, \"bytes\": %lld, "
-                "\"transport\": \"%s\", \"median_ms\": %.3f, \"p90_ms\": %.3f}\n",
-                pg->size(), static_cast<long long>(a.bytes), transport(*pg), median, p90);
-  }
-}
 
 std::shared_ptr<nn::Module> wrap(const std::string& strategy, const nn::Sequential& model,
                                  const std::shared_ptr<distributed::ProcessGroup>& pg,
@@ -171,15 +132,16 @@ void step_mode(const Args& a) {
   }
   sent = pg->stats().bytes_sent / a.steps;
   written = (bytes_written() - written) / a.steps;
-  const auto [median, p90] = median_and_p90(ms);
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2], p90 = ms[ms.size() * 9 / 10];
   if (pg->rank() == 0) {
     std::printf("weft %-5s %d ranks: %.2f ms/step (p90 %.2f), %lld bytes sent per step (counted), %lld written\n",
                 a.strategy.c_str(), world, median, p90, static_cast<long long>(sent), static_cast<long long>(written));
     std::printf("{\"program\": \"weft bench_distributed\", \"mode\": \"step\", \"strategy\": \"%s\", \"ranks\": %d, "
-                "\"cpus_per_rank\": %zu, \"transport\": \"%s\", \"median_ms\": %.3f, \"p90_ms\": %.3f, "
-                "\"bytes_sent_per_step\": %lld, \"bytes_written_per_step\": %lld}\n",
-                a.strategy.c_str(), world, distributed::allowed_cpus().size(), transport(*pg), median, p90,
-                static_cast<long long>(sent), static_cast<long long>(written));
+                "\"cpus_per_rank\": %zu, \"median_ms\": %.3f, \"p90_ms\": %.3f, \"bytes_sent_per_step\": %lld, "
+                "\"bytes_written_per_step\": %lld}\n",
+                a.strategy.c_str(), world, distributed::allowed_cpus().size(), median, p90, static_cast<long long>(sent),
+                static_cast<long long>(written));
   }
 }
 
@@ -255,7 +217,6 @@ void memory_mode(const Args& a) {
 int main(int argc, char** argv) try {
   const Args a = parse(argc, argv);
   if (a.mode == "step") step_mode(a);
-  else if (a.mode == "all_reduce") all_reduce_mode(a);
   else memory_mode(a);
   return 0;
 } catch (const std::exception& e) {

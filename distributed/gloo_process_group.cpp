@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <csignal>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -22,7 +21,6 @@
 #include "distributed/comm_thread.h"
 #include "distributed/health.h"
 #include "distributed/reduce_kernels.h"
-#include "distributed/shared_memory.h"
 #include "tensor/error.h"
 
 namespace weft::distributed {
@@ -97,9 +95,7 @@ struct GlooProcessGroup::State {
   std::shared_ptr<gloo::rendezvous::Context> context;
   std::unique_ptr<detail::HealthMonitor> health;
   std::unique_ptr<detail::CommThread> comm;
-  std::unique_ptr<detail::SharedMemoryGroup> shared_memory;  // null: all-reduce over TCP
   int size = 1;
-  Milliseconds timeout{0};
   std::vector<uint8_t> scratch;  // the peer's copy in an all-reduce of a pair; only grows
 
   // Slots of a pair's all-reduce: a prefix none of Gloo's collectives uses (they take 0x01–0x08).
@@ -124,7 +120,6 @@ struct GlooProcessGroup::State {
   void all_reduce(const Collective& c) {
     const auto count = static_cast<size_t>(c.output.numel());
     if (size == 1 || count == 0) return;
-    if (shared_memory) return shared_memory->all_reduce(c.output.dtype(), c.op, c.output.data_ptr(), count, timeout);
     if (size == 2) return all_reduce_pair(c);
     const DType dtype = c.output.dtype();
     const ReduceOp op = c.op;
@@ -233,7 +228,6 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, std::shared_ptr
     : ProcessGroup(rank, size, options.timeout, std::move(store)), state_(std::make_unique<State>()) {
   std::signal(SIGPIPE, SIG_IGN);
   state_->size = size;
-  state_->timeout = options.timeout;
   if (size > 1) {
     detail::rendezvous_barrier(*this->store(), rank, size, options.timeout, "init_process_group");
     gloo::transport::tcp::attr attr;
@@ -244,10 +238,6 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, std::shared_ptr
       state_->context->setTimeout(options.timeout);
       GlooStore adapter(*this->store(), options.timeout);
       state_->context->connectFullMesh(adapter, state_->device);
-      const char* env = std::getenv("WEFT_SHARED_MEMORY");
-      const bool shared_memory = options.shared_memory && !(env != nullptr && std::string(env) == "0");
-      state_->shared_memory =
-          detail::SharedMemoryGroup::connect(*this->store(), rank, size, options.timeout, shared_memory);
     } catch (const std::exception& e) {
       WEFT_FAIL("[init_process_group] rank ", rank, " could not connect to the other ", size - 1, " rank(s) from ",
                 attr.hostname, ": ", e.what());
@@ -272,13 +262,10 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, std::shared_ptr
 
 GlooProcessGroup::~GlooProcessGroup() {
   state_->comm.reset();
-  state_->shared_memory.reset();
   state_->health.reset();
   state_->context.reset();
   state_->device.reset();
 }
-
-bool GlooProcessGroup::uses_shared_memory() const { return state_->shared_memory != nullptr; }
 
 std::shared_ptr<Work> GlooProcessGroup::launch(Collective collective) { return state_->comm->enqueue(std::move(collective)); }
 

@@ -15,8 +15,6 @@
 //   gradient all-reduce overlaps the backward pass that issued it. Gloo's own timeout (the group's
 //   timeout) bounds every send and receive; Note [Collective failures] in process_group.h says
 //   what a failure reports.
-// - Ranks that share one host all-reduce through shared memory instead (distributed/
-//   shared_memory.h); the other collectives stay on Gloo.
 // - A group of one rank runs without Gloo: every collective is a local copy or a no-op.
 #pragma once
 
@@ -32,9 +30,6 @@ struct GlooOptions {
   // The local address to bind, reachable by the other ranks; empty: the address this process
   // reaches the store from (TCPStore), else 127.0.0.1.
   std::string address;
-  // All-reduce through a shared-memory segment when every rank is on this host (Note
-  // [Shared-memory all-reduce]); the environment variable WEFT_SHARED_MEMORY=0 also turns it off.
-  bool shared_memory = true;
 };
 
 class GlooProcessGroup final : public ProcessGroup {
@@ -47,8 +42,6 @@ class GlooProcessGroup final : public ProcessGroup {
   ~GlooProcessGroup() override;
 
   std::string backend_name() const override { return "gloo"; }
-  // True when all-reduces go through shared memory rather than TCP.
-  bool uses_shared_memory() const;
 
  protected:
   std::shared_ptr<Work> launch(Collective collective) override;

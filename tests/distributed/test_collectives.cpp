@@ -5,7 +5,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstdlib>
 
 #include "harness.h"
 #include "distributed/all.h"
@@ -28,21 +27,11 @@ void expect_equal(const Tensor& got, const Tensor& expected, const std::string& 
 
 }  // namespace
 
-// Ranks of one host all-reduce through shared memory unless WEFT_SHARED_MEMORY=0 says otherwise.
-static void require_transport(const distributed::ProcessGroup& pg) {
-  const char* env = std::getenv("WEFT_SHARED_MEMORY");
-  const bool expected = pg.size() > 1 && !(env != nullptr && std::string(env) == "0");
-  const auto* gloo = dynamic_cast<const distributed::GlooProcessGroup*>(&pg);
-  test::require(gloo != nullptr && gloo->uses_shared_memory() == expected,
-                std::string("expected the all-reduce over ") + (expected ? "shared memory" : "TCP"));
-}
-
 WEFT_RANK_WORKER(collectives) {
   auto pg = test::init_group();
   const int n = pg->size();
   const int r = pg->rank();
   const double tri = n * (n + 1) / 2.0;
-  require_transport(*pg);
   for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32}) {
     std::vector<int64_t> counts = {0, 1, 13};
     if (n > 1) counts.push_back(n - 1);
@@ -97,16 +86,6 @@ WEFT_RANK_WORKER(collectives) {
   }
   pg->barrier()->wait();
 
-  // More than one shared-memory slot (4 MiB) of float32: two rounds, the second a short one.
-  for (const ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
-    const int64_t count = 1'100'003;
-    const auto k = [](int64_t i) { return static_cast<double>(i % 11 + 1); };
-    Tensor x = filled(count, kFloat32, [&](int64_t i) { return (r + 1) * k(i); });
-    pg->all_reduce(x, op)->wait();
-    const double factor = op == ReduceOp::Sum ? tri : op == ReduceOp::Avg ? (n + 1) / 2.0 : n;
-    expect_equal(x, filled(count, kFloat32, [&](int64_t i) { return factor * k(i); }), "all_reduce of two slots");
-  }
-
   // Random narrow-float sums against float32: one rounding per hop of the ring, so the error is
   // at most about (N−1) bfloat16 half-ulps of the running sum's magnitude.
   for (DType dtype : {kBFloat16, kFloat16}) {
@@ -154,15 +133,6 @@ TEST_CASE("collectives at 1, 2, 3 and 4 ranks match their closed forms for every
     INFO(run.logs());
     CHECK(run.ok());
   }
-  // The all-reduce over TCP too (ring at 3 ranks, one exchange at 2), as ranks on several hosts run it.
-  test::RunOptions tcp;
-  tcp.env["WEFT_SHARED_MEMORY"] = "0";
-  for (int n : {2, 3}) {
-    CAPTURE(n);
-    const auto run = test::run_ranks(n, "collectives", {}, tcp);
-    INFO(run.logs());
-    CHECK(run.ok());
-  }
 }
 
 // Two ranks all-reduce by one exchange (Note [All-reduce of a pair]): each element must be the
@@ -196,14 +166,9 @@ WEFT_RANK_WORKER(pair_all_reduce) {
 }
 
 TEST_CASE("two ranks all-reduce in one exchange: each element is one IEEE operation on both inputs, on both ranks") {
-  for (const char* shared_memory : {"0", "1"}) {  // over TCP and through shared memory
-    CAPTURE(shared_memory);
-    test::RunOptions options;
-    options.env["WEFT_SHARED_MEMORY"] = shared_memory;
-    const auto run = test::run_ranks(2, "pair_all_reduce", {}, options);
-    INFO(run.logs());
-    CHECK(run.ok());
-  }
+  const auto run = test::run_ranks(2, "pair_all_reduce");
+  INFO(run.logs());
+  CHECK(run.ok());
 }
 
 WEFT_RANK_WORKER(bad_arguments) {

@@ -19,14 +19,11 @@ namespace {
 
 constexpr auto kTimeout = 2000ms;
 
-// shared_memory "1": the ranks all-reduce through shared memory (the default on one host), "0":
-// over TCP, as ranks on several hosts do.
-test::RunOptions fault_options(const char* shared_memory = "1") {
+test::RunOptions fault_options() {
   test::RunOptions o;
   o.group_timeout = kTimeout;
   o.grace = 1000ms;
   o.deadline = 60'000ms;
-  o.env["WEFT_SHARED_MEMORY"] = shared_memory;
   return o;
 }
 
@@ -84,13 +81,10 @@ TEST_CASE("a rank that dies or hangs mid-step makes the others fail within the t
   // room for a loaded or sanitised machine: well below the 60 s after which the harness gives up.
   for (const Case& c : {Case{"exit", "exited (exit code 3)", 20.0}, Case{"sigkill", "exited (killed by signal 9", 20.0},
                         Case{"sigstop", "stopped responding", 20.0}, Case{"sleep", "has not reached collective", 20.0}}) {
-    for (const auto& transport : {std::pair{2, "1"}, std::pair{3, "1"}, std::pair{2, "0"}, std::pair{3, "0"}}) {
-      const int n = transport.first;
-      const char* shared_memory = transport.second;
+    for (int n : {2, 3}) {
       CAPTURE(c.how);
       CAPTURE(n);
-      CAPTURE(shared_memory);
-      const auto run = test::run_ranks(n, "misbehaving_rank", {c.how}, fault_options(shared_memory));
+      const auto run = test::run_ranks(n, "misbehaving_rank", {c.how}, fault_options());
       INFO(run.logs());
       CHECK_FALSE(run.ok());
       CHECK_FALSE(run.launch.deadline_passed);
@@ -144,7 +138,7 @@ WEFT_RANK_WORKER(die_while_sending) {
 TEST_CASE("a peer killed mid-transfer never kills a survivor with SIGPIPE") {
   for (int i = 0; i < 10; ++i) {
     CAPTURE(i);
-    const auto run = test::run_ranks(2, "die_while_sending", {}, fault_options("0"));  // sockets
+    const auto run = test::run_ranks(2, "die_while_sending", {}, fault_options());
     INFO(run.logs());
     REQUIRE(run.end_of(0).has_value());
     const int status = run.end_of(0)->status;
