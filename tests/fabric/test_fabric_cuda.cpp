@@ -10,19 +10,19 @@
 
 #include <cmath>
 
+#include "cuda_test_helpers.h"
 #include "precision/plugin_test_helpers.h"
 #include "fabric/accelerator.h"
 #include "fabric/all.h"
 
 using namespace weft;
+using test::kNoGpu;
 using testing::contains;
 using fabric::Fabric;
 using fabric::FabricOptions;
 using fabric::resolve_accelerator;
 
 namespace {
-
-const bool kNoGpu = !cuda::is_available();
 
 FabricOptions on(const char* accelerator, const char* precision = "32-true") {
   FabricOptions options;

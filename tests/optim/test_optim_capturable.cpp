@@ -14,24 +14,15 @@
 #include <vector>
 
 #include "optim/all.h"
+#include "cuda_test_helpers.h"
 #include "error_message.h"
 
 using namespace weft;
+using test::check_close;
+using test::kGpu;
+using test::kNoGpu;
 
 namespace {
-
-const bool kNoGpu = !cuda::is_available();
-const Device kGpu("cuda");
-
-void check_close(const Tensor& a, const Tensor& b, double rtol, double atol) {
-  REQUIRE(a.shape() == b.shape());
-  const auto x = a.to_vector<double>();
-  const auto y = b.to_vector<double>();
-  for (size_t i = 0; i < y.size(); ++i) {
-    CAPTURE(i);
-    CHECK(std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i]));
-  }
-}
 
 // Two parameters of fixed values and the gradients of step k, on `device`.
 std::vector<Tensor> start_params(Device device) {

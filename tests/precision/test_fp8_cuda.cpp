@@ -16,14 +16,15 @@
 #include <limits>
 #include <vector>
 
+#include "cuda_test_helpers.h"
 #include "precision/all.h"
 
 using namespace weft;
 using namespace weft::precision;
+using test::kGpu;
+using test::kNoGpu;
 
 namespace {
-
-const bool kNoGpu = !cuda::is_available();
 
 bool fp8_gpu() {
   if (!cuda::is_available()) return false;
@@ -32,7 +33,6 @@ bool fp8_gpu() {
 }
 const bool kNoFp8Gpu = !fp8_gpu();
 
-const Device kGpu("cuda");
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 

@@ -14,30 +14,15 @@
 #include <vector>
 
 #include "tensor/all.h"
+#include "cuda_test_helpers.h"
 #include "error_message.h"
 
 using namespace weft;
+using test::check_close;
+using test::kGpu;
+using test::kNoGpu;
 
 namespace {
-
-const bool kNoGpu = !cuda::is_available();
-const Device kGpu("cuda");
-
-void check_close(const Tensor& gpu, const Tensor& cpu, double rtol, double atol) {
-  REQUIRE(gpu.device().is_cuda());
-  REQUIRE(gpu.shape() == cpu.shape());
-  REQUIRE(gpu.dtype() == cpu.dtype());
-  const auto g = gpu.to_vector<double>();
-  const auto c = cpu.to_vector<double>();
-  for (size_t i = 0; i < c.size(); ++i) {
-    CAPTURE(i);
-    if (std::isnan(c[i])) {
-      CHECK(std::isnan(g[i]));
-    } else {
-      CHECK(std::abs(g[i] - c[i]) <= atol + rtol * std::abs(c[i]));
-    }
-  }
-}
 
 void check_equal(const Tensor& gpu, const Tensor& cpu) { check_close(gpu, cpu, 0.0, 0.0); }
 

@@ -13,25 +13,15 @@
 #include <vector>
 
 #include "tensor/all.h"
+#include "cuda_test_helpers.h"
 #include "error_message.h"
 
 using namespace weft;
+using test::check_close;
+using test::kGpu;
+using test::kNoGpu;
 
 namespace {
-
-const bool kNoGpu = !cuda::is_available();
-const Device kGpu("cuda");
-
-// Elementwise |a − b| <= atol + rtol·|b|, both read back to the host.
-void check_close(const Tensor& a, const Tensor& b, double rtol, double atol) {
-  REQUIRE(a.shape() == b.shape());
-  const auto x = a.to_vector<double>();
-  const auto y = b.to_vector<double>();
-  for (size_t i = 0; i < y.size(); ++i) {
-    CAPTURE(i);
-    CHECK(std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i]));
-  }
-}
 
 std::string refused(const char* what, const char* why) {
   return std::string("[cuda graph] ") + what + " while a graph is being captured on cuda:0: " + why;
