@@ -44,7 +44,7 @@ void cast_on_cuda(const Fp8CastLaunch& l) {
 
 void dequantize_on_cuda(const Fp8DequantizeLaunch& l) {
   DeviceGuard guard(l.codes.device().index);
-  cuda_detail::Fp8DequantizeArgs args{};
+  weft::detail::Fp8DecodeArgs args{};
   args.codes = static_cast<const uint8_t*>(l.codes.data_ptr());
   if (l.out.dtype() == kFloat32) args.out_f32 = static_cast<float*>(l.out.data_ptr());
   else args.out_bf16 = static_cast<uint16_t*>(l.out.data_ptr());

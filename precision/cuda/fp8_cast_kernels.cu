@@ -84,7 +84,7 @@ __global__ void fold_amax_kernel(const uint32_t* amax_bits, float* amax) {
   *amax = detail::fp8_nan_max(*amax, bits_float(*amax_bits));
 }
 
-__global__ void fp8_dequantize_kernel(Fp8DequantizeArgs a) {
+__global__ void fp8_dequantize_kernel(weft::detail::Fp8DecodeArgs a) {
   WEFT_GRID_LOOP(i, a.n) {
     const float v = cpu_product(decode(a.codes[i], a.e5m2), a.scale_inv);
     if (a.out_f32) a.out_f32[i] = v;
@@ -103,7 +103,7 @@ void launch_fp8_cast(const Fp8CastArgs& a, StreamHandle stream) {
   weft::cuda::detail::check_launch("fp8_cast");
 }
 
-void launch_fp8_dequantize(const Fp8DequantizeArgs& a, StreamHandle stream) {
+void launch_fp8_dequantize(const weft::detail::Fp8DecodeArgs& a, StreamHandle stream) {
   if (a.n == 0) return;
   fp8_dequantize_kernel<<<blocks_for(a.n), kThreads, 0, stream>>>(a);
   weft::cuda::detail::check_launch("fp8_dequantize");

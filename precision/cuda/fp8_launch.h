@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "precision/fp8/fp8_kernels.h"
 #include "tensor/cuda/launch.h"
 
 namespace weft::precision::cuda_detail {
@@ -29,16 +30,8 @@ struct Fp8CastArgs {
 };
 void launch_fp8_cast(const Fp8CastArgs& a, StreamHandle stream);
 
-// out[i] = value(codes[i]) · scale_inv as float32 (out_f32) or bfloat16 bits (out_bf16).
-struct Fp8DequantizeArgs {
-  const uint8_t* codes;
-  float* out_f32;
-  uint16_t* out_bf16;
-  int64_t n;
-  float scale_inv;
-  bool e5m2;
-};
-void launch_fp8_dequantize(const Fp8DequantizeArgs& a, StreamHandle stream);
+// out[i] = value(codes[i]) · scale_inv: the CPU kernels' own arguments (precision/fp8/fp8_kernels.h).
+void launch_fp8_dequantize(const weft::detail::Fp8DecodeArgs& a, StreamHandle stream);
 
 // One role's DelayedScaling update: column[r · stride] is row r of its amax history (len rows);
 // scale and scale_inv point at the role's own entries.
