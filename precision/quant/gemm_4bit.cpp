@@ -37,6 +37,14 @@ struct Prepared {
   std::vector<float> scale;
 };
 
+// x rounded to an integer, ties to even, for |x| < 2²²: adding and subtracting 1.5 · 2²³ leaves
+// x's integer part rounded in the default rounding mode, as std::nearbyint does, but without its
+// library call, so the loop that uses it vectorises.
+inline float round_half_even(float x) {
+  constexpr float kShift = 12582912.0f;
+  return (x + kShift) - kShift;
+}
+
 Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
   const int64_t blocks = k / blocksize;
   Prepared p;
@@ -44,24 +52,35 @@ Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
   p.q_abs.resize(p.q.size());
   p.q_sum.resize(static_cast<size_t>(m * blocks));
   p.scale.resize(p.q_sum.size());
+  std::vector<int8_t> codes(static_cast<size_t>(blocksize));  // one block's codes in x's order
   for (int64_t i = 0; i < m; ++i)
     for (int64_t b = 0; b < blocks; ++b) {
       const float* xb = x + i * k + b * blocksize;
       const float amax = absmax_of(xb, blocksize);  // NaN if the block holds one
       // A zero block has codes 0; a block holding NaN or Inf has codes 0 and that scale, so its
-      // outputs come out NaN as a float product's would.
+      // outputs come out NaN as a float product's would (and xb[j] * 0 is not used for the zeros:
+      // a NaN or Inf times 0 is NaN, whose conversion to int8 is undefined).
       const float inverse = amax > 0.0f && std::isfinite(amax) ? 127.0f / amax : 0.0f;
       int32_t sum = 0;
-      for (int64_t j = 0; j < blocksize; ++j) {
-        // Not xb[j] * 0: a NaN or Inf times 0 is NaN, whose conversion to int8 is undefined.
-        const auto q = inverse == 0.0f ? int8_t{0} : static_cast<int8_t>(std::nearbyint(xb[j] * inverse));
-        // Value j of its 64-value chunk goes to position j/2 (even) or 32 + j/2 (odd).
-        const int64_t within = j % kChunk;
-        const int64_t at = i * k + b * blocksize + (j - within) + (within % 2) * (kChunk / 2) + within / 2;
-        p.q[static_cast<size_t>(at)] = q;
-        p.q_abs[static_cast<size_t>(at)] = static_cast<uint8_t>(q < 0 ? -q : q);
-        sum += q;
+      if (inverse == 0.0f) {
+        std::fill(codes.begin(), codes.end(), int8_t{0});
+      } else {
+        for (int64_t j = 0; j < blocksize; ++j) {
+          codes[static_cast<size_t>(j)] = static_cast<int8_t>(round_half_even(xb[j] * inverse));
+          sum += codes[static_cast<size_t>(j)];
+        }
       }
+      // Value j of each 64-value chunk goes to position j/2 (even j) or 32 + j/2 (odd j).
+      int8_t* q = p.q.data() + i * k + b * blocksize;
+      uint8_t* q_abs = p.q_abs.data() + i * k + b * blocksize;
+      for (int64_t c = 0; c < blocksize; c += kChunk)
+        for (int64_t j = 0; j < kChunk / 2; ++j) {
+          const int8_t even = codes[static_cast<size_t>(c + 2 * j)], odd = codes[static_cast<size_t>(c + 2 * j + 1)];
+          q[c + j] = even;
+          q[c + kChunk / 2 + j] = odd;
+          q_abs[c + j] = static_cast<uint8_t>(even < 0 ? -even : even);
+          q_abs[c + kChunk / 2 + j] = static_cast<uint8_t>(odd < 0 ? -odd : odd);
+        }
       p.q_sum[static_cast<size_t>(i * blocks + b)] = sum;
       p.scale[static_cast<size_t>(i * blocks + b)] = amax / 16129.0f;
     }

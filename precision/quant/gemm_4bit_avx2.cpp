@@ -7,7 +7,8 @@
 // by absmax · scale, into a float accumulator; the 8 lanes are summed at the end of the row
 // (Note [4-bit product layout] in gemm_4bit_kernels.h).
 //
-// The weight bytes are split once and used by up to 4 activation rows.
+// The weight bytes are split once and used by up to 4 activation rows. A lone activation row
+// (GEMV) converts and scales its block dots eight blocks at a time (row_gemv).
 #include "precision/quant/gemm_4bit_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -73,6 +74,64 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
   for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n] = horizontal_sum(sum[r]);
 }
 
+// Lane j of the result is the sum of the eight int32 lanes of v[j].
+inline __m256i lane_sums(const __m256i v[8]) {
+  const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+  // Per 128-bit half: blocks 0-3 (of h0123) and 4-7 (of h4567), each summed over that half's lanes.
+  const __m256i h0123 = _mm256_hadd_epi32(h01, h23), h4567 = _mm256_hadd_epi32(h45, h67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
+}
+
+inline int32_t horizontal_sum(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Weight row n against activation row i: row_tile's sums for one row, but the per-block
+// conversion and scaling, as costly as the block's products at 64 values a block, are done eight
+// blocks at a time: their int32 dots are gathered into one vector, converted once and multiplied
+// by eight absmax · scale products loaded side by side. GEMV (M = 1) is the case that needs it:
+// its weights are read once, so the kernel's work per byte decides its speed.
+template <int kChunks>
+void row_gemv(const Gemm4bitArgs& p, int64_t n, int64_t i) {
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table)));
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
+  const uint8_t* w = p.w + n * (p.k / 2);
+  const float* absmax = p.absmax + n * blocks;
+  const float* scale = p.scale + i * blocks;
+  const int8_t* q = p.q + i * p.k;
+  const uint8_t* q_abs = p.q_abs + i * p.k;
+  // The dot of the next block, moving w, q and q_abs past it.
+  auto block_dot = [&] {
+    __m256i acc = _mm256_setzero_si256();
+    for (int64_t c = 0; c < chunks; ++c, w += 32, q += 64, q_abs += 64) {
+      const __m256i bytes = load(w);
+      const __m256i t_even = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble));
+      const __m256i t_odd = _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, nibble));
+      acc = dot(acc, t_even, q, q_abs, ones);
+      acc = dot(acc, t_odd, q + 32, q_abs + 32, ones);
+    }
+    return acc;
+  };
+  __m256 sum = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    __m256i dots[8];
+    for (int j = 0; j < 8; ++j) dots[j] = block_dot();
+    const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(absmax + b), _mm256_loadu_ps(scale + b));
+    sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums(dots)), s, sum);
+  }
+  float y = horizontal_sum(sum);
+  for (; b < blocks; ++b) y += static_cast<float>(horizontal_sum(block_dot())) * (absmax[b] * scale[b]);
+  p.y[i * p.y_stride + n] = y;
+}
+
 template <int kChunks>
 void panel(const Gemm4bitArgs& args) {
   for (int64_t n = 0; n < args.rows; ++n) {
@@ -81,7 +140,7 @@ void panel(const Gemm4bitArgs& args) {
     switch (args.m - i) {
       case 3: row_tile<3, kChunks>(args, n, i); break;
       case 2: row_tile<2, kChunks>(args, n, i); break;
-      case 1: row_tile<1, kChunks>(args, n, i); break;
+      case 1: row_gemv<kChunks>(args, n, i); break;
       default: break;
     }
   }

@@ -53,8 +53,11 @@ TEST_CASE("4-bit product: the fused kernel at every supported instruction set ma
   struct Shape3 {
     int64_t m, n, k, bs;
   };
-  const Shape3 shapes[] = {{1, 1, 64, 64}, {1, 37, 320, 64}, {3, 17, 128, 128}, {4, 16, 256, 64},
-                           {7, 40, 1024, 256}, {32, 9, 192, 64}, {5, 33, 4096, 4096}};
+  // A single activation row (M = 1, or the last of M = 4q + 1) has its own path in the AVX2
+  // kernel, which scales eight blocks at a time: 16 blocks, 8 + 2, and 8 + 1 of 128 values.
+  const Shape3 shapes[] = {{1, 1, 64, 64},    {1, 37, 320, 64},   {3, 17, 128, 128}, {4, 16, 256, 64},
+                           {7, 40, 1024, 256}, {32, 9, 192, 64},  {5, 33, 4096, 4096}, {1, 19, 1024, 64},
+                           {5, 7, 640, 64},    {9, 5, 1152, 128}};
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
     for (const auto& s : shapes) {
       const Case c = quantized(s.n, s.k, s.bs, type);
