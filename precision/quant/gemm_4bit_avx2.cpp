@@ -32,12 +32,29 @@ inline __m256i dot(__m256i acc, __m256i t, const int8_t* q, const uint8_t* q_abs
   return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
 }
 
+// The format's int8 table, in both 128-bit halves for vpshufb.
+inline __m256i load_table(const Gemm4bitArgs& p) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table)));
+}
+
+// The table values of the 64 codes in 32 bytes of a weight row: the high nibbles (even values)
+// and the low nibbles (odd values).
+struct ChunkValues {
+  __m256i even, odd;
+};
+
+inline ChunkValues look_up(const uint8_t* w, __m256i table) {
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i bytes = load(w);
+  return {_mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble)),
+          _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, nibble))};
+}
+
 // Weight row n against activation rows i0 .. i0 + kRows - 1, blocks of kChunks · 64 values
 // (0: any multiple of 64, read from the arguments; 1 is the default block size's fast case).
 template <int kRows, int kChunks>
 void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
-  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table)));
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i table = load_table(p);
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
   const uint8_t* w = p.w + n * (p.k / 2);
@@ -56,12 +73,10 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
     __m256i acc[kRows];
     for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
     for (int64_t c = 0; c < chunks; ++c, w += 32) {
-      const __m256i bytes = load(w);
-      const __m256i t_even = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble));
-      const __m256i t_odd = _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, nibble));
+      const ChunkValues t = look_up(w, table);
       for (int r = 0; r < kRows; ++r) {
-        acc[r] = dot(acc[r], t_even, q[r], q_abs[r], ones);
-        acc[r] = dot(acc[r], t_odd, q[r] + 32, q_abs[r] + 32, ones);
+        acc[r] = dot(acc[r], t.even, q[r], q_abs[r], ones);
+        acc[r] = dot(acc[r], t.odd, q[r] + 32, q_abs[r] + 32, ones);
         q[r] += 64;
         q_abs[r] += 64;
       }
@@ -98,8 +113,7 @@ inline int32_t horizontal_sum(__m256i v) {
 // its weights are read once, so the kernel's work per byte decides its speed.
 template <int kChunks>
 void row_gemv(const Gemm4bitArgs& p, int64_t n, int64_t i) {
-  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table)));
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i table = load_table(p);
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
   const uint8_t* w = p.w + n * (p.k / 2);
@@ -111,11 +125,9 @@ void row_gemv(const Gemm4bitArgs& p, int64_t n, int64_t i) {
   auto block_dot = [&] {
     __m256i acc = _mm256_setzero_si256();
     for (int64_t c = 0; c < chunks; ++c, w += 32, q += 64, q_abs += 64) {
-      const __m256i bytes = load(w);
-      const __m256i t_even = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble));
-      const __m256i t_odd = _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, nibble));
-      acc = dot(acc, t_even, q, q_abs, ones);
-      acc = dot(acc, t_odd, q + 32, q_abs + 32, ones);
+      const ChunkValues t = look_up(w, table);
+      acc = dot(acc, t.even, q, q_abs, ones);
+      acc = dot(acc, t.odd, q + 32, q_abs + 32, ones);
     }
     return acc;
   };
