@@ -130,7 +130,8 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
           pack_a_bf16_pairs(a_block, mc, kc, ker.mr, ap);
         } else if (!a_in_place) {
           af = t_pack_a.get<float>(a_size);
-          pack_a_f32(a_block, mc, kc, ker.mr, af);
+          if (!ker.pack_a || !ker.pack_a(a_block.data, a.bf16, a.rs, a.cs, mc, kc, af))
+            pack_a_f32(a_block, mc, kc, ker.mr, af);
         }
         // One tile: rows ir.., columns jr.. of this block.
         auto tile = [&](int64_t ir, int64_t jr) {

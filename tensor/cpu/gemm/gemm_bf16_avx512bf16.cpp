@@ -92,6 +92,7 @@ const GemmKernel kGemmBf16Avx512Bf16 = {
     .micro_f32 = nullptr,
     .micro_bf16 = micro_bf16,
     .pack_b = nullptr,
+    .pack_a = nullptr,
 };
 
 }  // namespace weft::detail

@@ -9,8 +9,8 @@
 // Blocking (Zen 3 / Haswell-class caches): a kc×16 panel of B is 16 KiB at kc = 256 (half of
 // L1), an mc×kc block of A 144 KiB of a 512 KiB L2, a kc×nc block of B 4 MiB of L3.
 //
-// The fast packer transposes 8×8 blocks in registers for B read down its columns (x·Wᵀ, the
-// forward of every linear layer) and widens bfloat16 on the way.
+// The fast packers transpose 8×8 blocks in registers: for B read down its columns (x·Wᵀ, the
+// forward of every linear layer), widening bfloat16 on the way, and for a row-major A.
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -161,6 +161,31 @@ bool pack_b_avx2(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc,
   return true;
 }
 
+// A(i, p) = src[i·rs + p·cs]; dst: panels of kc×6. The fast path is for float32 rows contiguous
+// along K (a row-major A taller than the in-place limit: a large batch's forward, the squares),
+// which the portable packer would scatter one value at a time: 8 steps of a panel's 6 rows are
+// transposed in registers (as 8 rows, the last two zero) and each step's 8 lanes stored at its
+// 6-value slot, where the next step's store overwrites the two extra lanes (the 8th is masked).
+bool pack_a_avx2(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst) {
+  if (bf16 || cs != 1) return false;
+  const auto* a = static_cast<const float*>(src);
+  const __m256i six = lane_mask(kMr);
+  for (int64_t i0 = 0; i0 < mc; i0 += kMr, dst += kc * kMr) {
+    const int64_t rows = mc - i0 < kMr ? mc - i0 : kMr;
+    int64_t p = 0;
+    for (; p + 8 <= kc; p += 8) {
+      __m256 r[8];
+      for (int q = 0; q < 8; ++q) r[q] = q < rows ? _mm256_loadu_ps(a + (i0 + q) * rs + p) : _mm256_setzero_ps();
+      transpose8(r);
+      for (int q = 0; q < 7; ++q) _mm256_storeu_ps(dst + (p + q) * kMr, r[q]);
+      _mm256_maskstore_ps(dst + (p + 7) * kMr, six, r[7]);
+    }
+    for (; p < kc; ++p)
+      for (int64_t i = 0; i < kMr; ++i) dst[p * kMr + i] = i < rows ? a[(i0 + i) * rs + p] : 0.0f;
+  }
+  return true;
+}
+
 }  // namespace
 
 const GemmKernel kGemmF32Avx2 = {
@@ -171,6 +196,7 @@ const GemmKernel kGemmF32Avx2 = {
     .micro_f32 = micro_avx2,
     .micro_bf16 = nullptr,
     .pack_b = pack_b_avx2,
+    .pack_a = pack_a_avx2,
 };
 
 }  // namespace weft::detail

@@ -90,6 +90,7 @@ const GemmKernel kGemmF32Avx512 = {
     .micro_f32 = micro_avx512,
     .micro_bf16 = nullptr,
     .pack_b = nullptr,
+    .pack_a = nullptr,
 };
 
 }  // namespace weft::detail

@@ -1,7 +1,7 @@
 // The contract between weft's GEMM driver (gemm.cpp) and its per-instruction-set kernels.
 //
 // A kernel set is a register tile MR×NR, cache blocks for it, a microkernel that computes one C
-// tile, and optionally a fast packer for B. The driver (the five BLIS loops) cuts C into tiles
+// tile, and optionally fast packers for B and A. The driver (the five BLIS loops) cuts C into tiles
 // and the shared dimension K into chunks of at most KC, packs panels of A and B (packing.cpp), and
 // calls the microkernel once per tile and chunk. The sets:
 //
@@ -57,6 +57,10 @@ using GemmMicroBf16 = void (*)(const GemmTileBf16& tile);
 // layouts it has no fast path for (the driver then uses the portable packer).
 using GemmPackB = bool (*)(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* dst);
 
+// Packs A(i, p), i < mc, p < kc, into ceil(mc/MR) panels of kc×MR floats (zero-padded rows), where
+// A(i, p) = src[i·rs + p·cs] as for GemmPackB. Returns false for layouts it has no fast path for.
+using GemmPackA = bool (*)(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst);
+
 struct GemmKernel {
   const char* name;
   int mr, nr;      // register tile
@@ -65,6 +69,7 @@ struct GemmKernel {
   GemmMicroF32 micro_f32;
   GemmMicroBf16 micro_bf16;
   GemmPackB pack_b;           // nullptr: the portable packer only
+  GemmPackA pack_a;           // nullptr: the portable packer only
 };
 
 extern const GemmKernel kGemmScalar;

@@ -37,6 +37,7 @@ const GemmKernel kGemmScalar = {
     .micro_f32 = micro_scalar,
     .micro_bf16 = nullptr,
     .pack_b = nullptr,
+    .pack_a = nullptr,
 };
 
 }  // namespace weft::detail
