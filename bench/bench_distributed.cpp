@@ -5,7 +5,8 @@
 //        global batch 128, one thread per rank: step time (median and p90 of 20 steps after 3 warm-up
 //        steps, or --steps) and bytes sent per step per rank, counted by the process group and measured as the
 //        bytes the process wrote to sockets and files (/proc/self/io wchar, which is what Gloo's
-//        writev calls count in; PyTorch's peer reads the same counter)
+//        writev calls count in; PyTorch's peer reads the same counter); `--bucket-view on` gives DDP
+//        gradient_as_bucket_view
 //   weft-run -n N bench_distributed memory --strategy ddp|fsdp|zero2   an MLP of `--layers` square
 //        layers of `--width` (Ψ parameters), bf16-mixed parameters under AdamW: the model-state
 //        bytes each rank keeps between steps (parameters + gradients + optimizer state, summed over
@@ -40,6 +41,7 @@ struct Args {
   int steps = 20;
   int warmup = 3;
   bool low_precision_grads = true;  // memory: the sharded stages' keep_low_precision_grads
+  bool bucket_view = false;         // step, ddp: gradient_as_bucket_view
 };
 
 Args parse(int argc, char** argv) {
@@ -51,6 +53,10 @@ Args parse(int argc, char** argv) {
     else if (flag == "--layers") a.layers = std::stoll(value);
     else if (flag == "--width") a.width = std::stoll(value);
     else if (flag == "--steps") a.steps = std::stoi(value);
+    else if (flag == "--bucket-view") {
+      WEFT_CHECK(value == "on" || value == "off", "[bench_distributed] expected --bucket-view on or off, got ", value);
+      a.bucket_view = value == "on";
+    }
     else if (flag == "--grads") {
       WEFT_CHECK(value == "bf16" || value == "fp32", "[bench_distributed] expected --grads bf16 or fp32, got ", value);
       a.low_precision_grads = value == "bf16";
@@ -96,8 +102,9 @@ class CountingAllocator final : public Allocator {
 
 std::shared_ptr<nn::Module> wrap(const std::string& strategy, const nn::Sequential& model,
                                  const std::shared_ptr<distributed::ProcessGroup>& pg,
-                                 std::optional<precision::FSDPMixedPrecision> mixed) {
-  if (strategy == "ddp") return distributed::DistributedDataParallel(model, pg).ptr();
+                                 std::optional<precision::FSDPMixedPrecision> mixed, bool bucket_view = false) {
+  if (strategy == "ddp")
+    return distributed::DistributedDataParallel(model, pg, {.gradient_as_bucket_view = bucket_view}).ptr();
   distributed::FSDPOptions o;
   o.sharding_strategy = strategy == "zero2" ? distributed::ShardingStrategy::ShardGradOp
                                             : distributed::ShardingStrategy::FullShard;
@@ -112,7 +119,7 @@ void step_mode(const Args& a) {
   const int world = pg->size();
   manual_seed(0);
   nn::Sequential model(nn::Linear(784, 512), nn::ReLU(), nn::Linear(512, 512), nn::ReLU(), nn::Linear(512, 10));
-  auto wrapped = wrap(a.strategy, model, pg, std::nullopt);
+  auto wrapped = wrap(a.strategy, model, pg, std::nullopt, a.bucket_view);
   optim::AdamW opt(wrapped->parameters(), {.lr = 1e-3});
   Generator g(1 + static_cast<uint64_t>(pg->rank()));
   const Tensor x = rand({128 / world, 784}, kFloat32, &g);
@@ -138,10 +145,10 @@ void step_mode(const Args& a) {
     std::printf("weft %-5s %d ranks: %.2f ms/step (p90 %.2f), %lld bytes sent per step (counted), %lld written\n",
                 a.strategy.c_str(), world, median, p90, static_cast<long long>(sent), static_cast<long long>(written));
     std::printf("{\"program\": \"weft bench_distributed\", \"mode\": \"step\", \"strategy\": \"%s\", \"ranks\": %d, "
-                "\"cpus_per_rank\": %zu, \"median_ms\": %.3f, \"p90_ms\": %.3f, \"bytes_sent_per_step\": %lld, "
-                "\"bytes_written_per_step\": %lld}\n",
-                a.strategy.c_str(), world, distributed::allowed_cpus().size(), median, p90, static_cast<long long>(sent),
-                static_cast<long long>(written));
+                "\"cpus_per_rank\": %zu, \"bucket_view\": %s, \"median_ms\": %.3f, \"p90_ms\": %.3f, "
+                "\"bytes_sent_per_step\": %lld, \"bytes_written_per_step\": %lld}\n",
+                a.strategy.c_str(), world, distributed::allowed_cpus().size(), a.bucket_view ? "true" : "false", median,
+                p90, static_cast<long long>(sent), static_cast<long long>(written));
   }
 }
 

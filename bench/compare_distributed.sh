@@ -7,17 +7,20 @@
 # step-time ratios weft/PyTorch (below 1: weft is faster). Each step-time pair runs --repeat
 # times back to back (weft, then PyTorch) and the summary gives the median ratio and its range:
 # on a shared VM one pair can differ by 1.5× from the next. Final figures need a quiet machine.
+# --bucket-view runs DDP with gradient_as_bucket_view on both sides (gradients live in the
+# all-reduce buckets, saving a copy each way).
 # Usage: bench/compare_distributed.sh [--build-dir DIR] [--python PYTHON] [--steps N (default 100)]
-#                                     [--repeat R (default 3)]
+#                                     [--repeat R (default 3)] [--bucket-view]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build python=/work/venv/bin/python steps=100 repeat=3
+build=build python=/work/venv/bin/python steps=100 repeat=3 view_weft=() view_torch=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
+    --bucket-view) view_weft=(--bucket-view on) view_torch=(--bucket-view); shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -31,9 +34,9 @@ for ((i = 0; i < repeat; i++)); do
   for bind in "" --cpu-bind; do
     mark="s/^{/{\"cpu_bind\": $([ -n "$bind" ] && echo true || echo false), \"repeat\": $i, /"
     for s in ddp fsdp; do
-      results+=("$("$run" -n 2 $bind "$bench" step --strategy "$s" --steps "$steps" | grep '^{' | sed "$mark")")
+      results+=("$("$run" -n 2 $bind "$bench" step --strategy "$s" --steps "$steps" "${view_weft[@]}" | grep '^{' | sed "$mark")")
       if "$python" -c 'import torch' 2>/dev/null; then
-        results+=("$("$python" bench/distributed_torch.py --strategy "$s" --ranks 2 --steps "$steps" $bind | grep '^{' | sed "$mark")")
+        results+=("$("$python" bench/distributed_torch.py --strategy "$s" --ranks 2 --steps "$steps" $bind "${view_torch[@]}" | grep '^{' | sed "$mark")")
       fi
     done
   done

@@ -44,7 +44,7 @@ def run(rank, world, args, port, results, cpus):
     model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
                                 torch.nn.ReLU(), torch.nn.Linear(512, 10))
     if args.strategy == "ddp":
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        model = torch.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=args.bucket_view)
     else:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
@@ -71,7 +71,8 @@ def run(rank, world, args, port, results, cpus):
     times.sort()
     if rank == 0:
         results.put({"program": "pytorch " + torch.__version__, "mode": "step", "strategy": args.strategy,
-                     "ranks": world, "cpus_per_rank": len(os.sched_getaffinity(0)), "median_ms": times[len(times) // 2], "p90_ms": times[len(times) * 9 // 10],
+                     "ranks": world, "cpus_per_rank": len(os.sched_getaffinity(0)), "bucket_view": args.bucket_view,
+                     "median_ms": times[len(times) // 2], "p90_ms": times[len(times) * 9 // 10],
                      "bytes_written_per_step": written})
     dist.destroy_process_group()
 
@@ -84,6 +85,7 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--port", type=int, default=29611)
     p.add_argument("--cpu-bind", action="store_true")
+    p.add_argument("--bucket-view", action="store_true", help="DDP's gradient_as_bucket_view")
     args = p.parse_args()
     cpus = os.sched_getaffinity(0)
     if args.cpu_bind and len(cpus) < args.ranks:

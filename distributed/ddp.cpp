@@ -30,6 +30,8 @@ struct Bucket {
 struct DistributedDataParallelImpl::Reducer {
   ProcessGroup* pg = nullptr;
   std::vector<Tensor> params;
+  std::vector<Tensor> slots;  // each parameter's place in its bucket, shaped as the parameter
+  bool grads_are_slots = false;
   std::vector<size_t> bucket_of;
   std::vector<bool> ready;
   std::vector<Bucket> buckets;
@@ -47,12 +49,15 @@ struct DistributedDataParallelImpl::Reducer {
     finish_queued = false;
   }
 
+  bool grad_is_slot(size_t i) const {
+    const Tensor& g = params[i].grad();
+    return g.defined() && g.data_ptr() == slots[i].data_ptr();
+  }
+
   void launch(Bucket& b) {
     NoGradGuard no_grad;
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const Tensor& p = params[b.params[k]];
-      b.buffer.narrow(0, b.offsets[k], p.numel()).view(p.shape()).copy_(p.grad());
-    }
+    for (const size_t i : b.params)
+      if (!grad_is_slot(i)) slots[i].copy_(params[i].grad());
     b.work = pg->all_reduce(b.buffer, ReduceOp::Avg);
   }
 
@@ -73,7 +78,7 @@ struct DistributedDataParallelImpl::Reducer {
   }
 
   // End of backward: parameters without a gradient count as zeros; wait for every bucket and
-  // copy the averages back.
+  // copy the averages back (or point the gradients at them).
   void finish() {
     armed = false;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -87,9 +92,10 @@ struct DistributedDataParallelImpl::Reducer {
     NoGradGuard no_grad;
     for (auto& b : buckets) {
       b.work->wait();
-      for (size_t k = 0; k < b.params.size(); ++k) {
-        Tensor g = params[b.params[k]].grad();
-        g.copy_(b.buffer.narrow(0, b.offsets[k], g.numel()).view(g.shape()));
+      for (const size_t i : b.params) {
+        if (grad_is_slot(i)) continue;
+        if (grads_are_slots) params[i].set_grad(slots[i]);
+        else params[i].grad().copy_(slots[i]);
       }
     }
     reset();
@@ -138,7 +144,15 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<nn::Mod
     b.numel += p.numel();
     r.bucket_of[k] = r.buckets.size() - 1;
   }
-  for (auto& b : r.buckets) b.buffer = zeros({b.numel}, TensorOptions(b.dtype));
+  r.slots.resize(r.params.size());
+  for (auto& b : r.buckets) {
+    b.buffer = zeros({b.numel}, TensorOptions(b.dtype));
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& p = r.params[b.params[k]];
+      r.slots[b.params[k]] = b.buffer.narrow(0, b.offsets[k], p.numel()).view(p.shape());
+    }
+  }
+  r.grads_are_slots = options.gradient_as_bucket_view;
   r.reset();
   std::weak_ptr<Reducer> weak = reducer_;
   for (size_t k = 0; k < r.params.size(); ++k)

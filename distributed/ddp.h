@@ -18,6 +18,12 @@
 // copied back into .grad. A parameter that got no gradient on this rank counts as a zero
 // gradient (and gets one), so all ranks stay in step.
 //
+// With gradient_as_bucket_view (PyTorch's option of that name) each .grad becomes a view of its
+// place in a bucket when the averages are in: nothing is copied back, a backward that accumulates
+// into those views (zero_grad(false)) copies nothing in either, and the gradients need no memory
+// of their own. A gradient that is not such a view (after zero_grad(), or one set by hand) is
+// copied into its bucket and replaced by the view, as before.
+//
 // Gradient accumulation: forward passes run under no_sync() leave their backward passes local;
 // the first forward after it synchronises the accumulated sums.
 //
@@ -39,6 +45,7 @@ struct DDPOptions {
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;
   bool broadcast_buffers = true;  // rank 0's buffers at every forward (parameters only at construction)
+  bool gradient_as_bucket_view = false;
 };
 
 class DistributedDataParallelImpl : public nn::Module {

@@ -1,7 +1,8 @@
 // DistributedDataParallel: N ∈ {1, 2, 3, 4} ranks on shares of a global batch end where one
 // process on the whole batch ends, in every precision the CPU runs, with SGD (momentum) and AdamW;
-// gradients are reduced in buckets while backward runs; no_sync accumulates locally; rank 0's
-// parameters win at construction; lazy and mismatched models are refused.
+// gradients are reduced in buckets while backward runs; no_sync accumulates locally; gradients
+// can live in the buckets (gradient_as_bucket_view); rank 0's parameters win at construction; lazy
+// and mismatched models are refused.
 #include <doctest/doctest.h>
 
 #include "train_helpers.h"
@@ -149,6 +150,57 @@ TEST_CASE("DDP no_sync accumulates locally, then one synchronised backward avera
     INFO(run.logs());
     REQUIRE(run.ok());
     for (int r = 0; r < n; ++r) CHECK(test::max_relative_difference(run.result(r), expected) <= 1e-5);
+  }
+}
+
+// Four steps of AdamW, each a no_sync micro-batch then a synchronised one, with and without
+// gradient_as_bucket_view, clearing gradients to none or to zeros.
+WEFT_RANK_WORKER(ddp_bucket_view) {
+  auto pg = test::init_group();
+  const int n = pg->size(), r = pg->rank();
+  for (const bool view : {false, true})
+    for (const bool set_to_none : {true, false}) {
+      auto model = test::make_mlp(21);
+      DistributedDataParallel ddp(model, pg,
+                                  {.bucket_cap_mb = 0.0003, .first_bucket_cap_mb = 0.0001, .gradient_as_bucket_view = view});
+      auto opt = test::make_optimizer("adamw", ddp->parameters());
+      const std::vector<Tensor> params = ddp->parameters();
+      for (int step = 0; step < 4; ++step) {
+        opt->zero_grad(set_to_none);
+        for (int micro = 0; micro < 2; ++micro) {
+          const test::Batch b = test::local_rows(test::global_batch(2 * step + micro), r, n);
+          if (micro == 0) {
+            auto guard = ddp->no_sync();
+            cross_entropy(ddp(b.x), b.y).backward();
+          } else {
+            cross_entropy(ddp(b.x), b.y).backward();
+          }
+        }
+        if (view)  // each bucket's gradients lie end to end in its memory
+          for (const auto& bucket : ddp->bucket_layout())
+            for (size_t k = 0; k + 1 < bucket.size(); ++k) {
+              const Tensor& g = params[bucket[k]].grad();
+              test::require(static_cast<const char*>(g.data_ptr()) + g.nbytes() == params[bucket[k + 1]].grad().data_ptr(),
+                            "a gradient is not a view of its bucket after step " + std::to_string(step));
+            }
+        opt->step();
+      }
+      test::save_result(r, model->state_dict(), std::string(view ? "view_" : "copy_") + (set_to_none ? "none_" : "zeros_"));
+    }
+  return 0;
+}
+
+TEST_CASE("DDP with gradient_as_bucket_view trains bit for bit as with copies, its gradients views of the buckets") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    const auto run = test::run_ranks(n, "ddp_bucket_view");
+    INFO(run.logs());
+    REQUIRE(run.ok());
+    for (int r = 0; r < n; ++r)
+      for (const std::string clear : {"none_", "zeros_"}) {
+        CAPTURE(clear);
+        CHECK(test::bitwise_equal(run.result(r, "view_" + clear), run.result(r, "copy_" + clear)));
+      }
   }
 }
 
