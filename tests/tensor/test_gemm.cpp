@@ -76,6 +76,7 @@ std::vector<Case> cases(DType dtype) {
   out.push_back({"dX = dY · W: row-major, split along M", r({300, 100}, 9), r({100, 90}, 10)});
   out.push_back({"more rows than one M block", r({1000, 40}, 11), r({40, 60}, 12)});
   out.push_back({"row-major A packed: K not a multiple of 8, rows not of 6", r({301, 77}, 39), r({77, 33}, 40)});
+  out.push_back({"transposed A packed: rows not of 6", r({200, 301}, 41).t(), r({200, 64}, 42)});
   out.push_back({"more columns than one N block", r({8, 64}, 13), r({64, 8200}, 14)});
   out.push_back({"more columns than one N block, B transposed", r({8, 64}, 15), r({8200, 64}, 16).t()});
   out.push_back({"odd K, small", r({13, 19}, 17), r({19, 37}, 18)});

@@ -161,17 +161,28 @@ bool pack_b_avx2(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc,
   return true;
 }
 
-// A(i, p) = src[i·rs + p·cs]; dst: panels of kc×6. The fast path is for float32 rows contiguous
-// along K (a row-major A taller than the in-place limit: a large batch's forward, the squares),
-// which the portable packer would scatter one value at a time: 8 steps of a panel's 6 rows are
-// transposed in registers (as 8 rows, the last two zero) and each step's 8 lanes stored at its
-// 6-value slot, where the next step's store overwrites the two extra lanes (the 8th is masked).
+// A(i, p) = src[i·rs + p·cs]; dst: panels of kc×6, float32 only. Two layouts:
+//   rows contiguous along K (cs = 1: a row-major A taller than the in-place limit, a large
+//     batch's forward, the squares), which the portable packer would scatter one value at a time:
+//     8 steps of a panel's 6 rows are transposed in registers (as 8 rows, the last two zero);
+//   columns contiguous (rs = 1: dYᵀ of the weight gradients): each step is one masked load.
+// Either way a step's 8 lanes are stored at its 6-value slot, where the next step's store
+// overwrites the two extra lanes (the panel's last step is a masked store).
 bool pack_a_avx2(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst) {
-  if (bf16 || cs != 1) return false;
+  if (bf16 || (cs != 1 && rs != 1)) return false;
   const auto* a = static_cast<const float*>(src);
   const __m256i six = lane_mask(kMr);
   for (int64_t i0 = 0; i0 < mc; i0 += kMr, dst += kc * kMr) {
     const int64_t rows = mc - i0 < kMr ? mc - i0 : kMr;
+    if (cs != 1) {
+      const __m256i live = lane_mask(static_cast<int>(rows));
+      for (int64_t p = 0; p < kc; ++p) {
+        const __m256 step = _mm256_maskload_ps(a + i0 + p * cs, live);
+        if (p + 1 < kc) _mm256_storeu_ps(dst + p * kMr, step);
+        else _mm256_maskstore_ps(dst + p * kMr, six, step);
+      }
+      continue;
+    }
     int64_t p = 0;
     for (; p + 8 <= kc; p += 8) {
       __m256 r[8];
