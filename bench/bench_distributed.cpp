@@ -64,6 +64,9 @@ Args parse(int argc, char** argv) {
     else throw Error("[bench_distributed] unknown option " + flag);
   }
   WEFT_CHECK(a.mode == "step" || a.mode == "memory", "[bench_distributed] expected mode step or memory, got ", a.mode);
+  WEFT_CHECK(!a.bucket_view || (a.mode == "step" && a.strategy == "ddp"),
+             "[bench_distributed] --bucket-view on is a DDP option of step mode, got mode ", a.mode, " with strategy ",
+             a.strategy);
   return a;
 }
 

@@ -34,9 +34,11 @@ for ((i = 0; i < repeat; i++)); do
   for bind in "" --cpu-bind; do
     mark="s/^{/{\"cpu_bind\": $([ -n "$bind" ] && echo true || echo false), \"repeat\": $i, /"
     for s in ddp fsdp; do
-      results+=("$("$run" -n 2 $bind "$bench" step --strategy "$s" --steps "$steps" "${view_weft[@]}" | grep '^{' | sed "$mark")")
+      weft_extra=() torch_extra=()
+      [ "$s" = ddp ] && weft_extra=("${view_weft[@]}") torch_extra=("${view_torch[@]}")
+      results+=("$("$run" -n 2 $bind "$bench" step --strategy "$s" --steps "$steps" "${weft_extra[@]}" | grep '^{' | sed "$mark")")
       if "$python" -c 'import torch' 2>/dev/null; then
-        results+=("$("$python" bench/distributed_torch.py --strategy "$s" --ranks 2 --steps "$steps" $bind "${view_torch[@]}" | grep '^{' | sed "$mark")")
+        results+=("$("$python" bench/distributed_torch.py --strategy "$s" --ranks 2 --steps "$steps" $bind "${torch_extra[@]}" | grep '^{' | sed "$mark")")
       fi
     done
   done

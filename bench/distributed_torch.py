@@ -87,6 +87,8 @@ def main():
     p.add_argument("--cpu-bind", action="store_true")
     p.add_argument("--bucket-view", action="store_true", help="DDP's gradient_as_bucket_view")
     args = p.parse_args()
+    if args.bucket_view and args.strategy != "ddp":
+        p.error("--bucket-view is a DDP option, got --strategy " + args.strategy)
     cpus = os.sched_getaffinity(0)
     if args.cpu_bind and len(cpus) < args.ranks:
         p.error(f"--cpu-bind needs at least one CPU per rank: {args.ranks} ranks, {len(cpus)} CPU(s)")

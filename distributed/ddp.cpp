@@ -13,8 +13,7 @@ namespace weft::distributed {
 namespace {
 
 struct Bucket {
-  std::vector<size_t> params;    // indices into Reducer::params
-  std::vector<int64_t> offsets;  // of each parameter's gradient in `buffer`
+  std::vector<size_t> params;  // indices into Reducer::params, in their order in `buffer`
   DType dtype = kFloat32;
   int64_t numel = 0;
   size_t pending = 0;  // parameters not ready yet in this backward
@@ -140,16 +139,16 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<nn::Mod
     }
     Bucket& b = r.buckets.back();
     b.params.push_back(k);
-    b.offsets.push_back(b.numel);
     b.numel += p.numel();
     r.bucket_of[k] = r.buckets.size() - 1;
   }
   r.slots.resize(r.params.size());
   for (auto& b : r.buckets) {
     b.buffer = zeros({b.numel}, TensorOptions(b.dtype));
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const Tensor& p = r.params[b.params[k]];
-      r.slots[b.params[k]] = b.buffer.narrow(0, b.offsets[k], p.numel()).view(p.shape());
+    int64_t offset = 0;
+    for (const size_t i : b.params) {
+      r.slots[i] = b.buffer.narrow(0, offset, r.params[i].numel()).view(r.params[i].shape());
+      offset += r.params[i].numel();
     }
   }
   r.grads_are_slots = options.gradient_as_bucket_view;

@@ -88,6 +88,16 @@ int64_t even_step(int64_t n, int64_t most, int64_t align) {
   return (step + align - 1) / align * align;
 }
 
+// A float32 block packed into panels by the kernel set's fast packer where it has one for this
+// layout, else by the portable one.
+void pack_a_panels(const GemmKernel& ker, const GemmMatrix& a, int64_t mc, int64_t kc, float* dst) {
+  if (!ker.pack_a || !ker.pack_a(a.data, a.bf16, a.rs, a.cs, mc, kc, dst)) pack_a_f32(a, mc, kc, ker.mr, dst);
+}
+
+void pack_b_panels(const GemmKernel& ker, const GemmMatrix& b, int64_t kc, int64_t nc, float* dst) {
+  if (!ker.pack_b || !ker.pack_b(b.data, b.bf16, b.rs, b.cs, kc, nc, dst)) pack_b_f32(b, kc, nc, ker.nr, dst);
+}
+
 // Whether a block of C with m rows reads A in place rather than packing it (kInPlaceRows).
 bool a_read_in_place(const GemmKernel& ker, const GemmMatrix& a, int64_t m) {
   return !ker.bf16_pairs && !a.bf16 && a.cs == 1 && m <= kInPlaceRows;
@@ -117,8 +127,7 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
         pack_b_bf16_pairs(b_block, kc, nc, ker.nr, bp);
       } else {
         bf = t_pack_b.get<float>(b_size);
-        if (!ker.pack_b || !ker.pack_b(b_block.data, b.bf16, b.rs, b.cs, kc, nc, bf))
-          pack_b_f32(b_block, kc, nc, ker.nr, bf);
+        pack_b_panels(ker, b_block, kc, nc, bf);
       }
       for (int64_t ic = 0; ic < m; ic += mc_step) {
         const int64_t mc = std::min(mc_step, m - ic);
@@ -130,8 +139,7 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
           pack_a_bf16_pairs(a_block, mc, kc, ker.mr, ap);
         } else if (!a_in_place) {
           af = t_pack_a.get<float>(a_size);
-          if (!ker.pack_a || !ker.pack_a(a_block.data, a.bf16, a.rs, a.cs, mc, kc, af))
-            pack_a_f32(a_block, mc, kc, ker.mr, af);
+          pack_a_panels(ker, a_block, mc, kc, af);
         }
         // One tile: rows ir.., columns jr.. of this block.
         auto tile = [&](int64_t ir, int64_t jr) {
@@ -169,7 +177,7 @@ void gemm_small(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const Ge
   const float* packed = nullptr;
   if (!b_in_place) {
     float* buffer = t_pack_b.get<float>(k * ((n + ker.nr - 1) / ker.nr * ker.nr));
-    if (!ker.pack_b || !ker.pack_b(b.data, b.bf16, b.rs, b.cs, k, n, buffer)) pack_b_f32(b, k, n, ker.nr, buffer);
+    pack_b_panels(ker, b, k, n, buffer);
     packed = buffer;
   }
   for (int64_t jr = 0; jr < n; jr += ker.nr) {

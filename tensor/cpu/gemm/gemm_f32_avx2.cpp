@@ -10,7 +10,8 @@
 // L1), an mc×kc block of A 144 KiB of a 512 KiB L2, a kc×nc block of B 4 MiB of L3.
 //
 // The fast packers transpose 8×8 blocks in registers: for B read down its columns (x·Wᵀ, the
-// forward of every linear layer), widening bfloat16 on the way, and for a row-major A.
+// forward of every linear layer), widening bfloat16 on the way, and for a row-major A; an A read
+// down its columns is one masked load per step.
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -161,38 +162,43 @@ bool pack_b_avx2(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc,
   return true;
 }
 
-// A(i, p) = src[i·rs + p·cs]; dst: panels of kc×6, float32 only. Two layouts:
-//   rows contiguous along K (cs = 1: a row-major A taller than the in-place limit, a large
-//     batch's forward, the squares), which the portable packer would scatter one value at a time:
-//     8 steps of a panel's 6 rows are transposed in registers (as 8 rows, the last two zero);
-//   columns contiguous (rs = 1: dYᵀ of the weight gradients): each step is one masked load.
-// Either way a step's 8 lanes are stored at its 6-value slot, where the next step's store
-// overwrites the two extra lanes (the panel's last step is a masked store).
+// Packing A (float32) into panels of kc×6 by two layouts that the portable packer would copy one
+// value at a time. Either way a step's 8 lanes are stored at its 6-value slot, where the next
+// step's store overwrites the two extra lanes; the panel's last store is masked.
+//
+// One panel of `rows` ≤ 6 rows whose columns are contiguous (A(i, p) = a[i + p·cs]: dYᵀ of the
+// weight gradients): each step is one masked load.
+void pack_a_panel_columns(const float* a, int64_t cs, int64_t rows, int64_t kc, float* dst) {
+  const __m256i live = lane_mask(static_cast<int>(rows)), six = lane_mask(kMr);
+  for (int64_t p = 0; p + 1 < kc; ++p) _mm256_storeu_ps(dst + p * kMr, _mm256_maskload_ps(a + p * cs, live));
+  _mm256_maskstore_ps(dst + (kc - 1) * kMr, six, _mm256_maskload_ps(a + (kc - 1) * cs, live));
+}
+
+// One panel whose rows are contiguous along K (A(i, p) = a[i·rs + p]: a row-major A taller than
+// the in-place limit, a large batch's forward, the squares): 8 steps of the 6 rows are transposed
+// in registers, as 8 rows of which the last two are zero.
+void pack_a_panel_rows(const float* a, int64_t rs, int64_t rows, int64_t kc, float* dst) {
+  const __m256i six = lane_mask(kMr);
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    __m256 r[8];
+    for (int q = 0; q < 8; ++q) r[q] = q < rows ? _mm256_loadu_ps(a + q * rs + p) : _mm256_setzero_ps();
+    transpose8(r);
+    for (int q = 0; q < 7; ++q) _mm256_storeu_ps(dst + (p + q) * kMr, r[q]);
+    _mm256_maskstore_ps(dst + (p + 7) * kMr, six, r[7]);
+  }
+  for (; p < kc; ++p)
+    for (int64_t i = 0; i < kMr; ++i) dst[p * kMr + i] = i < rows ? a[i * rs + p] : 0.0f;
+}
+
+// A(i, p) = src[i·rs + p·cs]; dst: panels of kc×6.
 bool pack_a_avx2(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst) {
   if (bf16 || (cs != 1 && rs != 1)) return false;
   const auto* a = static_cast<const float*>(src);
-  const __m256i six = lane_mask(kMr);
   for (int64_t i0 = 0; i0 < mc; i0 += kMr, dst += kc * kMr) {
     const int64_t rows = mc - i0 < kMr ? mc - i0 : kMr;
-    if (cs != 1) {
-      const __m256i live = lane_mask(static_cast<int>(rows));
-      for (int64_t p = 0; p < kc; ++p) {
-        const __m256 step = _mm256_maskload_ps(a + i0 + p * cs, live);
-        if (p + 1 < kc) _mm256_storeu_ps(dst + p * kMr, step);
-        else _mm256_maskstore_ps(dst + p * kMr, six, step);
-      }
-      continue;
-    }
-    int64_t p = 0;
-    for (; p + 8 <= kc; p += 8) {
-      __m256 r[8];
-      for (int q = 0; q < 8; ++q) r[q] = q < rows ? _mm256_loadu_ps(a + (i0 + q) * rs + p) : _mm256_setzero_ps();
-      transpose8(r);
-      for (int q = 0; q < 7; ++q) _mm256_storeu_ps(dst + (p + q) * kMr, r[q]);
-      _mm256_maskstore_ps(dst + (p + 7) * kMr, six, r[7]);
-    }
-    for (; p < kc; ++p)
-      for (int64_t i = 0; i < kMr; ++i) dst[p * kMr + i] = i < rows ? a[(i0 + i) * rs + p] : 0.0f;
+    if (cs == 1) pack_a_panel_rows(a + i0 * rs, rs, rows, kc, dst);
+    else pack_a_panel_columns(a + i0, cs, rows, kc, dst);
   }
   return true;
 }
