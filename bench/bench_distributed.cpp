@@ -6,7 +6,7 @@
 //        steps, or --steps) and bytes sent per step per rank, counted by the process group and measured as the
 //        bytes the process wrote to sockets and files (/proc/self/io wchar, which is what Gloo's
 //        writev calls count in; PyTorch's peer reads the same counter); `--bucket-view on` gives DDP
-//        gradient_as_bucket_view
+//        gradient_as_bucket_view, `--comm-hook fp16|bf16` its 16-bit compressing comm hook
 //   weft-run -n N bench_distributed memory --strategy ddp|fsdp|zero2   an MLP of `--layers` square
 //        layers of `--width` (Ψ parameters), bf16-mixed parameters under AdamW: the model-state
 //        bytes each rank keeps between steps (parameters + gradients + optimizer state, summed over
@@ -42,6 +42,7 @@ struct Args {
   int warmup = 3;
   bool low_precision_grads = true;  // memory: the sharded stages' keep_low_precision_grads
   bool bucket_view = false;         // step, ddp: gradient_as_bucket_view
+  std::string comm_hook = "none";   // step, ddp: none, fp16 or bf16 (DDPCommHook)
 };
 
 Args parse(int argc, char** argv) {
@@ -57,6 +58,11 @@ Args parse(int argc, char** argv) {
       WEFT_CHECK(value == "on" || value == "off", "[bench_distributed] expected --bucket-view on or off, got ", value);
       a.bucket_view = value == "on";
     }
+    else if (flag == "--comm-hook") {
+      WEFT_CHECK(value == "none" || value == "fp16" || value == "bf16",
+                 "[bench_distributed] expected --comm-hook none, fp16 or bf16, got ", value);
+      a.comm_hook = value;
+    }
     else if (flag == "--grads") {
       WEFT_CHECK(value == "bf16" || value == "fp32", "[bench_distributed] expected --grads bf16 or fp32, got ", value);
       a.low_precision_grads = value == "bf16";
@@ -64,9 +70,9 @@ Args parse(int argc, char** argv) {
     else throw Error("[bench_distributed] unknown option " + flag);
   }
   WEFT_CHECK(a.mode == "step" || a.mode == "memory", "[bench_distributed] expected mode step or memory, got ", a.mode);
-  WEFT_CHECK(!a.bucket_view || (a.mode == "step" && a.strategy == "ddp"),
-             "[bench_distributed] --bucket-view on is a DDP option of step mode, got mode ", a.mode, " with strategy ",
-             a.strategy);
+  WEFT_CHECK((!a.bucket_view && a.comm_hook == "none") || (a.mode == "step" && a.strategy == "ddp"),
+             "[bench_distributed] --bucket-view and --comm-hook are DDP options of step mode, got mode ", a.mode,
+             " with strategy ", a.strategy);
   return a;
 }
 
@@ -105,9 +111,9 @@ class CountingAllocator final : public Allocator {
 
 std::shared_ptr<nn::Module> wrap(const std::string& strategy, const nn::Sequential& model,
                                  const std::shared_ptr<distributed::ProcessGroup>& pg,
-                                 std::optional<precision::FSDPMixedPrecision> mixed, bool bucket_view = false) {
-  if (strategy == "ddp")
-    return distributed::DistributedDataParallel(model, pg, {.gradient_as_bucket_view = bucket_view}).ptr();
+                                 std::optional<precision::FSDPMixedPrecision> mixed,
+                                 const distributed::DDPOptions& ddp = {}) {
+  if (strategy == "ddp") return distributed::DistributedDataParallel(model, pg, ddp).ptr();
   distributed::FSDPOptions o;
   o.sharding_strategy = strategy == "zero2" ? distributed::ShardingStrategy::ShardGradOp
                                             : distributed::ShardingStrategy::FullShard;
@@ -116,13 +122,20 @@ std::shared_ptr<nn::Module> wrap(const std::string& strategy, const nn::Sequenti
   return distributed::FullyShardedDataParallel(model, pg, o).ptr();
 }
 
+distributed::DDPOptions ddp_options(const Args& a) {
+  const auto hook = a.comm_hook == "fp16"   ? distributed::DDPCommHook::Fp16Compress
+                    : a.comm_hook == "bf16" ? distributed::DDPCommHook::Bf16Compress
+                                            : distributed::DDPCommHook::AllReduce;
+  return {.gradient_as_bucket_view = a.bucket_view, .comm_hook = hook};
+}
+
 void step_mode(const Args& a) {
   set_num_threads(1);
   auto pg = distributed::init_process_group();
   const int world = pg->size();
   manual_seed(0);
   nn::Sequential model(nn::Linear(784, 512), nn::ReLU(), nn::Linear(512, 512), nn::ReLU(), nn::Linear(512, 10));
-  auto wrapped = wrap(a.strategy, model, pg, std::nullopt, a.bucket_view);
+  auto wrapped = wrap(a.strategy, model, pg, std::nullopt, ddp_options(a));
   optim::AdamW opt(wrapped->parameters(), {.lr = 1e-3});
   Generator g(1 + static_cast<uint64_t>(pg->rank()));
   const Tensor x = rand({128 / world, 784}, kFloat32, &g);
@@ -148,10 +161,10 @@ void step_mode(const Args& a) {
     std::printf("weft %-5s %d ranks: %.2f ms/step (p90 %.2f), %lld bytes sent per step (counted), %lld written\n",
                 a.strategy.c_str(), world, median, p90, static_cast<long long>(sent), static_cast<long long>(written));
     std::printf("{\"program\": \"weft bench_distributed\", \"mode\": \"step\", \"strategy\": \"%s\", \"ranks\": %d, "
-                "\"cpus_per_rank\": %zu, \"bucket_view\": %s, \"median_ms\": %.3f, \"p90_ms\": %.3f, "
-                "\"bytes_sent_per_step\": %lld, \"bytes_written_per_step\": %lld}\n",
-                a.strategy.c_str(), world, distributed::allowed_cpus().size(), a.bucket_view ? "true" : "false", median,
-                p90, static_cast<long long>(sent), static_cast<long long>(written));
+                "\"cpus_per_rank\": %zu, \"bucket_view\": %s, \"comm_hook\": \"%s\", \"median_ms\": %.3f, "
+                "\"p90_ms\": %.3f, \"bytes_sent_per_step\": %lld, \"bytes_written_per_step\": %lld}\n",
+                a.strategy.c_str(), world, distributed::allowed_cpus().size(), a.bucket_view ? "true" : "false",
+                a.comm_hook.c_str(), median, p90, static_cast<long long>(sent), static_cast<long long>(written));
   }
 }
 

@@ -8,19 +8,21 @@
 # times back to back (weft, then PyTorch) and the summary gives the median ratio and its range:
 # on a shared VM one pair can differ by 1.5× from the next. Final figures need a quiet machine.
 # --bucket-view runs DDP with gradient_as_bucket_view on both sides (gradients live in the
-# all-reduce buckets, saving a copy each way).
+# all-reduce buckets, saving a copy each way); --comm-hook fp16|bf16 with the 16-bit compressing
+# comm hook on both sides (half the bytes on the wire).
 # Usage: bench/compare_distributed.sh [--build-dir DIR] [--python PYTHON] [--steps N (default 100)]
-#                                     [--repeat R (default 3)] [--bucket-view]
+#                                     [--repeat R (default 3)] [--bucket-view] [--comm-hook fp16|bf16]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build python=/work/venv/bin/python steps=100 repeat=3 view_weft=() view_torch=()
+build=build python=/work/venv/bin/python steps=100 repeat=3 ddp_weft=() ddp_torch=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
-    --bucket-view) view_weft=(--bucket-view on) view_torch=(--bucket-view); shift ;;
+    --bucket-view) ddp_weft+=(--bucket-view on) ddp_torch+=(--bucket-view); shift ;;
+    --comm-hook) ddp_weft+=(--comm-hook "$2") ddp_torch+=(--comm-hook "$2"); shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -35,7 +37,7 @@ for ((i = 0; i < repeat; i++)); do
     mark="s/^{/{\"cpu_bind\": $([ -n "$bind" ] && echo true || echo false), \"repeat\": $i, /"
     for s in ddp fsdp; do
       weft_extra=() torch_extra=()
-      [ "$s" = ddp ] && weft_extra=("${view_weft[@]}") torch_extra=("${view_torch[@]}")
+      [ "$s" = ddp ] && weft_extra=("${ddp_weft[@]}") torch_extra=("${ddp_torch[@]}")
       results+=("$("$run" -n 2 $bind "$bench" step --strategy "$s" --steps "$steps" "${weft_extra[@]}" | grep '^{' | sed "$mark")")
       if "$python" -c 'import torch' 2>/dev/null; then
         results+=("$("$python" bench/distributed_torch.py --strategy "$s" --ranks 2 --steps "$steps" $bind "${torch_extra[@]}" | grep '^{' | sed "$mark")")

@@ -45,6 +45,10 @@ def run(rank, world, args, port, results, cpus):
                                 torch.nn.ReLU(), torch.nn.Linear(512, 10))
     if args.strategy == "ddp":
         model = torch.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=args.bucket_view)
+        if args.comm_hook != "none":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            hook = default_hooks.fp16_compress_hook if args.comm_hook == "fp16" else default_hooks.bf16_compress_hook
+            model.register_comm_hook(state=None, hook=hook)
     else:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
@@ -72,6 +76,7 @@ def run(rank, world, args, port, results, cpus):
     if rank == 0:
         results.put({"program": "pytorch " + torch.__version__, "mode": "step", "strategy": args.strategy,
                      "ranks": world, "cpus_per_rank": len(os.sched_getaffinity(0)), "bucket_view": args.bucket_view,
+                     "comm_hook": args.comm_hook,
                      "median_ms": times[len(times) // 2], "p90_ms": times[len(times) * 9 // 10],
                      "bytes_written_per_step": written})
     dist.destroy_process_group()
@@ -86,9 +91,11 @@ def main():
     p.add_argument("--port", type=int, default=29611)
     p.add_argument("--cpu-bind", action="store_true")
     p.add_argument("--bucket-view", action="store_true", help="DDP's gradient_as_bucket_view")
+    p.add_argument("--comm-hook", choices=["none", "fp16", "bf16"], default="none",
+                   help="DDP's fp16_compress_hook or bf16_compress_hook")
     args = p.parse_args()
-    if args.bucket_view and args.strategy != "ddp":
-        p.error("--bucket-view is a DDP option, got --strategy " + args.strategy)
+    if (args.bucket_view or args.comm_hook != "none") and args.strategy != "ddp":
+        p.error("--bucket-view and --comm-hook are DDP options, got --strategy " + args.strategy)
     cpus = os.sched_getaffinity(0)
     if args.cpu_bind and len(cpus) < args.ranks:
         p.error(f"--cpu-bind needs at least one CPU per rank: {args.ranks} ranks, {len(cpus)} CPU(s)")

@@ -2,6 +2,7 @@
 #include "distributed/ddp.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "distributed/coalesce.h"
 #include "nn/lazy.h"
@@ -18,8 +19,19 @@ struct Bucket {
   int64_t numel = 0;
   size_t pending = 0;  // parameters not ready yet in this backward
   Tensor buffer;
+  Tensor wire;  // the bucket as a compressing comm hook sends it (undefined without one)
   std::shared_ptr<Work> work;
 };
+
+// The dtype a compressing comm hook sends buckets in; none for the plain all-reduce.
+std::optional<DType> wire_dtype(DDPCommHook hook) {
+  switch (hook) {
+    case DDPCommHook::AllReduce: return std::nullopt;
+    case DDPCommHook::Fp16Compress: return kFloat16;
+    case DDPCommHook::Bf16Compress: return kBFloat16;
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -57,7 +69,13 @@ struct DistributedDataParallelImpl::Reducer {
     NoGradGuard no_grad;
     for (const size_t i : b.params)
       if (!grad_is_slot(i)) slots[i].copy_(params[i].grad());
-    b.work = pg->all_reduce(b.buffer, ReduceOp::Avg);
+    if (!b.wire.defined()) {
+      b.work = pg->all_reduce(b.buffer, ReduceOp::Avg);
+      return;
+    }
+    b.wire.copy_(b.buffer);
+    b.wire.div_(static_cast<double>(pg->size()));
+    b.work = pg->all_reduce(b.wire, ReduceOp::Sum);
   }
 
   // Launches full buckets in index order, so every rank issues the same sequence.
@@ -91,6 +109,7 @@ struct DistributedDataParallelImpl::Reducer {
     NoGradGuard no_grad;
     for (auto& b : buckets) {
       b.work->wait();
+      if (b.wire.defined()) b.buffer.copy_(b.wire);
       for (const size_t i : b.params) {
         if (grad_is_slot(i)) continue;
         if (grads_are_slots) params[i].set_grad(slots[i]);
@@ -143,8 +162,10 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<nn::Mod
     r.bucket_of[k] = r.buckets.size() - 1;
   }
   r.slots.resize(r.params.size());
+  const std::optional<DType> wire = wire_dtype(options.comm_hook);
   for (auto& b : r.buckets) {
     b.buffer = zeros({b.numel}, TensorOptions(b.dtype));
+    if (wire) b.wire = empty({b.numel}, TensorOptions(*wire));
     int64_t offset = 0;
     for (const size_t i : b.params) {
       r.slots[i] = b.buffer.narrow(0, offset, r.params[i].numel()).view(r.params[i].shape());

@@ -24,6 +24,13 @@
 // of their own. A gradient that is not such a view (after zero_grad(), or one set by hand) is
 // copied into its bucket and replaced by the view, as before.
 //
+// comm_hook chooses how a bucket travels, as PyTorch's built-in communication hooks do:
+// AllReduce averages it as it is; Fp16Compress and Bf16Compress cast it to 16 bits, divide by the
+// world size (before summing, so float16 does not overflow where the average would not), sum it
+// across ranks in that dtype and cast the result back into the bucket. Half the bytes cross the
+// network, and every averaged gradient carries the 16-bit roundings (a float16 gradient below
+// 2^-24 · world size flushes to zero, so Bf16Compress is the safer choice without loss scaling).
+//
 // Gradient accumulation: forward passes run under no_sync() leave their backward passes local;
 // the first forward after it synchronises the accumulated sums.
 //
@@ -41,11 +48,15 @@
 
 namespace weft::distributed {
 
+// PyTorch's allreduce_hook, fp16_compress_hook and bf16_compress_hook.
+enum class DDPCommHook { AllReduce, Fp16Compress, Bf16Compress };
+
 struct DDPOptions {
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;
   bool broadcast_buffers = true;  // rank 0's buffers at every forward (parameters only at construction)
   bool gradient_as_bucket_view = false;
+  DDPCommHook comm_hook = DDPCommHook::AllReduce;
 };
 
 class DistributedDataParallelImpl : public nn::Module {

@@ -1,10 +1,11 @@
 // DistributedDataParallel: N ∈ {1, 2, 3, 4} ranks on shares of a global batch end where one
 // process on the whole batch ends, in every precision the CPU runs, with SGD (momentum) and AdamW;
 // gradients are reduced in buckets while backward runs; no_sync accumulates locally; gradients
-// can live in the buckets (gradient_as_bucket_view); rank 0's parameters win at construction; lazy
-// and mismatched models are refused.
+// can live in the buckets (gradient_as_bucket_view); the 16-bit comm hooks average with PyTorch's
+// roundings; rank 0's parameters win at construction; lazy and mismatched models are refused.
 #include <doctest/doctest.h>
 
+#include "tensor/float_formats.h"
 #include "train_helpers.h"
 
 using namespace weft;
@@ -201,6 +202,107 @@ TEST_CASE("DDP with gradient_as_bucket_view trains bit for bit as with copies, i
         CAPTURE(clear);
         CHECK(test::bitwise_equal(run.result(r, "view_" + clear), run.result(r, "copy_" + clear)));
       }
+  }
+}
+
+// One synchronised backward under each compressing comm hook (and under bf16 with the gradients
+// as bucket views): the averaged gradients, after checking that every bucket travelled in 16 bits.
+WEFT_RANK_WORKER(ddp_comm_hook) {
+  auto pg = test::init_group();
+  const int n = pg->size(), r = pg->rank();
+  using distributed::DDPCommHook;
+  struct Run {
+    std::string name;
+    DDPCommHook hook;
+    bool view;
+  };
+  for (const Run& run : {Run{"fp16_", DDPCommHook::Fp16Compress, false}, Run{"bf16_", DDPCommHook::Bf16Compress, false},
+                         Run{"bf16_view_", DDPCommHook::Bf16Compress, true}}) {
+    auto model = test::make_mlp(31);
+    DistributedDataParallel ddp(model, pg,
+                                {.bucket_cap_mb = 0.0003, .first_bucket_cap_mb = 0.0001,
+                                 .gradient_as_bucket_view = run.view, .comm_hook = run.hook});
+    const test::Batch b = test::local_rows(test::global_batch(0), r, n);
+    pg->set_recording(true);
+    cross_entropy(ddp(b.x), b.y).backward();
+    const auto records = pg->records();
+    pg->set_recording(false);
+    test::require(records.size() == ddp->bucket_layout().size(), "expected one all_reduce per bucket");
+    const DType wire = run.hook == DDPCommHook::Fp16Compress ? kFloat16 : kBFloat16;
+    for (const auto& c : records)
+      test::require(c.kind == distributed::CollectiveKind::AllReduce && c.dtype == wire,
+                    run.name + ": a bucket did not travel as " + std::string(dtype_name(wire)));
+    nn::TensorDict grads;
+    for (const auto& [name, p] : model->named_parameters()) grads.insert(name, p.grad().clone());
+    test::save_result(r, grads, run.name);
+  }
+  return 0;
+}
+
+namespace {
+
+// A float rounded to the 16-bit format (nearest, ties to even), as a float.
+float round16(float v, bool bf16) {
+  return bf16 ? bfloat16_to_float(float_to_bfloat16(v)) : half_to_float(float_to_half(v));
+}
+
+// Each rank's own gradients on its rows of the batch, computed here in one process.
+std::vector<nn::TensorDict> local_gradients(int n) {
+  std::vector<nn::TensorDict> grads;
+  for (int r = 0; r < n; ++r) {
+    auto model = test::make_mlp(31);
+    const test::Batch b = test::local_rows(test::global_batch(0), r, n);
+    cross_entropy(model(b.x), b.y).backward();
+    nn::TensorDict g;
+    for (const auto& [name, p] : model->named_parameters()) g.insert(name, p.grad());
+    grads.push_back(g);
+  }
+  return grads;
+}
+
+}  // namespace
+
+TEST_CASE("DDP's fp16 and bf16 comm hooks: cast, divide by the world size, sum in 16 bits, cast back") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    const auto run = test::run_ranks(n, "ddp_comm_hook");
+    INFO(run.logs());
+    REQUIRE(run.ok());
+    const std::vector<nn::TensorDict> local = local_gradients(n);
+    for (const std::string hook : {"fp16_", "bf16_", "bf16_view_"}) {
+      CAPTURE(hook);
+      const bool bf16 = hook != "fp16_";
+      for (int r = 0; r < n; ++r) CHECK(test::bitwise_equal(run.result(r, hook), run.result(0, hook)));
+      size_t differs_from_float32 = 0;
+      for (const auto& [name, got_tensor] : run.result(0, hook)) {
+        const std::vector<float> got = got_tensor.to_vector<float>();
+        std::vector<std::vector<float>> own, sent;  // each rank's gradient g, and round(round(g) / n)
+        for (int r = 0; r < n; ++r) {
+          own.push_back(local[static_cast<size_t>(r)].at(name).to_vector<float>());
+          std::vector<float> c = own.back();
+          for (float& v : c) v = round16(round16(v, bf16) / static_cast<float>(n), bf16);
+          sent.push_back(c);
+        }
+        for (size_t i = 0; i < got.size(); ++i) {
+          double exact_average = 0, sum = 0, magnitude = 0;
+          for (size_t r = 0; r < own.size(); ++r) {
+            exact_average += static_cast<double>(own[r][i]) / n;
+            sum += sent[r][i];
+            magnitude += std::abs(sent[r][i]);
+          }
+          if (n == 2) {
+            // One exchange: both ranks add c0 + c1 in float32 and round it to 16 bits once.
+            CHECK(got[i] == round16(sent[0][i] + sent[1][i], bf16));
+          } else {
+            // A ring: one rounding per hop, in an order the test does not fix.
+            const double unit = bf16 ? 0x1p-8 : 0x1p-11;
+            CHECK(std::abs(got[i] - sum) <= 2 * unit * magnitude);
+          }
+          if (static_cast<double>(got[i]) != static_cast<double>(static_cast<float>(exact_average))) ++differs_from_float32;
+        }
+      }
+      CHECK(differs_from_float32 > 0);  // the roundings show: the buckets were compressed
+    }
   }
 }
 
