@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "distributed/coalesce.h"
+#include "distributed/reduce_kernels.h"
 #include "nn/lazy.h"
 #include "tensor/autograd.h"
 #include "tensor/error.h"
@@ -73,8 +74,8 @@ struct DistributedDataParallelImpl::Reducer {
       b.work = pg->all_reduce(b.buffer, ReduceOp::Avg);
       return;
     }
-    b.wire.copy_(b.buffer);
-    b.wire.div_(static_cast<double>(pg->size()));
+    detail::cast_and_divide(b.dtype, b.buffer.data_ptr(), b.wire.dtype(), b.wire.data_ptr(),
+                            static_cast<size_t>(b.numel), static_cast<double>(pg->size()));
     b.work = pg->all_reduce(b.wire, ReduceOp::Sum);
   }
 

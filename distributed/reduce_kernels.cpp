@@ -70,21 +70,40 @@ void reduce_blocks_typed(ReduceOp op, void* out, const void* in, size_t blocks, 
   });
 }
 
-template <class T>
-void divide_typed(void* x, size_t n, double divisor) {
-  using W = Widen<T>;
-  using Acc = typename W::Acc;
-  auto* p = static_cast<T*>(x);
+// Calls f with a function that divides an Acc by `divisor`. Dividing by a power of two is
+// multiplying by its exact reciprocal (same rounding, and a multiply vectorises cheaply); other
+// divisors divide.
+template <class Acc, class F>
+void with_divisor(double divisor, F&& f) {
   const auto d = static_cast<Acc>(divisor);
-  // Dividing by a power of two is multiplying by its exact reciprocal (same rounding, and a
-  // multiply vectorises cheaply); other divisors divide.
   const auto bits = static_cast<uint64_t>(divisor);
   if (std::is_floating_point_v<Acc> && static_cast<double>(bits) == divisor && bits > 0 && (bits & (bits - 1)) == 0) {
     const Acc reciprocal = Acc(1) / d;
-    for (size_t i = 0; i < n; ++i) p[i] = W::store(static_cast<Acc>(W::load(p[i]) * reciprocal));
-    return;
+    return f([reciprocal](Acc v) { return static_cast<Acc>(v * reciprocal); });
   }
-  for (size_t i = 0; i < n; ++i) p[i] = W::store(static_cast<Acc>(W::load(p[i]) / d));
+  f([d](Acc v) { return static_cast<Acc>(v / d); });
+}
+
+template <class T>
+void divide_typed(void* x, size_t n, double divisor) {
+  using W = Widen<T>;
+  auto* p = static_cast<T*>(x);
+  with_divisor<typename W::Acc>(divisor, [&](auto divide) {
+    for (size_t i = 0; i < n; ++i) p[i] = W::store(divide(W::load(p[i])));
+  });
+}
+
+template <class From, class To>
+void cast_and_divide_typed(const void* in, void* out, size_t n, double divisor) {
+  using Acc = typename Widen<To>::Acc;
+  const auto* x = static_cast<const From*>(in);
+  auto* o = static_cast<To*>(out);
+  with_divisor<Acc>(divisor, [&](auto divide) {
+    for (size_t i = 0; i < n; ++i) {
+      const Acc cast = Widen<To>::load(Widen<To>::store(static_cast<Acc>(Widen<From>::load(x[i]))));
+      o[i] = Widen<To>::store(divide(cast));
+    }
+  });
 }
 
 template <class F>
@@ -114,6 +133,20 @@ void reduce_blocks(DType dtype, ReduceOp op, void* out, const void* in, size_t b
 
 void divide(DType dtype, void* x, size_t n, double divisor) {
   dispatch(dtype, "all_reduce", [&](auto tag) { divide_typed<decltype(tag)>(x, n, divisor); });
+}
+
+void cast_and_divide(DType from, const void* in, DType to, void* out, size_t n, double divisor) {
+  WEFT_CHECK(to == DType::Float16 || to == DType::BFloat16, "[cast_and_divide] expected a float16 or bfloat16 target, got ",
+             to);
+  dispatch(from, "cast_and_divide", [&](auto from_tag) {
+    using From = decltype(from_tag);
+    if constexpr (std::is_floating_point_v<typename Widen<From>::Acc>) {
+      if (to == DType::Float16) cast_and_divide_typed<From, Half>(in, out, n, divisor);
+      else cast_and_divide_typed<From, BFloat16>(in, out, n, divisor);
+    } else {
+      WEFT_FAIL("[cast_and_divide] expected a floating-point buffer, got ", from);
+    }
+  });
 }
 
 }  // namespace weft::distributed::detail

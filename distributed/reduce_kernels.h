@@ -23,4 +23,9 @@ void reduce_blocks(DType dtype, ReduceOp op, void* out, const void* in, size_t b
 // x[i] /= divisor, in place (the second half of Avg after a summing all-reduce).
 void divide(DType dtype, void* x, size_t n, double divisor);
 
+// out[i] = to(to(in[i]) / divisor) for n elements: a buffer cast to a narrow float, then divided
+// in it, rounding twice as PyTorch's compressing DDP comm hooks do (`.to(bf16).div_(n)`), in one
+// pass. `to` is Float16 or BFloat16.
+void cast_and_divide(DType from, const void* in, DType to, void* out, size_t n, double divisor);
+
 }  // namespace weft::distributed::detail

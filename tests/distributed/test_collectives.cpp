@@ -1,13 +1,15 @@
 // The collectives on Gloo at 1, 2, 3 and 4 ranks: every op × dtype × size (0, 1, N−1, odd,
 // large) against closed forms. Inputs are small integers, so float sums are exact and every rank
 // can compute the expected result itself; narrow floats are also checked on random values against
-// a float32 reference, within one bfloat16 rounding per combination.
+// a float32 reference, within one bfloat16 rounding per combination. The compressing comm hooks'
+// cast-and-divide is checked on hand-rounded values.
 #include <doctest/doctest.h>
 
 #include <cmath>
 
 #include "harness.h"
 #include "distributed/all.h"
+#include "distributed/reduce_kernels.h"
 
 using namespace weft;
 using distributed::ReduceOp;
@@ -204,4 +206,31 @@ TEST_CASE("collectives refuse mismatched buffers before anything is sent") {
   const auto run = test::run_ranks(2, "bad_arguments");
   INFO(run.logs());
   CHECK(run.ok());
+}
+
+TEST_CASE("cast_and_divide rounds to the narrow float, divides in it and rounds again, as PyTorch's compress hooks") {
+  using distributed::detail::cast_and_divide;
+  // bfloat16, by 2 (a multiply by 1/2) and by 3 (a division). 1.00390625 = 1 + 2^-8 is a tie between
+  // 1.0 (0x3F80, even) and 0x3F81, so it casts to 1.0 first; 1/3 = 0x3EAAAAAB rounds up to 0x3EAB.
+  const std::vector<float> halves_in = {1.00390625f, -3.0f};
+  std::vector<uint16_t> out(2);
+  cast_and_divide(kFloat32, halves_in.data(), kBFloat16, out.data(), 2, 2.0);
+  CHECK(out == std::vector<uint16_t>{0x3F00, 0xBFC0});  // 0.5, -1.5
+  const std::vector<float> thirds_in = {3.0f, 1.0f};
+  cast_and_divide(kFloat32, thirds_in.data(), kBFloat16, out.data(), 2, 3.0);
+  CHECK(out == std::vector<uint16_t>{0x3F80, 0x3EAB});
+  const double one = 1.0;
+  cast_and_divide(kFloat64, &one, kBFloat16, out.data(), 1, 3.0);
+  CHECK(out[0] == 0x3EAB);
+  // float16, where the two roundings show: 1e-4 casts to 0x068E = 1678 · 2^-24; a quarter of that
+  // is 419.5 subnormal units, a tie that goes to the even 420 (0x01A4). Rounding 1e-4 / 4 once
+  // would give 419 (0x01A3).
+  const float small = 1e-4f;
+  cast_and_divide(kFloat32, &small, kFloat16, out.data(), 1, 4.0);
+  CHECK(out[0] == 0x01A4);
+  const float nan = std::nanf("");
+  cast_and_divide(kFloat32, &nan, kBFloat16, out.data(), 1, 2.0);
+  CHECK(((out[0] & 0x7F80) == 0x7F80 && (out[0] & 0x007F) != 0));
+  CHECK_THROWS_WITH_AS(cast_and_divide(kFloat32, &small, kFloat32, out.data(), 1, 2.0),
+                       doctest::Contains("expected a float16 or bfloat16 target, got float32"), Error);
 }
