@@ -5,7 +5,6 @@
 // roundings; rank 0's parameters win at construction; lazy and mismatched models are refused.
 #include <doctest/doctest.h>
 
-#include "tensor/float_formats.h"
 #include "train_helpers.h"
 
 using namespace weft;
