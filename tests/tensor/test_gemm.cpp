@@ -148,14 +148,23 @@ TEST_CASE("weft's GEMM fuses linear's bias at every level, in float32 and bfloat
 }
 
 TEST_CASE("weft's GEMM gives the same bits whatever the thread count") {
-  const Tensor a = random({300, 500}, 50, kFloat32), b = random({500, 200}, 51, kFloat32);
+  // A blocked product, and small ones split by rows: N = 10 (B packed per part) and K = 10.
+  const std::vector<std::pair<Tensor, Tensor>> products = {
+      {random({300, 500}, 50, kFloat32), random({500, 200}, 51, kFloat32)},
+      {random({128, 512}, 52, kFloat32), random({10, 512}, 53, kFloat32).t()},
+      {random({128, 10}, 54, kFloat32), random({10, 512}, 55, kFloat32)}};
   const int saved = num_threads();
-  set_num_threads(1);
-  const Tensor one = matmul(a, b);
-  set_num_threads(3);
-  const Tensor three = matmul(a, b);
+  for (size_t i = 0; i < products.size(); ++i) {
+    CAPTURE(i);
+    const Tensor& a = products[i].first;
+    const Tensor& b = products[i].second;
+    set_num_threads(1);
+    const Tensor one = matmul(a, b);
+    set_num_threads(3);
+    const Tensor three = matmul(a, b);
+    CHECK(std::memcmp(one.data_ptr(), three.data_ptr(), one.nbytes()) == 0);
+  }
   set_num_threads(saved);
-  CHECK(std::memcmp(one.data_ptr(), three.data_ptr(), one.nbytes()) == 0);
 }
 
 TEST_CASE("the kernel in use is named for each dtype and level") {

@@ -1,5 +1,5 @@
 // The GEMM driver (gemm.h): kernel choice, the five BLIS loops, the split over threads, and the
-// small-product path.
+// small-product path (split by rows when it is not too small).
 //
 // For one block of C, computed by one thread (gemm_blocked):
 //   for jc over N by NC              a column block of B and C
@@ -26,9 +26,12 @@
 namespace weft::detail {
 namespace {
 
-// Below this many floating-point operations (2·M·N·K) a product runs on the calling thread and
-// reads A in place: ~40 µs on one core, less than what packing and waking threads would cost.
+// Below this many floating-point operations (2·M·N·K) a float32 product reads A in place and
+// packs at most B (gemm_small): ~40 µs on one core, less than what packing A would cost.
 constexpr int64_t kSmallWork = int64_t{4} << 20;
+// A small product is split over threads by rows when each gets at least this much work (~6 µs on
+// one core, several times what handing a range to a pool thread costs).
+constexpr int64_t kSmallWorkPerThread = int64_t{512} << 10;
 // Each thread of a split product gets at least this much work.
 constexpr int64_t kWorkPerThread = int64_t{2} << 20;
 // Blocks of C per thread when a product is split along N.
@@ -218,8 +221,18 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   const GemmKernel& ker = kernel_for(isa, a.bf16);
   const int64_t work = 2 * m * n * k;
   if (work <= kSmallWork) {
-    if (!a.bf16) return gemm_small(kernel_for(isa, false), m, n, k, a, b, c, ldc, accumulate);
-    return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate);
+    if (a.bf16) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate);
+    // Whole row tiles per thread; each part packs its own B when B needs packing (at most K × 16
+    // values here: one of M, N, K is small).
+    const GemmKernel& f32 = kernel_for(isa, false);
+    const int64_t tiles = (m + f32.mr - 1) / f32.mr;
+    const int64_t parts = std::min<int64_t>({num_threads(), work / kSmallWorkPerThread, tiles});
+    if (parts <= 1) return gemm_small(f32, m, n, k, a, b, c, ldc, accumulate);
+    parallel_for(parts, [&](int64_t part) {
+      const int64_t first = tiles * part / parts * f32.mr, last = std::min(tiles * (part + 1) / parts * f32.mr, m);
+      gemm_small(f32, last - first, n, k, a.at(first, 0), b, c + first * ldc, ldc, accumulate);
+    });
+    return;
   }
 
   // Split C into contiguous blocks along its larger dimension, in whole tiles: one per thread
