@@ -183,10 +183,10 @@ void gemm_small(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const Ge
     pack_b_panels(ker, b, k, n, buffer);
     packed = buffer;
   }
-  for (int64_t jr = 0; jr < n; jr += ker.nr) {
-    const float* panel = b_in_place ? static_cast<const float*>(b.data) + jr : packed + jr * k;
-    const int64_t ldb = b_in_place ? b.rs : ker.nr;
-    for (int64_t ir = 0; ir < m; ir += ker.mr) {
+  for (int64_t ir = 0; ir < m; ir += ker.mr) {
+    for (int64_t jr = 0; jr < n; jr += ker.nr) {
+      const float* panel = b_in_place ? static_cast<const float*>(b.data) + jr : packed + jr * k;
+      const int64_t ldb = b_in_place ? b.rs : ker.nr;
       const int rows = static_cast<int>(std::min<int64_t>(ker.mr, m - ir));
       const int cols = static_cast<int>(std::min<int64_t>(ker.nr, n - jr));
       ker.micro_f32({k, ad + ir * a.rs, a.rs, a.cs, false, panel, ldb, !b_in_place, c + ir * ldc + jr, ldc, rows, cols,
