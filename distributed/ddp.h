@@ -29,7 +29,7 @@
 // world size (before summing, so float16 does not overflow where the average would not), sum it
 // across ranks in that dtype and cast the result back into the bucket. Half the bytes cross the
 // network, and every averaged gradient carries the 16-bit roundings (a float16 gradient below
-// 2^-24 · world size flushes to zero, so Bf16Compress is the safer choice without loss scaling).
+// 2^-25 · world size becomes zero, so Bf16Compress is the safer choice without loss scaling).
 //
 // Gradient accumulation: forward passes run under no_sync() leave their backward passes local;
 // the first forward after it synchronises the accumulated sums.

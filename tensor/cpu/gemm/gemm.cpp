@@ -171,8 +171,10 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
   }
 }
 
-// A small float32 product on the calling thread: A read in place, B in place when its rows are
-// contiguous, else packed whole (it is small: one of M, N, K is).
+// A small float32 product (or a row block of one) on the calling thread: A read in place, B in
+// place when its rows are contiguous, else packed whole (it is small: one of M, N, K is). C is
+// swept a row block at a time: with a short K the stores are most of the work, and row after row
+// they form streams the prefetcher follows.
 void gemm_small(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
                 float* c, int64_t ldc, bool accumulate) {
   const auto* ad = static_cast<const float*>(a.data);
@@ -222,8 +224,8 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   const int64_t work = 2 * m * n * k;
   if (work <= kSmallWork) {
     if (a.bf16) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate);
-    // Whole row tiles per thread; each part packs its own B when B needs packing (at most K × 16
-    // values here: one of M, N, K is small).
+    // Whole row tiles per thread. Each part packs B for itself when B is not row-major: a small
+    // product's B is small, and packing it twice costs less than sharing one copy would.
     const GemmKernel& f32 = kernel_for(isa, false);
     const int64_t tiles = (m + f32.mr - 1) / f32.mr;
     const int64_t parts = std::min<int64_t>({num_threads(), work / kSmallWorkPerThread, tiles});
