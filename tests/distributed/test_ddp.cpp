@@ -305,6 +305,33 @@ TEST_CASE("DDP's fp16 and bf16 comm hooks: cast, divide by the world size, sum i
   }
 }
 
+// Every rank's weight gradient is 40000 (its input): in float16 the sum of the ranks' gradients
+// overflows (65504 is the largest value), the sum of their shares does not.
+WEFT_RANK_WORKER(ddp_fp16_hook_range) {
+  auto pg = test::init_group();
+  manual_seed(0);
+  nn::Linear layer(2, 1, /*bias=*/false);
+  DistributedDataParallel ddp(layer, pg, {.comm_hook = distributed::DDPCommHook::Fp16Compress});
+  ddp(full({1, 2}, 40000.0)).sum().backward();
+  nn::TensorDict grads;
+  grads.insert("weight", layer->weight.grad().clone());
+  test::save_result(pg->rank(), grads);
+  return 0;
+}
+
+TEST_CASE("DDP's fp16 hook divides before it sums: gradients whose sum overflows float16 average exactly") {
+  // 40000 / 2 = 20000 and 40000 / 3 → 13336 (float16's step there is 8) are exact shares or
+  // rounded ones whose sums round back to 40000 (the step above 32768 is 32); summing first
+  // would give inf.
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    const auto run = test::run_ranks(n, "ddp_fp16_hook_range");
+    INFO(run.logs());
+    REQUIRE(run.ok());
+    for (int r = 0; r < n; ++r) CHECK(run.result(r).at("weight").to_vector<float>() == std::vector<float>{40000.0f, 40000.0f});
+  }
+}
+
 WEFT_RANK_WORKER(ddp_mismatch) {
   auto pg = test::init_group();
   manual_seed(0);
