@@ -130,9 +130,7 @@ WEFT_RANK_WORKER(ddp_no_sync) {
       cross_entropy(ddp(b.x), b.y).backward();
     }
   }
-  nn::TensorDict grads;
-  for (const auto& [name, p] : model->named_parameters()) grads.insert(name, p.grad().clone());
-  test::save_result(r, grads);
+  test::save_result(r, test::gradients_of(*model));
   return 0;
 }
 
@@ -231,9 +229,7 @@ WEFT_RANK_WORKER(ddp_comm_hook) {
     for (const auto& c : records)
       test::require(c.kind == distributed::CollectiveKind::AllReduce && c.dtype == wire,
                     run.name + ": a bucket did not travel as " + std::string(dtype_name(wire)));
-    nn::TensorDict grads;
-    for (const auto& [name, p] : model->named_parameters()) grads.insert(name, p.grad().clone());
-    test::save_result(r, grads, run.name);
+    test::save_result(r, test::gradients_of(*model), run.name);
   }
   return 0;
 }
@@ -252,9 +248,7 @@ std::vector<nn::TensorDict> local_gradients(int n) {
     auto model = test::make_mlp(31);
     const test::Batch b = test::local_rows(test::global_batch(0), r, n);
     cross_entropy(model(b.x), b.y).backward();
-    nn::TensorDict g;
-    for (const auto& [name, p] : model->named_parameters()) g.insert(name, p.grad());
-    grads.push_back(g);
+    grads.push_back(test::gradients_of(*model));
   }
   return grads;
 }
@@ -313,9 +307,7 @@ WEFT_RANK_WORKER(ddp_fp16_hook_range) {
   nn::Linear layer(2, 1, /*bias=*/false);
   DistributedDataParallel ddp(layer, pg, {.comm_hook = distributed::DDPCommHook::Fp16Compress});
   ddp(full({1, 2}, 40000.0)).sum().backward();
-  nn::TensorDict grads;
-  grads.insert("weight", layer->weight.grad().clone());
-  test::save_result(pg->rank(), grads);
+  test::save_result(pg->rank(), test::gradients_of(*layer));
   return 0;
 }
 

@@ -44,6 +44,13 @@ inline std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& kind,
   return std::make_unique<optim::AdamW>(std::move(params), optim::AdamWOptions{.lr = 0.02});
 }
 
+// A copy of every parameter's gradient, under the parameter's name.
+inline nn::TensorDict gradients_of(const nn::Module& module) {
+  nn::TensorDict grads;
+  for (const auto& [name, p] : module.named_parameters()) grads.insert(name, p.grad().clone());
+  return grads;
+}
+
 // |a - b| / max(1, |b|) over all elements of two state dicts with the same keys: the largest
 // and the mean.
 struct Difference {

@@ -101,6 +101,17 @@ void pack_b_panels(const GemmKernel& ker, const GemmMatrix& b, int64_t kc, int64
   if (!ker.pack_b || !ker.pack_b(b.data, b.bf16, b.rs, b.cs, kc, nc, dst)) pack_b_f32(b, kc, nc, ker.nr, dst);
 }
 
+// Part `part` of `parts` near-equal runs of whole units (tiles) over n values: its first value and
+// its length.
+struct PartRange {
+  int64_t first, length;
+};
+PartRange part_of(int64_t n, int64_t unit, int64_t parts, int64_t part) {
+  const int64_t units = (n + unit - 1) / unit;
+  const int64_t first = units * part / parts * unit;
+  return {first, std::min(units * (part + 1) / parts * unit, n) - first};
+}
+
 // Whether a block of C with m rows reads A in place rather than packing it (kInPlaceRows).
 bool a_read_in_place(const GemmKernel& ker, const GemmMatrix& a, int64_t m) {
   return !ker.bf16_pairs && !a.bf16 && a.cs == 1 && m <= kInPlaceRows;
@@ -185,10 +196,10 @@ void gemm_small(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const Ge
     pack_b_panels(ker, b, k, n, buffer);
     packed = buffer;
   }
+  const int64_t ldb = b_in_place ? b.rs : ker.nr;
   for (int64_t ir = 0; ir < m; ir += ker.mr) {
     for (int64_t jr = 0; jr < n; jr += ker.nr) {
       const float* panel = b_in_place ? static_cast<const float*>(b.data) + jr : packed + jr * k;
-      const int64_t ldb = b_in_place ? b.rs : ker.nr;
       const int rows = static_cast<int>(std::min<int64_t>(ker.mr, m - ir));
       const int cols = static_cast<int>(std::min<int64_t>(ker.nr, n - jr));
       ker.micro_f32({k, ad + ir * a.rs, a.rs, a.cs, false, panel, ldb, !b_in_place, c + ir * ldc + jr, ldc, rows, cols,
@@ -231,8 +242,8 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
     const int64_t parts = std::min<int64_t>({num_threads(), work / kSmallWorkPerThread, tiles});
     if (parts <= 1) return gemm_small(f32, m, n, k, a, b, c, ldc, accumulate);
     parallel_for(parts, [&](int64_t part) {
-      const int64_t first = tiles * part / parts * f32.mr, last = std::min(tiles * (part + 1) / parts * f32.mr, m);
-      gemm_small(f32, last - first, n, k, a.at(first, 0), b, c + first * ldc, ldc, accumulate);
+      const PartRange rows = part_of(m, f32.mr, parts, part);
+      gemm_small(f32, rows.length, n, k, a.at(rows.first, 0), b, c + rows.first * ldc, ldc, accumulate);
     });
     return;
   }
@@ -249,11 +260,11 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   const int64_t parts = std::clamp<int64_t>(fine ? threads * kPartsPerThreadAlongN : threads, 1, units);
   if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate);
   parallel_for(parts, [&](int64_t part) {
-    const int64_t first = units * part / parts * unit, last = std::min(units * (part + 1) / parts * unit, along_m ? m : n);
+    const PartRange r = part_of(along_m ? m : n, unit, parts, part);
     if (along_m)
-      gemm_blocked(ker, last - first, n, k, a.at(first, 0), b, c + first * ldc, ldc, accumulate);
+      gemm_blocked(ker, r.length, n, k, a.at(r.first, 0), b, c + r.first * ldc, ldc, accumulate);
     else
-      gemm_blocked(ker, m, last - first, k, a, b.at(0, first), c + first, ldc, accumulate);
+      gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c + r.first, ldc, accumulate);
   });
 }
 
