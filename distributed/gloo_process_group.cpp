@@ -169,8 +169,9 @@ struct GlooProcessGroup::State {
       theirs->waitRecv(timeout);
       own->waitSend(timeout);
       uint8_t* mine = bytes_of(c.output) + begin * item;
-      detail::combine(dtype, c.op, mine, mine, scratch.data() + begin * item, length);
-      if (c.op == ReduceOp::Avg) detail::divide(dtype, mine, length, size);  // while the segment is in cache
+      const uint8_t* peers = scratch.data() + begin * item;
+      if (c.op == ReduceOp::Avg) detail::sum_and_divide(dtype, mine, mine, peers, length, size);
+      else detail::combine(dtype, c.op, mine, mine, peers, length);
     }
   }
 

@@ -93,6 +93,18 @@ void divide_typed(void* x, size_t n, double divisor) {
   });
 }
 
+// The sum is rounded to T before it is divided, so the bits are those of combine then divide.
+template <class T>
+void sum_and_divide_typed(void* out, const void* a, const void* b, size_t n, double divisor) {
+  using W = Widen<T>;
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(a);
+  const auto* y = static_cast<const T*>(b);
+  with_divisor<typename W::Acc>(divisor, [&](auto divide) {
+    for (size_t i = 0; i < n; ++i) o[i] = W::store(divide(W::load(W::store(W::load(x[i]) + W::load(y[i])))));
+  });
+}
+
 template <class From, class To>
 void cast_and_divide_typed(const void* in, void* out, size_t n, double divisor) {
   using Acc = typename Widen<To>::Acc;
@@ -133,6 +145,10 @@ void reduce_blocks(DType dtype, ReduceOp op, void* out, const void* in, size_t b
 
 void divide(DType dtype, void* x, size_t n, double divisor) {
   dispatch(dtype, "all_reduce", [&](auto tag) { divide_typed<decltype(tag)>(x, n, divisor); });
+}
+
+void sum_and_divide(DType dtype, void* out, const void* a, const void* b, size_t n, double divisor) {
+  dispatch(dtype, "all_reduce", [&](auto tag) { sum_and_divide_typed<decltype(tag)>(out, a, b, n, divisor); });
 }
 
 void cast_and_divide(DType from, const void* in, DType to, void* out, size_t n, double divisor) {

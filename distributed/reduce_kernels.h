@@ -23,6 +23,11 @@ void reduce_blocks(DType dtype, ReduceOp op, void* out, const void* in, size_t b
 // x[i] /= divisor, in place (the second half of Avg after a summing all-reduce).
 void divide(DType dtype, void* x, size_t n, double divisor);
 
+// out[i] = (a[i] + b[i]) / divisor, the sum rounded to the dtype before the division: the bits of
+// combine(Sum) then divide, in one pass over the memory instead of two (a pair's Avg all-reduce,
+// where both passes run over megabytes that no longer fit in L2).
+void sum_and_divide(DType dtype, void* out, const void* a, const void* b, size_t n, double divisor);
+
 // out[i] = to(to(in[i]) / divisor) for n elements: a buffer cast to a narrow float, then divided
 // in it, rounding twice as PyTorch's compressing DDP comm hooks do (`.to(bf16).div_(n)`), in one
 // pass. `to` is Float16 or BFloat16.

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "harness.h"
 #include "distributed/all.h"
@@ -206,6 +207,36 @@ TEST_CASE("collectives refuse mismatched buffers before anything is sent") {
   const auto run = test::run_ranks(2, "bad_arguments");
   INFO(run.logs());
   CHECK(run.ok());
+}
+
+TEST_CASE("sum_and_divide has the bits of combine then divide, rounding the sum before dividing it") {
+  using distributed::detail::combine;
+  using distributed::detail::divide;
+  using distributed::detail::sum_and_divide;
+  // float16: 2048 + 1 is a tie that rounds to the even 2048, and 2048 / 3 rounds to 682.5 (0x6155);
+  // dividing the exact sum 2049 would give 683 (0x6156).
+  const std::vector<uint16_t> big = {0x6800}, one = {0x3C00};
+  std::vector<uint16_t> half_out(1);
+  sum_and_divide(kFloat16, half_out.data(), big.data(), one.data(), 1, 3.0);
+  CHECK(half_out[0] == 0x6155);
+  // Every dtype a pair averages, by 2 (a multiply) and 3 (a division), against the two passes.
+  Generator g(11);
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32}) {
+    for (double divisor : {2.0, 3.0}) {
+      CAPTURE(dtype);
+      CAPTURE(divisor);
+      const Tensor a = (randn({1001}, kFloat32, &g) * 100.0).to(dtype), b = (randn({1001}, kFloat32, &g) * 100.0).to(dtype);
+      Tensor fused = zeros({1001}, dtype), two_pass = zeros({1001}, dtype);
+      sum_and_divide(dtype, fused.data_ptr(), a.data_ptr(), b.data_ptr(), 1001, divisor);
+      combine(dtype, ReduceOp::Sum, two_pass.data_ptr(), a.data_ptr(), b.data_ptr(), 1001);
+      divide(dtype, two_pass.data_ptr(), 1001, divisor);
+      CHECK(std::memcmp(fused.data_ptr(), two_pass.data_ptr(), fused.nbytes()) == 0);
+    }
+  }
+  // In place over the first operand, as the pair all-reduce calls it.
+  std::vector<float> mine = {1.0f, 3.0f}, peers = {2.0f, 4.0f};
+  sum_and_divide(kFloat32, mine.data(), mine.data(), peers.data(), 2, 2.0);
+  CHECK(mine == std::vector<float>{1.5f, 3.5f});
 }
 
 TEST_CASE("cast_and_divide rounds to the narrow float, divides in it and rounds again, as PyTorch's compress hooks") {
