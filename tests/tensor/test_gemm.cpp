@@ -5,7 +5,8 @@
 // padded and repeated rows, both strides non-unit, batches), the edges of the tiles and blocks
 // (M = 128 over 6-row tiles, N = 10, K = 784 in equal chunks, odd K for bf16 pairs, more columns
 // than one column block), both the small (unpacked, one thread) and the blocked, threaded path,
-// and linear's fused bias.
+// the transposed product of few rows times a transposed B (Note [Few rows times a transposed B]:
+// whole rows of W streamed, or K cut into chunks), and linear's fused bias.
 //
 // Error bound: each C element is a dot product, so it is compared with |got − exact| ≤
 // tol · Σ_p |a_ip·b_pj|, the standard bound for a sum computed in floating point.
@@ -77,6 +78,10 @@ std::vector<Case> cases(DType dtype) {
   out.push_back({"more rows than one M block", r({1000, 40}, 11), r({40, 60}, 12)});
   out.push_back({"row-major A packed: K not a multiple of 8, rows not of 6", r({301, 77}, 39), r({77, 33}, 40)});
   out.push_back({"transposed A packed: rows not of 6", r({200, 301}, 41).t(), r({200, 64}, 42)});
+  out.push_back({"batch of 1 times a transposed weight (computed transposed, small)", r({1, 1100}, 43), r({700, 1100}, 44).t()});
+  out.push_back({"20 rows times a transposed weight with long rows (transposed, whole rows, threaded)", r({20, 1100}, 45),
+                 r({300, 1100}, 46).t()});
+  out.push_back({"40 rows times a transposed weight (transposed, K in chunks, threaded)", r({40, 700}, 47), r({600, 700}, 48).t()});
   out.push_back({"more columns than one N block", r({8, 64}, 13), r({64, 8200}, 14)});
   out.push_back({"more columns than one N block, B transposed", r({8, 64}, 15), r({8200, 64}, 16).t()});
   out.push_back({"odd K, small", r({13, 19}, 17), r({19, 37}, 18)});
@@ -124,9 +129,10 @@ TEST_CASE("weft's GEMM at every supported instruction-set level matches the exac
 TEST_CASE("weft's GEMM fuses linear's bias at every level, in float32 and bfloat16") {
   for (const DType dtype : {kFloat32, kBFloat16}) {
     const double tol = dtype == kFloat32 ? kFloat32Tol : kBFloat16Tol;
-    // Small (N = 10) and threaded (N = 64, K = 784) products.
-    for (const int64_t out_features : {int64_t{10}, int64_t{64}}) {
-      const Tensor x = random({128, 784}, 40, kFloat32).to(dtype), w = random({out_features, 784}, 41, kFloat32).to(dtype);
+    // Small (N = 10) and threaded (N = 64, K = 784) products, and two computed transposed (more
+    // outputs than rows: 128 × 300, and a batch of 1).
+    for (const auto& [batch, out_features] : std::vector<std::pair<int64_t, int64_t>>{{128, 10}, {128, 64}, {128, 300}, {1, 300}}) {
+      const Tensor x = random({batch, 784}, 40, kFloat32).to(dtype), w = random({out_features, 784}, 41, kFloat32).to(dtype);
       const Tensor b = random({out_features}, 42, kFloat32).to(dtype);
       Reference ref = reference(x, w.t());
       const auto bias = b.to_vector<double>();
@@ -137,6 +143,7 @@ TEST_CASE("weft's GEMM fuses linear's bias at every level, in float32 and bfloat
       for (const CpuIsa isa : cpu_isas_supported()) {
         CAPTURE(cpu_isa_name(isa));
         CAPTURE(dtype);
+        CAPTURE(batch);
         CAPTURE(out_features);
         CpuIsaGuard guard(isa);
         const Tensor y = linear(x, w, b);
@@ -148,11 +155,15 @@ TEST_CASE("weft's GEMM fuses linear's bias at every level, in float32 and bfloat
 }
 
 TEST_CASE("weft's GEMM gives the same bits whatever the thread count") {
-  // A blocked product, and small ones split by rows: N = 10 (B packed per part) and K = 10.
+  // A blocked product, small ones split by rows (N = 10, B packed per part; K = 10), and two
+  // computed transposed, split over W's rows.
   const std::vector<std::pair<Tensor, Tensor>> products = {
       {random({300, 500}, 50, kFloat32), random({500, 200}, 51, kFloat32)},
       {random({128, 512}, 52, kFloat32), random({10, 512}, 53, kFloat32).t()},
-      {random({128, 10}, 54, kFloat32), random({10, 512}, 55, kFloat32)}};
+      {random({128, 10}, 54, kFloat32), random({10, 512}, 55, kFloat32)},
+      // Computed transposed: whole rows (K = 1100) and K in chunks (K = 784).
+      {random({20, 1100}, 56, kFloat32), random({300, 1100}, 57, kFloat32).t()},
+      {random({64, 784}, 58, kFloat32), random({512, 784}, 59, kFloat32).t()}};
   const int saved = num_threads();
   for (size_t i = 0; i < products.size(); ++i) {
     CAPTURE(i);

@@ -8,6 +8,8 @@
 //         for jr over NC by NR       one KC×NR panel of B                     (L1)
 //           for ir over MC by MR     one MR×NR tile of C: the microkernel     (registers)
 // (the last two swap when A is read in place; see gemm_blocked).
+// A product with few rows and a B read down its columns (x·Wᵀ at a small batch) is computed
+// transposed: Note [Few rows times a transposed B].
 // K is cut into equal chunks (K = 784 with KC = 256: 4×196, not 3×256 + 16), and M likewise, so no
 // chunk is a sliver. The first K chunk writes C (or adds to it when accumulating), later ones add.
 #include "tensor/cpu/gemm/gemm.h"
@@ -41,6 +43,9 @@ constexpr int64_t kPartsPerThreadAlongN = 4;
 // pack the same A (the MLP's products, split along N, have 128 rows). Taller blocks reuse each
 // packed panel of A across many more tiles, and pack.
 constexpr int64_t kInPlaceRows = 256;
+// Products with at most this many rows and a B read down its columns are computed transposed
+// (Note [Few rows times a transposed B]).
+constexpr int64_t kTransposedMaxRows = 128;
 
 const GemmKernel& kernel_for(CpuIsa isa, bool bf16) {
   switch (isa) {
@@ -82,7 +87,7 @@ class PackBuffer {
   size_t capacity_ = 0;
 };
 
-thread_local PackBuffer t_pack_a, t_pack_b;
+thread_local PackBuffer t_pack_a, t_pack_b, t_transposed;
 
 // The step that cuts n into equal chunks of at most `most`, rounded up to a multiple of `align`.
 int64_t even_step(int64_t n, int64_t most, int64_t align) {
@@ -117,16 +122,15 @@ bool a_read_in_place(const GemmKernel& ker, const GemmMatrix& a, int64_t m) {
   return !ker.bf16_pairs && !a.bf16 && a.cs == 1 && m <= kInPlaceRows;
 }
 
-// One block of C, c(m×n) (+)= a(m×k)·b(k×n), on the calling thread with packed A and B (or A
-// in place, see a_read_in_place).
+// One block of C, c(m×n) (+)= a(m×k)·b(k×n), on the calling thread with packed B and A packed
+// or, when a_in_place, read in place (float32 with contiguous rows only).
 void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
-                  float* c, int64_t ldc, bool accumulate) {
+                  float* c, int64_t ldc, bool accumulate, bool a_in_place) {
   const bool pairs = ker.bf16_pairs;
   const int64_t kc_step = even_step(k, ker.kc, pairs ? 2 : 1);
   const int64_t mc_step = even_step(m, ker.mc, ker.mr);
   const int64_t nc_step = std::min<int64_t>(ker.nc, (n + ker.nr - 1) / ker.nr * ker.nr);
   const int64_t a_size = mc_step * kc_step, b_size = kc_step * nc_step;  // elements, padded
-  const bool a_in_place = a_read_in_place(ker, a, m);
   for (int64_t jc = 0; jc < n; jc += nc_step) {
     const int64_t nc = std::min(nc_step, n - jc);
     for (int64_t pc = 0; pc < k; pc += kc_step) {
@@ -182,8 +186,9 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
   }
 }
 
-// A small float32 product (or a row block of one) on the calling thread: A read in place, B in
-// place when its rows are contiguous, else packed whole (it is small: one of M, N, K is). C is
+// A small float32 product (or a row block of one, or of a product computed transposed) on the
+// calling thread: A read in place, B in place when its rows are contiguous, else packed whole (it
+// is small: one of M, N, K is). C is
 // swept a row block at a time: with a short K the stores are most of the work, and row after row
 // they form streams the prefetcher follows.
 void gemm_small(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
@@ -206,6 +211,51 @@ void gemm_small(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const Ge
                      accumulate});
     }
   }
+}
+
+// dst(cols×rows, leading dimension ld_dst) = src(rows×cols, leading dimension ld_src)ᵀ, by
+// 16×16 blocks so both sides stay in L1.
+void transpose_into(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst, int64_t ld_dst) {
+  constexpr int64_t kBlock = 16;
+  for (int64_t i0 = 0; i0 < rows; i0 += kBlock)
+    for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
+      const int64_t i1 = std::min(rows, i0 + kBlock), j1 = std::min(cols, j0 + kBlock);
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t i = i0; i < i1; ++i) dst[j * ld_dst + i] = src[i * ld_src + j];
+    }
+}
+
+// Note [Few rows times a transposed B]: x·Wᵀ with W (N×K) row-major reads B down its columns,
+// so the usual path packs all of W, K·N values, to use each of them only 2·M times: at a batch
+// of 1 the packing is nearly the whole cost (4096², one core: ~20 ms). The transposed product
+// Cᵀ = W·xᵀ reads W in place as its A, six rows at a time, and packs only xᵀ (K·M values); its
+// N×M result goes through a per-thread buffer and is transposed into C (C is first transposed
+// into the buffer when accumulating, so linear's bias is added first, as on the usual path).
+// Whole rows of W stream through the microkernel (gemm_small, K not cut) when xᵀ packs into one
+// panel or W's rows are long: cut into K chunks, long rows become short runs far apart that the
+// prefetcher does not follow (4096², 32 rows: 2× slower). Threads split W's rows, and every
+// element is one chain of FMAs over K whatever the thread count.
+void gemm_transposed(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a,
+                     const GemmMatrix& b, float* c, int64_t ldc, bool accumulate) {
+  const GemmMatrix w{b.data, b.cs, b.rs, false};   // Bᵀ: n×k, contiguous rows
+  const GemmMatrix xt{a.data, a.cs, a.rs, false};  // Aᵀ: k×m
+  const int64_t work = 2 * m * n * k;
+  const bool small = work <= kSmallWork;
+  const bool whole_rows = small || m <= ker.nr || k >= 4 * ker.kc;
+  const int64_t tiles = (n + ker.mr - 1) / ker.mr;
+  const int64_t threads = std::min<int64_t>(num_threads(), work / (small ? kSmallWorkPerThread : kWorkPerThread));
+  const int64_t parts = std::clamp<int64_t>(threads, 1, tiles);
+  auto run = [&](int64_t part) {
+    const PartRange rows = part_of(n, ker.mr, parts, part);
+    float* t = t_transposed.get<float>(rows.length * m);
+    float* c_part = c + rows.first;
+    if (accumulate) transpose_into(c_part, ldc, m, rows.length, t, m);
+    if (whole_rows) gemm_small(ker, rows.length, m, k, w.at(rows.first, 0), xt, t, m, accumulate);
+    else gemm_blocked(ker, rows.length, m, k, w.at(rows.first, 0), xt, t, m, accumulate, true);
+    transpose_into(t, m, rows.length, m, c_part, ldc);
+  };
+  if (parts == 1) return run(0);
+  parallel_for(parts, run);
 }
 
 }  // namespace
@@ -233,8 +283,10 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   const CpuIsa isa = cpu_isa();
   const GemmKernel& ker = kernel_for(isa, a.bf16);
   const int64_t work = 2 * m * n * k;
+  if (!a.bf16 && b.rs == 1 && b.cs != 1 && m <= kTransposedMaxRows && m < n)
+    return gemm_transposed(kernel_for(isa, false), m, n, k, a, b, c, ldc, accumulate);
   if (work <= kSmallWork) {
-    if (a.bf16) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate);
+    if (a.bf16) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, false);
     // Whole row tiles per thread. Each part packs B for itself when B is not row-major: a small
     // product's B is small, and packing it twice costs less than sharing one copy would.
     const GemmKernel& f32 = kernel_for(isa, false);
@@ -258,13 +310,14 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   const int64_t threads = std::min<int64_t>(num_threads(), work / kWorkPerThread);
   const bool fine = !along_m && a_read_in_place(ker, a, m);
   const int64_t parts = std::clamp<int64_t>(fine ? threads * kPartsPerThreadAlongN : threads, 1, units);
-  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate);
+  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, a_read_in_place(ker, a, m));
   parallel_for(parts, [&](int64_t part) {
     const PartRange r = part_of(along_m ? m : n, unit, parts, part);
     if (along_m)
-      gemm_blocked(ker, r.length, n, k, a.at(r.first, 0), b, c + r.first * ldc, ldc, accumulate);
+      gemm_blocked(ker, r.length, n, k, a.at(r.first, 0), b, c + r.first * ldc, ldc, accumulate,
+                   a_read_in_place(ker, a, r.length));
     else
-      gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c + r.first, ldc, accumulate);
+      gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c + r.first, ldc, accumulate, a_read_in_place(ker, a, m));
   });
 }
 
