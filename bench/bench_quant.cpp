@@ -172,15 +172,22 @@ int main(int argc, char** argv) {
   const int64_t features = opt.quick ? 1024 : 4096;
   manual_seed(7);
   Linear4bit layer(features, features, false, Linear4bitOptions{QuantKind::NF4, true, 64, kFloat32});
-  std::printf("\nLinear4bit forward (NF4 + double quantization, %lld x %lld)\n%6s | %10s\n",
-              static_cast<long long>(features), static_cast<long long>(features), "batch", "ms");
-  std::vector<std::pair<int64_t, double>> linear_ms;
+  // weft's own float32 linear of the same shape, the baseline a quantized layer is weighed against.
+  const Tensor dense = randn({features, features}, {}, &gen);
+  std::printf("\nLinear4bit forward (NF4 + double quantization, %lld x %lld), beside weft's fp32 linear\n%6s | %10s %10s\n",
+              static_cast<long long>(features), static_cast<long long>(features), "batch", "ms", "fp32 ms");
+  struct LinearTimes {
+    int64_t batch;
+    double ms, fp32_ms;
+  };
+  std::vector<LinearTimes> linear_ms;
   for (int64_t batch : {1, 32}) {
     const Tensor x = randn({batch, features}, {}, &gen);
     NoGradGuard no_grad;
     const double t = median_seconds([&] { layer(x); }, opt.min_time);
-    linear_ms.emplace_back(batch, t * 1e3);
-    std::printf("%6lld | %10.3f\n", static_cast<long long>(batch), t * 1e3);
+    const double t_fp32 = median_seconds([&] { linear(x, dense); }, opt.min_time);
+    linear_ms.push_back({batch, t * 1e3, t_fp32 * 1e3});
+    std::printf("%6lld | %10.3f %10.3f\n", static_cast<long long>(batch), t * 1e3, t_fp32 * 1e3);
   }
 
   std::printf("{\"bench\":\"quant\",\"threads\":%d,\"isa\":\"%s\",\"int8_gemm\":[", num_threads(),
@@ -194,7 +201,9 @@ int main(int argc, char** argv) {
                 i ? "," : "", static_cast<long long>(gemv[i].n), static_cast<long long>(gemv[i].k), gemv[i].bytes,
                 gemv[i].gbps, gemv[i].memcpy_gbps, gemv[i].bytes / gemv[i].gbps / 1e9);
   std::printf("],\"linear4bit\":{\"features\":%lld", static_cast<long long>(features));
-  for (const auto& [batch, ms] : linear_ms) std::printf(",\"batch%lld_ms\":%.4f", static_cast<long long>(batch), ms);
+  for (const LinearTimes& l : linear_ms)
+    std::printf(",\"batch%lld_ms\":%.4f,\"fp32_batch%lld_ms\":%.4f", static_cast<long long>(l.batch), l.ms,
+                static_cast<long long>(l.batch), l.fp32_ms);
   std::printf("}}\n");
   return 0;
 }

@@ -7,7 +7,8 @@
 #   4-bit GEMV       weft GB/s / memcpy GB/s of the same bytes (>= 0.70);
 #                    PyTorch fp32 linear time / weft time (>= 4)
 #   Linear4bit       batch 32: PyTorch fp32 linear time / weft time (>= 1);
-#                    bitsandbytes CPU Linear4bit time / weft time at batch 1 and 32 (>= 20)
+#                    bitsandbytes CPU Linear4bit time / weft time at batch 1 and 32 (>= 20);
+#                    beside them weft's own fp32 linear of the shape, and PyTorch's over it
 #
 #   bench/run_quant.sh [--build-dir DIR] [--python PY] [--threads N] [--min-time S] [--quick]
 #
@@ -74,13 +75,16 @@ for a, b in zip(w["gemv_4bit"], t["linear_gemv"]):
     print(f"{shape:<24} {a['gbps']:>8.1f} {a['gbps'] / a['memcpy_gbps']:>10.2f} {b['seconds'] * 1e3:>9.3f} "
           f"{a['seconds'] * 1e3:>9.3f} {speedup:>10.2f}")
 f = w["linear4bit"]["features"]
-print(f"\n{'Linear4bit ' + str(f) + '^2':<24} {'weft ms':>9} {'fp32 ms':>9} {'fp32/weft':>10} {'bnb ms':>9} {'bnb/weft':>9}")
+print(f"\n{'Linear4bit ' + str(f) + '^2':<24} {'weft ms':>9} {'fp32 ms':>9} {'fp32/weft':>10} {'bnb ms':>9} {'bnb/weft':>9}"
+      f" {'weft fp32':>10} {'fp32/weft fp32':>15}")
 for batch in (1, 32):
     key = f"batch{batch}_ms"
     wm, fm, bm = w["linear4bit"][key], t["linear_fp32"][key], t["bnb_linear4bit"].get(key)
+    wf = w["linear4bit"][f"fp32_{key}"]
     summary["linear4bit"][f"batch{batch}"] = {"weft_ms": wm, "torch_fp32_ms": fm, "bnb_ms": bm,
-                                             "fp32_over_weft": fm / wm, "bnb_over_weft": bm / wm if bm else None}
+                                             "fp32_over_weft": fm / wm, "bnb_over_weft": bm / wm if bm else None,
+                                             "weft_fp32_ms": wf, "torch_fp32_over_weft_fp32": fm / wf}
     print(f"{'batch ' + str(batch):<24} {wm:>9.3f} {fm:>9.3f} {fm / wm:>10.2f} {bm or float('nan'):>9.3f} "
-          f"{(bm or float('nan')) / wm:>9.2f}")
+          f"{(bm or float('nan')) / wm:>9.2f} {wf:>10.3f} {fm / wf:>15.2f}")
 print(json.dumps(summary, separators=(",", ":")))
 PY
