@@ -82,6 +82,8 @@ std::vector<Case> cases(DType dtype) {
   out.push_back({"20 rows times a transposed weight with long rows (transposed, whole rows, threaded)", r({20, 1100}, 45),
                  r({300, 1100}, 46).t()});
   out.push_back({"40 rows times a transposed weight (transposed, K in chunks, threaded)", r({40, 700}, 47), r({600, 700}, 48).t()});
+  out.push_back({"tiles one column wider than half a tile (9 of 16, 17 of 32)", r({30, 40}, 49), r({40, 25}, 50)});
+  out.push_back({"tiles one column wider than half a tile, AVX-512 width", r({30, 40}, 51), r({40, 49}, 52)});
   out.push_back({"more columns than one N block", r({8, 64}, 13), r({64, 8200}, 14)});
   out.push_back({"more columns than one N block, B transposed", r({8, 64}, 15), r({8200, 64}, 16).t()});
   out.push_back({"odd K, small", r({13, 19}, 17), r({19, 37}, 18)});

@@ -4,7 +4,9 @@
 // ymm loads of B and six broadcasts of A per step, 12 FMAs. 12 independent chains cover the FMA
 // latency (4-5 cycles) of both FMA pipes, and 12 + 2 + 1 registers fit the 16 ymm. The tile is
 // instantiated per row count (1..6), so M = 128 ends with a 2-row tile rather than 4 wasted rows;
-// columns past n (only when B is read in place) are masked.
+// columns past n are masked. A tile of at most 8 columns (a product computed transposed at a batch
+// of up to 8: Note [Few rows times a transposed B] in gemm.cpp) keeps one ymm per row and does
+// half the FMAs.
 //
 // Blocking (Zen 3 / Haswell-class caches): a kc×16 panel of B is 16 KiB at kc = 256 (half of
 // L1), an mc×kc block of A 144 KiB of a 512 KiB L2, a kc×nc block of B 4 MiB of L3.
@@ -24,8 +26,8 @@ constexpr int kMr = 6, kNr = 16;
 __m256i lane_mask(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
 
 // One tile with ROWS rows. PACKED_A: A is a packed panel (rows 1 apart, steps kMr apart).
-// FULL_B: every B row has 16 readable values.
-template <int ROWS, bool PACKED_A, bool FULL_B>
+// FULL_B: every B row has 16 readable values. HALVES: 2, or 1 for tiles of at most 8 columns.
+template <int ROWS, bool PACKED_A, bool FULL_B, int HALVES>
 void tile(const GemmTileF32& t) {
   __m256 c0[ROWS], c1[ROWS];
 #pragma GCC unroll 6
@@ -41,18 +43,19 @@ void tile(const GemmTileF32& t) {
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
     const __m256 b0 = FULL_B ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, m0);
-    const __m256 b1 = FULL_B ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, m1);
+    __m256 b1 = b0;
+    if constexpr (HALVES == 2) b1 = FULL_B ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, m1);
 #pragma GCC unroll 6
     for (int r = 0; r < ROWS; ++r) {
       const __m256 ar = _mm256_broadcast_ss(a + r * rs);
       c0[r] = _mm256_fmadd_ps(ar, b0, c0[r]);
-      c1[r] = _mm256_fmadd_ps(ar, b1, c1[r]);
+      if constexpr (HALVES == 2) c1[r] = _mm256_fmadd_ps(ar, b1, c1[r]);
     }
     a += cs;
     b += ldb;
   }
 
-  if (t.n == kNr) {
+  if (HALVES == 2 && t.n == kNr) {
 #pragma GCC unroll 6
     for (int r = 0; r < ROWS; ++r) {
       float* c = t.c + r * t.ldc;
@@ -70,30 +73,33 @@ void tile(const GemmTileF32& t) {
     float* c = t.c + r * t.ldc;
     if (t.accumulate) {
       c0[r] = _mm256_add_ps(c0[r], _mm256_maskload_ps(c, m0));
-      c1[r] = _mm256_add_ps(c1[r], _mm256_maskload_ps(c + 8, m1));
+      if constexpr (HALVES == 2) c1[r] = _mm256_add_ps(c1[r], _mm256_maskload_ps(c + 8, m1));
     }
     _mm256_maskstore_ps(c, m0, c0[r]);
-    _mm256_maskstore_ps(c + 8, m1, c1[r]);
+    if constexpr (HALVES == 2) _mm256_maskstore_ps(c + 8, m1, c1[r]);
   }
 }
 
-template <bool PACKED_A, bool FULL_B>
+template <bool PACKED_A, bool FULL_B, int HALVES>
 void tile_rows(const GemmTileF32& t) {
   switch (t.m) {
-    case 1: return tile<1, PACKED_A, FULL_B>(t);
-    case 2: return tile<2, PACKED_A, FULL_B>(t);
-    case 3: return tile<3, PACKED_A, FULL_B>(t);
-    case 4: return tile<4, PACKED_A, FULL_B>(t);
-    case 5: return tile<5, PACKED_A, FULL_B>(t);
-    default: return tile<6, PACKED_A, FULL_B>(t);
+    case 1: return tile<1, PACKED_A, FULL_B, HALVES>(t);
+    case 2: return tile<2, PACKED_A, FULL_B, HALVES>(t);
+    case 3: return tile<3, PACKED_A, FULL_B, HALVES>(t);
+    case 4: return tile<4, PACKED_A, FULL_B, HALVES>(t);
+    case 5: return tile<5, PACKED_A, FULL_B, HALVES>(t);
+    default: return tile<6, PACKED_A, FULL_B, HALVES>(t);
   }
 }
 
-void micro_avx2(const GemmTileF32& t) {
+template <int HALVES>
+void micro_halves(const GemmTileF32& t) {
   const bool full_b = t.b_padded || t.n == kNr;
-  if (t.a_packed) return full_b ? tile_rows<true, true>(t) : tile_rows<true, false>(t);
-  return full_b ? tile_rows<false, true>(t) : tile_rows<false, false>(t);
+  if (t.a_packed) return full_b ? tile_rows<true, true, HALVES>(t) : tile_rows<true, false, HALVES>(t);
+  return full_b ? tile_rows<false, true, HALVES>(t) : tile_rows<false, false, HALVES>(t);
 }
+
+void micro_avx2(const GemmTileF32& t) { return t.n <= kNr / 2 ? micro_halves<1>(t) : micro_halves<2>(t); }
 
 // 8 consecutive values at p, widened to float32 when they are bfloat16 bits.
 __m256 load8(const void* p, bool bf16) {

@@ -3,7 +3,9 @@
 // Register tile 12×32: c(12×32) (+)= Σ_p a(:, p) · b(p, :), 24 zmm accumulators (two per row),
 // two zmm loads of B and twelve broadcasts of A per step, 24 FMAs: enough independent chains for
 // two FMA units at latency 4, and 24 + 2 + 1 of the 32 zmm registers. Instantiated per row count
-// (1..12); columns past n are handled with k-masks.
+// (1..12); columns past n are handled with k-masks. A tile of at most 16 columns (a product computed
+// transposed at a small batch: Note [Few rows times a transposed B] in gemm.cpp) keeps one zmm per
+// row and does half the FMAs.
 //
 // Blocking (Skylake-SP / Zen 4-5 caches): a kc×32 panel of B is 48 KiB at kc = 384 (L1 is 32-48
 // KiB; the panel streams through it), an mc×kc block of A 576 KiB of a 1-2 MiB L2.
@@ -20,7 +22,8 @@ constexpr int kMr = 12, kNr = 32;
 
 __mmask16 lane_mask(int n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
 
-template <int ROWS, bool PACKED_A, bool FULL_B>
+// HALVES: 2, or 1 for tiles of at most 16 columns.
+template <int ROWS, bool PACKED_A, bool FULL_B, int HALVES>
 void tile(const GemmTileF32& t) {
   __m512 c0[ROWS], c1[ROWS];
 #pragma GCC unroll 12
@@ -33,12 +36,13 @@ void tile(const GemmTileF32& t) {
 #pragma GCC unroll 2
   for (int64_t p = 0; p < t.kc; ++p) {
     const __m512 b0 = FULL_B ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(m0, b);
-    const __m512 b1 = FULL_B ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(m1, b + 16);
+    __m512 b1 = b0;
+    if constexpr (HALVES == 2) b1 = FULL_B ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(m1, b + 16);
 #pragma GCC unroll 12
     for (int r = 0; r < ROWS; ++r) {
       const __m512 ar = _mm512_set1_ps(a[r * rs]);
       c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
-      c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
+      if constexpr (HALVES == 2) c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
     }
     a += cs;
     b += ldb;
@@ -49,36 +53,39 @@ void tile(const GemmTileF32& t) {
     float* c = t.c + r * t.ldc;
     if (t.accumulate) {
       c0[r] = _mm512_add_ps(c0[r], _mm512_maskz_loadu_ps(m0, c));
-      c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, c + 16));
+      if constexpr (HALVES == 2) c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, c + 16));
     }
     _mm512_mask_storeu_ps(c, m0, c0[r]);
-    _mm512_mask_storeu_ps(c + 16, m1, c1[r]);
+    if constexpr (HALVES == 2) _mm512_mask_storeu_ps(c + 16, m1, c1[r]);
   }
 }
 
-template <bool PACKED_A, bool FULL_B>
+template <bool PACKED_A, bool FULL_B, int HALVES>
 void tile_rows(const GemmTileF32& t) {
   switch (t.m) {
-    case 1: return tile<1, PACKED_A, FULL_B>(t);
-    case 2: return tile<2, PACKED_A, FULL_B>(t);
-    case 3: return tile<3, PACKED_A, FULL_B>(t);
-    case 4: return tile<4, PACKED_A, FULL_B>(t);
-    case 5: return tile<5, PACKED_A, FULL_B>(t);
-    case 6: return tile<6, PACKED_A, FULL_B>(t);
-    case 7: return tile<7, PACKED_A, FULL_B>(t);
-    case 8: return tile<8, PACKED_A, FULL_B>(t);
-    case 9: return tile<9, PACKED_A, FULL_B>(t);
-    case 10: return tile<10, PACKED_A, FULL_B>(t);
-    case 11: return tile<11, PACKED_A, FULL_B>(t);
-    default: return tile<12, PACKED_A, FULL_B>(t);
+    case 1: return tile<1, PACKED_A, FULL_B, HALVES>(t);
+    case 2: return tile<2, PACKED_A, FULL_B, HALVES>(t);
+    case 3: return tile<3, PACKED_A, FULL_B, HALVES>(t);
+    case 4: return tile<4, PACKED_A, FULL_B, HALVES>(t);
+    case 5: return tile<5, PACKED_A, FULL_B, HALVES>(t);
+    case 6: return tile<6, PACKED_A, FULL_B, HALVES>(t);
+    case 7: return tile<7, PACKED_A, FULL_B, HALVES>(t);
+    case 8: return tile<8, PACKED_A, FULL_B, HALVES>(t);
+    case 9: return tile<9, PACKED_A, FULL_B, HALVES>(t);
+    case 10: return tile<10, PACKED_A, FULL_B, HALVES>(t);
+    case 11: return tile<11, PACKED_A, FULL_B, HALVES>(t);
+    default: return tile<12, PACKED_A, FULL_B, HALVES>(t);
   }
 }
 
-void micro_avx512(const GemmTileF32& t) {
+template <int HALVES>
+void micro_halves(const GemmTileF32& t) {
   const bool full_b = t.b_padded || t.n == kNr;
-  if (t.a_packed) return full_b ? tile_rows<true, true>(t) : tile_rows<true, false>(t);
-  return full_b ? tile_rows<false, true>(t) : tile_rows<false, false>(t);
+  if (t.a_packed) return full_b ? tile_rows<true, true, HALVES>(t) : tile_rows<true, false, HALVES>(t);
+  return full_b ? tile_rows<false, true, HALVES>(t) : tile_rows<false, false, HALVES>(t);
 }
+
+void micro_avx512(const GemmTileF32& t) { return t.n <= kNr / 2 ? micro_halves<1>(t) : micro_halves<2>(t); }
 
 }  // namespace
 
