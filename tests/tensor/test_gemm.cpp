@@ -79,6 +79,8 @@ std::vector<Case> cases(DType dtype) {
   out.push_back({"row-major A packed: K not a multiple of 8, rows not of 6", r({301, 77}, 39), r({77, 33}, 40)});
   out.push_back({"transposed A packed: rows not of 6", r({200, 301}, 41).t(), r({200, 64}, 42)});
   out.push_back({"batch of 1 times a transposed weight (computed transposed, small)", r({1, 1100}, 43), r({700, 1100}, 44).t()});
+  out.push_back({"batch of 1, K shorter than a vector (dot products, tail only)", r({1, 5}, 53), r({40, 5}, 54).t()});
+  out.push_back({"batch of 1, threaded (dot products over a split of W's rows)", r({1, 1100}, 55), r({2000, 1100}, 56).t()});
   out.push_back({"20 rows times a transposed weight with long rows (transposed, whole rows, threaded)", r({20, 1100}, 45),
                  r({300, 1100}, 46).t()});
   out.push_back({"40 rows times a transposed weight (transposed, K in chunks, threaded)", r({40, 700}, 47), r({600, 700}, 48).t()});
@@ -164,8 +166,9 @@ TEST_CASE("weft's GEMM gives the same bits whatever the thread count") {
       {random({300, 500}, 50, kFloat32), random({500, 200}, 51, kFloat32)},
       {random({128, 512}, 52, kFloat32), random({10, 512}, 53, kFloat32).t()},
       {random({128, 10}, 54, kFloat32), random({10, 512}, 55, kFloat32)},
-      // Computed transposed: whole rows (K = 1100) and K in chunks (K = 784).
+      // Computed transposed: whole rows (K = 1100), K in chunks (K = 784), one row (dot products).
       {random({20, 1100}, 56, kFloat32), random({300, 1100}, 57, kFloat32).t()},
+      {random({1, 1100}, 60, kFloat32), random({3000, 1100}, 61, kFloat32).t()},
       {random({64, 784}, 58, kFloat32), random({512, 784}, 59, kFloat32).t()}};
   const int saved = num_threads();
   for (size_t i = 0; i < products.size(); ++i) {

@@ -93,6 +93,7 @@ const GemmKernel kGemmBf16Avx512Bf16 = {
     .micro_bf16 = micro_bf16,
     .pack_b = nullptr,
     .pack_a = nullptr,
+    .dot_rows = nullptr,
 };
 
 }  // namespace weft::detail

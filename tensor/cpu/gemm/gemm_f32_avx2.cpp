@@ -11,6 +11,9 @@
 // Blocking (Zen 3 / Haswell-class caches): a kc×16 panel of B is 16 KiB at kc = 256 (half of
 // L1), an mc×kc block of A 144 KiB of a 512 KiB L2, a kc×nc block of B 4 MiB of L3.
 //
+// W·x (one row times a transposed B) is dot products of W's rows with x: four ymm accumulators
+// over 32 values a step, summed across lanes at the end of the row.
+//
 // The fast packers transpose 8×8 blocks in registers: for B read down its columns (x·Wᵀ, the
 // forward of every linear layer), widening bfloat16 on the way, and for a row-major A; an A read
 // down its columns is one masked load per step.
@@ -100,6 +103,28 @@ void micro_halves(const GemmTileF32& t) {
 }
 
 void micro_avx2(const GemmTileF32& t) { return t.n <= kNr / 2 ? micro_halves<1>(t) : micro_halves<2>(t); }
+
+void dot_rows_avx2(const float* w, int64_t ldw, const float* x, int64_t k, int64_t rows, float* y, bool accumulate) {
+  const __m256i tail_mask = lane_mask(static_cast<int>(k % 8));
+  for (int64_t j = 0; j < rows; ++j, w += ldw) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t p = 0;
+    for (; p + 32 <= k; p += 32) {
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + p), _mm256_loadu_ps(x + p), s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + p + 8), _mm256_loadu_ps(x + p + 8), s1);
+      s2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + p + 16), _mm256_loadu_ps(x + p + 16), s2);
+      s3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + p + 24), _mm256_loadu_ps(x + p + 24), s3);
+    }
+    for (; p + 8 <= k; p += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + p), _mm256_loadu_ps(x + p), s0);
+    if (p < k) s1 = _mm256_fmadd_ps(_mm256_maskload_ps(w + p, tail_mask), _mm256_maskload_ps(x + p, tail_mask), s1);
+    const __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    const float sum = _mm_cvtss_f32(h);
+    y[j] = accumulate ? y[j] + sum : sum;
+  }
+}
 
 // 8 consecutive values at p, widened to float32 when they are bfloat16 bits.
 __m256 load8(const void* p, bool bf16) {
@@ -220,6 +245,7 @@ const GemmKernel kGemmF32Avx2 = {
     .micro_bf16 = nullptr,
     .pack_b = pack_b_avx2,
     .pack_a = pack_a_avx2,
+    .dot_rows = dot_rows_avx2,
 };
 
 }  // namespace weft::detail

@@ -10,6 +10,9 @@
 // Blocking (Skylake-SP / Zen 4-5 caches): a kc×32 panel of B is 48 KiB at kc = 384 (L1 is 32-48
 // KiB; the panel streams through it), an mc×kc block of A 576 KiB of a 1-2 MiB L2.
 //
+// W·x (one row times a transposed B) is dot products of W's rows with x: four zmm accumulators
+// over 64 values a step, the tail under a k-mask, summed across lanes at the end of the row.
+//
 // bfloat16 inputs reach this kernel widened by the portable packers (CPUs with AVX-512 BF16 use
 // gemm_bf16_avx512bf16.cpp instead).
 #include "tensor/cpu/gemm/gemm_kernels.h"
@@ -87,6 +90,25 @@ void micro_halves(const GemmTileF32& t) {
 
 void micro_avx512(const GemmTileF32& t) { return t.n <= kNr / 2 ? micro_halves<1>(t) : micro_halves<2>(t); }
 
+void dot_rows_avx512(const float* w, int64_t ldw, const float* x, int64_t k, int64_t rows, float* y, bool accumulate) {
+  for (int64_t j = 0; j < rows; ++j, w += ldw) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t p = 0;
+    for (; p + 64 <= k; p += 64) {
+      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + p), _mm512_loadu_ps(x + p), s0);
+      s1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + p + 16), _mm512_loadu_ps(x + p + 16), s1);
+      s2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + p + 32), _mm512_loadu_ps(x + p + 32), s2);
+      s3 = _mm512_fmadd_ps(_mm512_loadu_ps(w + p + 48), _mm512_loadu_ps(x + p + 48), s3);
+    }
+    for (; p < k; p += 16) {
+      const __mmask16 m = lane_mask(static_cast<int>(k - p));
+      s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + p), _mm512_maskz_loadu_ps(m, x + p), s0);
+    }
+    const float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+    y[j] = accumulate ? y[j] + sum : sum;
+  }
+}
+
 }  // namespace
 
 const GemmKernel kGemmF32Avx512 = {
@@ -98,6 +120,7 @@ const GemmKernel kGemmF32Avx512 = {
     .micro_bf16 = nullptr,
     .pack_b = nullptr,
     .pack_a = nullptr,
+    .dot_rows = dot_rows_avx512,
 };
 
 }  // namespace weft::detail

@@ -3,7 +3,9 @@
 // A kernel set is a register tile MR×NR, cache blocks for it, a microkernel that computes one C
 // tile, and optionally fast packers for B and A. The driver (the five BLIS loops) cuts C into tiles
 // and the shared dimension K into chunks of at most KC, packs panels of A and B (packing.cpp), and
-// calls the microkernel once per tile and chunk. The sets:
+// calls the microkernel once per tile and chunk. A product of one row times a transposed B (a
+// matrix-vector product W·x) runs as dot products of W's rows instead, when the set has them. The
+// sets:
 //
 //   scalar       4×8    portable C++, the reference the others are tested against (gemm_scalar.cpp)
 //   avx2         6×16   12 ymm accumulators, FMA (gemm_f32_avx2.cpp)
@@ -61,6 +63,11 @@ using GemmPackB = bool (*)(const void* src, bool bf16, int64_t rs, int64_t cs, i
 // A(i, p) = src[i·rs + p·cs] as for GemmPackB. Returns false for layouts it has no fast path for.
 using GemmPackA = bool (*)(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst);
 
+// y[j] (+)= Σ_{p<k} w[j·ldw + p]·x[p] for j < rows: W·x with W's rows and x contiguous. Each row
+// streams from memory once, at full vector width (a tile would broadcast W one value at a time).
+using GemmDotRows = void (*)(const float* w, int64_t ldw, const float* x, int64_t k, int64_t rows, float* y,
+                             bool accumulate);
+
 struct GemmKernel {
   const char* name;
   int mr, nr;      // register tile
@@ -70,6 +77,7 @@ struct GemmKernel {
   GemmMicroBf16 micro_bf16;
   GemmPackB pack_b;           // nullptr: the portable packer only
   GemmPackA pack_a;           // nullptr: the portable packer only
+  GemmDotRows dot_rows;       // nullptr: W·x through the tiles
 };
 
 extern const GemmKernel kGemmScalar;

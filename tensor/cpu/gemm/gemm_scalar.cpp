@@ -27,6 +27,14 @@ void micro_scalar(const GemmTileF32& t) {
     }
 }
 
+void dot_rows_scalar(const float* w, int64_t ldw, const float* x, int64_t k, int64_t rows, float* y, bool accumulate) {
+  for (int64_t j = 0; j < rows; ++j) {
+    float sum = 0;
+    for (int64_t p = 0; p < k; ++p) sum += w[j * ldw + p] * x[p];
+    y[j] = accumulate ? y[j] + sum : sum;
+  }
+}
+
 }  // namespace
 
 const GemmKernel kGemmScalar = {
@@ -38,6 +46,7 @@ const GemmKernel kGemmScalar = {
     .micro_bf16 = nullptr,
     .pack_b = nullptr,
     .pack_a = nullptr,
+    .dot_rows = dot_rows_scalar,
 };
 
 }  // namespace weft::detail
