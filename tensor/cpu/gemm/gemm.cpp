@@ -188,9 +188,8 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
 
 // A small float32 product (or a row block of one, or of a product computed transposed) on the
 // calling thread: A read in place, B in place when its rows are contiguous, else packed whole (it
-// is small: one of M, N, K is). C is
-// swept a row block at a time: with a short K the stores are most of the work, and row after row
-// they form streams the prefetcher follows.
+// is small: one of M, N, K is). C is swept a row block at a time: with a short K the stores are
+// most of the work, and row after row they form streams the prefetcher follows.
 void gemm_small(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
                 float* c, int64_t ldc, bool accumulate) {
   const auto* ad = static_cast<const float*>(a.data);
