@@ -241,26 +241,21 @@ void gemm_transposed(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, con
   const GemmMatrix w{b.data, b.cs, b.rs, false};   // Bᵀ: n×k, contiguous rows
   const GemmMatrix xt{a.data, a.cs, a.rs, false};  // Aᵀ: k×m
   const int64_t work = 2 * m * n * k;
-  if (m == 1 && a.cs == 1 && ker.dot_rows) {
-    const auto* x = static_cast<const float*>(a.data);
-    const auto* w_rows = static_cast<const float*>(b.data);
-    const int64_t parts = std::clamp<int64_t>(std::min<int64_t>(num_threads(), work / kSmallWorkPerThread), 1, n);
-    auto dot_part = [&](int64_t part) {
-      const PartRange rows = part_of(n, 1, parts, part);
-      ker.dot_rows(w_rows + rows.first * b.cs, b.cs, x, k, rows.length, c + rows.first, accumulate);
-    };
-    if (parts == 1) return dot_part(0);
-    return parallel_for(parts, dot_part);
-  }
+  const bool dot = m == 1 && a.cs == 1 && ker.dot_rows;
   const bool small = work <= kSmallWork;
   const bool whole_rows = small || m <= ker.nr || k >= 4 * ker.kc;
-  const int64_t tiles = (n + ker.mr - 1) / ker.mr;
-  const int64_t threads = std::min<int64_t>(num_threads(), work / (small ? kSmallWorkPerThread : kWorkPerThread));
-  const int64_t parts = std::clamp<int64_t>(threads, 1, tiles);
+  const int64_t unit = dot ? 1 : ker.mr;  // rows of W per unit of a part
+  const int64_t threads = std::min<int64_t>(num_threads(), work / (small || dot ? kSmallWorkPerThread : kWorkPerThread));
+  const int64_t parts = std::clamp<int64_t>(threads, 1, (n + unit - 1) / unit);
   auto run = [&](int64_t part) {
-    const PartRange rows = part_of(n, ker.mr, parts, part);
-    float* t = t_transposed.get<float>(rows.length * m);
+    const PartRange rows = part_of(n, unit, parts, part);
     float* c_part = c + rows.first;
+    if (dot) {
+      ker.dot_rows(static_cast<const float*>(b.data) + rows.first * b.cs, b.cs, static_cast<const float*>(a.data), k,
+                   rows.length, c_part, accumulate);
+      return;
+    }
+    float* t = t_transposed.get<float>(rows.length * m);
     if (accumulate) transpose_into(c_part, ldc, m, rows.length, t, m);
     if (whole_rows) gemm_small(ker, rows.length, m, k, w.at(rows.first, 0), xt, t, m, accumulate);
     else gemm_blocked(ker, rows.length, m, k, w.at(rows.first, 0), xt, t, m, accumulate, true);
