@@ -311,36 +311,18 @@ void FullyShardedDataParallelImpl::set_requires_gradient_sync(bool sync) { state
 
 // ---- gradients over shards ----
 
-// The norm and the scale follow optim::clip_grad_norm_ (float64 sums, the total and the scale
-// rounded to float32 unless every gradient is float64), over the shards of all ranks.
+// optim::clip_grad_norm_ in two halves around an all-reduce: each rank accumulates Σ |g|^p (or
+// max |g|) over its shards with the same kernels, the ranks sum (or max, keeping a NaN) those, and
+// every rank then scales its shards by the one total.
 double FullyShardedDataParallelImpl::clip_grad_norm_(double max_norm, double norm_type, bool error_if_nonfinite) {
   WEFT_CHECK(norm_type > 0, "[clip_grad_norm_] expected norm_type > 0 or infinity, got ", norm_type);
-  const bool is_inf = std::isinf(norm_type);
-  bool all_float64 = true;
-  double local = 0;
   NoGradGuard no_grad;
-  for (const auto& unit : state_->units) {
-    const Tensor g = unit->shard().grad();
-    if (!g.defined()) continue;
-    all_float64 &= g.dtype() == kFloat64;
-    const double n = norm(g.to(kFloat64), norm_type).item<double>();
-    local = is_inf ? std::max(local, n) : local + std::pow(n, norm_type);
-  }
-  Tensor sum = scalar_tensor(local, kFloat64).view({1});
-  pg_->all_reduce(sum, is_inf ? ReduceOp::Max : ReduceOp::Sum)->wait();
-  double total = is_inf ? sum.item<double>() : std::pow(sum.item<double>(), 1.0 / norm_type);
-  if (!all_float64) total = static_cast<float>(total);
-  WEFT_CHECK(!error_if_nonfinite || std::isfinite(total), "[clip_grad_norm_] the total norm of order ", norm_type,
-             " of the gradients is ", total, ", so they cannot be clipped; pass error_if_nonfinite = false to "
-             "scale them by it anyway");
-  double coef = max_norm / (total + 1e-6);
-  if (!all_float64) coef = static_cast<float>(max_norm) / (static_cast<float>(total) + 1e-6f);
-  if (coef >= 1.0) return total;
   std::vector<Tensor> grads;
   for (const auto& unit : state_->units)
     if (unit->shard().grad().defined()) grads.push_back(unit->shard().grad());
-  optim::scale_grads_(grads, coef);
-  return total;
+  Tensor accumulated = scalar_tensor(optim::detail::grad_norm_accumulated(grads, norm_type), kFloat64).view({1});
+  pg_->all_reduce(accumulated, std::isinf(norm_type) ? ReduceOp::Max : ReduceOp::Sum)->wait();
+  return optim::detail::finish_clip_grad_norm(grads, accumulated.item<double>(), max_norm, norm_type, error_if_nonfinite);
 }
 
 void FullyShardedDataParallelImpl::clip_grad_value_(double clip_value) {

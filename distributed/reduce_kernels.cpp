@@ -3,6 +3,7 @@
 #include "distributed/reduce_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -32,6 +33,31 @@ struct Widen<BFloat16> {
   static BFloat16 store(float v) { return BFloat16{float_to_bfloat16(v)}; }
 };
 
+// Note [Max and min of floats on every rank]: std::max(a, b) returns a when b is NaN and b when
+// a is, so two ranks combining "own, peer's" would disagree where one of them holds a NaN, and a
+// NaN (an overflowed gradient norm, an FP8 amax) would vanish on one of them. As torch.maximum
+// does, a NaN wins; and −0 counts as less than +0 (IEEE 754-2019 maximum / minimum), so the
+// result's bits do not depend on the order of the operands either.
+template <class Acc>
+Acc max_of(Acc a, Acc b) {
+  if constexpr (std::is_floating_point_v<Acc>) {
+    if (a != a) return a;
+    if (b != b) return b;
+    if (a == b) return std::signbit(a) ? b : a;
+  }
+  return a < b ? b : a;
+}
+
+template <class Acc>
+Acc min_of(Acc a, Acc b) {
+  if constexpr (std::is_floating_point_v<Acc>) {
+    if (a != a) return a;
+    if (b != b) return b;
+    if (a == b) return std::signbit(a) ? a : b;
+  }
+  return b < a ? b : a;
+}
+
 // Calls f with the binary function of `op`, chosen once per call rather than per element so
 // that the loops below compile to vector code.
 template <class Acc, class F>
@@ -39,8 +65,8 @@ void with_op(ReduceOp op, F&& f) {
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Avg: return f([](Acc a, Acc b) { return a + b; });
-    case ReduceOp::Max: return f([](Acc a, Acc b) { return std::max(a, b); });
-    case ReduceOp::Min: return f([](Acc a, Acc b) { return std::min(a, b); });
+    case ReduceOp::Max: return f([](Acc a, Acc b) { return max_of(a, b); });
+    case ReduceOp::Min: return f([](Acc a, Acc b) { return min_of(a, b); });
   }
 }
 

@@ -13,7 +13,9 @@
 
 namespace weft::distributed::detail {
 
-// out[i] = a[i] ⊕ b[i] for n elements (out may alias a or b). Avg combines as Sum.
+// out[i] = a[i] ⊕ b[i] for n elements (out may alias a or b). Avg combines as Sum. Max and min
+// of floats propagate NaN and order −0 below +0, so a ⊕ b and b ⊕ a have the same bits (Note
+// [Max and min of floats on every rank] in reduce_kernels.cpp).
 void combine(DType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t n);
 
 // out[i] = ⊕ over r < blocks of in[r·n + i]; with Avg, the sum divided by `blocks`.

@@ -117,32 +117,29 @@ KernelRegistry<detail::ScaleGradsKernel>& detail::scale_grads_kernels() {
   return registry;
 }
 
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
-                       bool error_if_nonfinite) {
-  WEFT_CHECK(norm_type > 0.0, "[clip_grad_norm_] expected norm_type > 0 or infinity, got ", norm_type);
+double detail::grad_norm_accumulated(const std::vector<Tensor>& grads, double norm_type) {
   // The gradients by device, each contiguous for the norm kernel (a copy where one is not).
   std::vector<std::pair<Device, std::vector<Tensor>>> by_device;
-  std::vector<Tensor> grads;
-  bool all_float64 = true;
-  for (const Tensor& p : params) {
-    Tensor g = p.defined() ? p.grad() : Tensor();
-    if (!g.defined()) continue;
-    all_float64 &= g.dtype() == kFloat64;
-    grads.push_back(g);
+  for (const Tensor& g : grads) {
     auto at = std::find_if(by_device.begin(), by_device.end(), [&](const auto& e) { return e.first == g.device(); });
     if (at == by_device.end()) at = by_device.insert(by_device.end(), {g.device(), {}});
     at->second.push_back(g.contiguous());
   }
-  if (grads.empty()) return 0.0;
-
   const bool is_inf = std::isinf(norm_type);
   double accumulated = 0.0;
   for (const auto& [device, device_grads] : by_device) {
-    const double part = detail::grad_norm_kernels().at(device)(device_grads, norm_type);
+    const double part = grad_norm_kernels().at(device)(device_grads, norm_type);
     accumulated = is_inf ? nan_max(accumulated, part) : accumulated + part;
   }
-  double total = is_inf ? accumulated : norm_type == 2.0 ? std::sqrt(accumulated)
-                                                         : std::pow(accumulated, 1.0 / norm_type);
+  return accumulated;
+}
+
+double detail::finish_clip_grad_norm(const std::vector<Tensor>& grads, double accumulated, double max_norm,
+                                     double norm_type, bool error_if_nonfinite) {
+  const bool all_float64 = std::all_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.dtype() == kFloat64; });
+  double total = std::isinf(norm_type) ? accumulated
+                 : norm_type == 2.0    ? std::sqrt(accumulated)
+                                       : std::pow(accumulated, 1.0 / norm_type);
   if (!all_float64) total = static_cast<float>(total);
 
   WEFT_CHECK(!error_if_nonfinite || std::isfinite(total), "[clip_grad_norm_] the total norm of order ", norm_type,
@@ -154,6 +151,17 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   if (coef >= 1.0) return total;  // clamped to 1: scaling would change nothing
   scale_grads_(grads, coef);
   return total;
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
+  WEFT_CHECK(norm_type > 0.0, "[clip_grad_norm_] expected norm_type > 0 or infinity, got ", norm_type);
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return 0.0;
+  return detail::finish_clip_grad_norm(grads, detail::grad_norm_accumulated(grads, norm_type), max_norm, norm_type,
+                                       error_if_nonfinite);
 }
 
 void scale_grads_(const std::vector<Tensor>& grads, double coef) {

@@ -28,4 +28,18 @@ void scale_grads_(const std::vector<Tensor>& grads, double coef);
 // Clamps every gradient in place to [-clip_value, clip_value].
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
 
+// The two halves of clip_grad_norm_, for FSDP's clipping over shards, which all-reduces what the
+// first half returns (a sum over ranks, or for p = ∞ a max that keeps NaN) before the second.
+namespace detail {
+
+// Σ |g|^p over the gradients' elements in float64 (p = ∞: max |g|, NaN if any element is NaN).
+double grad_norm_accumulated(const std::vector<Tensor>& grads, double norm_type);
+
+// The total norm from that accumulation, rounded to float32 unless every gradient is float64 and
+// checked with error_if_nonfinite; scales the gradients as clip_grad_norm_ does and returns it.
+double finish_clip_grad_norm(const std::vector<Tensor>& grads, double accumulated, double max_norm, double norm_type,
+                             bool error_if_nonfinite);
+
+}  // namespace detail
+
 }  // namespace weft::optim

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "harness.h"
 #include "distributed/all.h"
@@ -88,6 +89,24 @@ WEFT_RANK_WORKER(collectives) {
     }
   }
   pg->barrier()->wait();
+
+  // Max and min with a NaN on one rank, and zeros of both signs: every rank gets the NaN, and
+  // +0 / −0 as IEEE 754-2019's maximum / minimum order them, whatever the ranks' order.
+  for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const std::vector<double> mine = {r == n - 1 ? nan : r, r == 0 ? nan : 1.0, r % 2 == 1 ? -0.0 : 0.0,
+                                      r % 2 == 1 ? -0.0 : 0.0};
+    for (ReduceOp op : {ReduceOp::Max, ReduceOp::Min}) {
+      const std::string tag = std::string(op == ReduceOp::Max ? "max" : "min") + " of NaN and ±0, " + std::string(dtype_name(dtype));
+      Tensor x = from_vector(mine, {4}, dtype);
+      pg->all_reduce(x, op)->wait();
+      const std::vector<double> got = x.to_vector<double>();
+      const bool negative_zero = op == ReduceOp::Min && n > 1;
+      test::require(std::isnan(got[0]) && std::isnan(got[1]), "[" + tag + "] a NaN was lost: " + x.to_string());
+      for (size_t i : {size_t{2}, size_t{3}})
+        test::require(got[i] == 0.0 && std::signbit(got[i]) == negative_zero, "[" + tag + "] wrong zero: " + x.to_string());
+    }
+  }
 
   // Random narrow-float sums against float32: one rounding per hop of the ring, so the error is
   // at most about (N−1) bfloat16 half-ulps of the running sum's magnitude.
@@ -207,6 +226,39 @@ TEST_CASE("collectives refuse mismatched buffers before anything is sent") {
   const auto run = test::run_ranks(2, "bad_arguments");
   INFO(run.logs());
   CHECK(run.ok());
+}
+
+TEST_CASE("max and min combine NaN, ±0 and infinities to the same bits in either operand order") {
+  using distributed::detail::combine;
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> values = {nan, -nan, inf, -inf, 0.0, -0.0, 1.5, -2.0};
+  for (DType dtype : {kFloat64, kFloat32, kBFloat16, kFloat16}) {
+    for (ReduceOp op : {ReduceOp::Max, ReduceOp::Min}) {
+      for (double u : values) {
+        for (double v : values) {
+          CAPTURE(dtype);
+          CAPTURE(u);
+          CAPTURE(v);
+          const Tensor a = from_vector(std::vector<double>{u}, {1}, dtype), b = from_vector(std::vector<double>{v}, {1}, dtype);
+          Tensor ab = zeros({1}, dtype), ba = zeros({1}, dtype);
+          combine(dtype, op, ab.data_ptr(), a.data_ptr(), b.data_ptr(), 1);
+          combine(dtype, op, ba.data_ptr(), b.data_ptr(), a.data_ptr(), 1);
+          const double x = ab.item<double>(), y = ba.item<double>();
+          if (std::isnan(u) || std::isnan(v)) {
+            CHECK(std::isnan(x));
+            CHECK(std::isnan(y));
+            continue;
+          }
+          // The expected value, from the order −∞ < −2 < −0 < +0 < 1.5 < +∞.
+          const auto rank = [](double t) { return t == 0.0 ? (std::signbit(t) ? -0.5 : 0.5) * 1e-300 : t; };
+          const double expected = (op == ReduceOp::Max) == (rank(u) >= rank(v)) ? u : v;
+          CHECK(x == expected);
+          CHECK(std::signbit(x) == std::signbit(expected));
+          CHECK(std::memcmp(ab.data_ptr(), ba.data_ptr(), ab.nbytes()) == 0);
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("sum_and_divide has the bits of combine then divide, rounding the sum before dividing it") {

@@ -5,6 +5,9 @@
 
 #include <signal.h>
 
+#include <cmath>
+#include <limits>
+
 #include "fsdp_helpers.h"
 
 using namespace weft;
@@ -114,6 +117,39 @@ TEST_CASE("FSDP clips by the norm of all shards together, as clipping the unshar
       if (k != "norm") params.insert(k, t);
     CHECK(test::max_relative_difference(params, model->state_dict()) <= 1e-5);
   }
+}
+
+// A NaN in one rank's shard: the ∞-norm is NaN on every rank (a max that dropped it would clip
+// the other gradients by a finite norm and leave the NaN in place), and error_if_nonfinite makes
+// every rank throw.
+WEFT_RANK_WORKER(fsdp_clip_nan) {
+  auto pg = test::init_group();
+  auto model = test::make_mlp(31);
+  FullyShardedDataParallel fsdp(model, pg, linear_units());
+  const test::Batch b = test::local_rows(test::global_batch(0), pg->rank(), pg->size());
+  cross_entropy(fsdp(b.x), b.y).backward();
+  if (pg->rank() == 1) {
+    Tensor g = fsdp->parameters().front().grad();
+    g.narrow(0, 0, 1).fill_(std::numeric_limits<double>::quiet_NaN());
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double p : {inf, 2.0}) {
+    const double norm = fsdp->clip_grad_norm_(0.05, p);
+    test::require(std::isnan(norm), "clip_grad_norm_ of order " + std::to_string(p) + " returned " + std::to_string(norm));
+    try {
+      fsdp->clip_grad_norm_(0.05, p, /*error_if_nonfinite=*/true);
+      test::require(false, "error_if_nonfinite did not throw on rank " + std::to_string(pg->rank()));
+    } catch (const Error& e) {
+      test::require(std::string(e.what()).find("so they cannot be clipped") != std::string::npos, e.what());
+    }
+  }
+  return 0;
+}
+
+TEST_CASE("FSDP's clipping sees a NaN in any rank's shard, on every rank") {
+  const auto run = test::run_ranks(3, "fsdp_clip_nan");
+  INFO(run.logs());
+  CHECK(run.ok());
 }
 
 // args: keep_low_precision_grads ("0" or "1"; with it the scaler unscales float16 shards)
