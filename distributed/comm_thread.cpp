@@ -2,6 +2,7 @@
 #include "distributed/comm_thread.h"
 
 #include "tensor/error.h"
+#include "tensor/parallel.h"
 
 namespace weft::distributed::detail {
 
@@ -102,6 +103,7 @@ std::shared_ptr<Work> CommThread::enqueue(Collective collective) {
 }
 
 void CommThread::loop() {
+  weft::detail::name_this_thread("weft-comm");
   std::unique_lock<std::mutex> lock(shared_->mutex);
   while (true) {
     shared_->cv.wait(lock, [&] { return shared_->stop || !shared_->queue.empty(); });

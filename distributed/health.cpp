@@ -5,6 +5,8 @@
 #include <sstream>
 #include <vector>
 
+#include "tensor/parallel.h"
+
 namespace weft::distributed::detail {
 namespace {
 
@@ -58,6 +60,7 @@ HealthMonitor::~HealthMonitor() {
 }
 
 void HealthMonitor::beat_loop() {
+  weft::detail::name_this_thread("weft-health");
   uint64_t count = 0;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_cv_.wait_for(lock, interval_, [this] { return stop_; })) {

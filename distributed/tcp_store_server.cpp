@@ -19,6 +19,7 @@
 
 #include "distributed/tcp_store.h"
 #include "tensor/error.h"
+#include "tensor/parallel.h"
 
 namespace weft::distributed {
 namespace {
@@ -182,6 +183,7 @@ struct TCPStoreServer::State {
   }
 
   void run() {
+    weft::detail::name_this_thread("weft-store");
     while (!stop.load()) {
       std::vector<pollfd> fds{{wake_read, POLLIN, 0}, {listener.fd(), POLLIN, 0}};
       for (const auto& c : clients)

@@ -1,8 +1,10 @@
 // The process-wide thread pool behind parallel_for, and its size.
 #include "tensor/parallel.h"
 
+#include <pthread.h>
 #include <sched.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -63,6 +65,16 @@ void parallel_for_impl(int64_t n, RangeFn fn, void* ctx) {
     return;
   }
   current_pool()->run(n, fn, ctx);
+}
+
+void name_this_thread(const char* name) {
+#if defined(__linux__)
+  char truncated[16] = {};  // pthread_setname_np refuses longer names
+  std::snprintf(truncated, sizeof(truncated), "%s", name);
+  pthread_setname_np(pthread_self(), truncated);
+#else
+  (void)name;
+#endif
 }
 
 }  // namespace detail

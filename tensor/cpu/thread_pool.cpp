@@ -7,12 +7,15 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <string>
 
 #if defined(__linux__)
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+
+#include "tensor/parallel.h"
 
 namespace weft::detail {
 namespace {
@@ -93,6 +96,7 @@ void ThreadPool::run(int64_t n, RangeFn fn, void* ctx) {
 }
 
 void ThreadPool::worker_main(int index) {
+  name_this_thread(("weft-pool-" + std::to_string(index)).c_str());
   // The generation the pool was created with, not the current one: a job posted (or the stop
   // signalled) before this thread got to run must still be seen as new.
   uint32_t seen = 0;

@@ -7,7 +7,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <set>
+#include <string>
 
 #include "harness.h"
 #include "distributed/all.h"
@@ -145,6 +149,18 @@ WEFT_RANK_WORKER(collectives) {
     test::require(works[static_cast<size_t>(i)]->is_completed(), "a waited Work is not completed");
     expect_equal(xs[static_cast<size_t>(i)], full({5}, n * i + n * (n - 1) / 2.0), "async all_reduce");
   }
+
+  // The group's threads carry names (top, perf and gdb show them): the collectives' thread and,
+  // with more than one rank, the heartbeat thread.
+  std::set<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    names.insert(name);
+  }
+  test::require(names.count("weft-comm") == 1, "no thread named weft-comm");
+  test::require(names.count("weft-health") == (n > 1 ? 1u : 0u), "wrong count of weft-health threads");
   return 0;
 }
 

@@ -1,11 +1,16 @@
 // weft's thread pool behind parallel_for (tensor/cpu/thread_pool.h): every index exactly once
 // for any count and thread count, exceptions carried out, nested and concurrent calls, and tail
-// stealing: the unstarted share of a thread that is held up is done by another thread.
+// stealing: the unstarted share of a thread that is held up is done by another thread; workers
+// carry names.
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -104,4 +109,23 @@ TEST_CASE("a held-up thread's unstarted share is taken over (tail stealing)") {
 
 TEST_CASE("set_num_threads refuses non-positive counts") {
   CHECK_THROWS_WITH_AS(set_num_threads(0), "[set_num_threads] expected a positive thread count, got 0", Error);
+}
+
+TEST_CASE("the pool's workers are named weft-pool-N, as top and perf show them") {
+#if defined(__linux__)
+  ThreadsGuard threads(3);
+  std::atomic<int> ran{0};
+  parallel_for(64, [&](int64_t) { ran.fetch_add(1); });
+  REQUIRE(ran.load() == 64);
+  std::set<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    names.insert(name);
+  }
+  CHECK(names.count("weft-pool-1") == 1);
+  CHECK(names.count("weft-pool-2") == 1);
+  CHECK(names.count("weft-pool-3") == 0);  // the calling thread is the third
+#endif
 }
