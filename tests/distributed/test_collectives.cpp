@@ -7,13 +7,12 @@
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <set>
 #include <string>
 
 #include "harness.h"
+#include "thread_names.h"
 #include "distributed/all.h"
 #include "distributed/reduce_kernels.h"
 
@@ -152,13 +151,7 @@ WEFT_RANK_WORKER(collectives) {
 
   // The group's threads carry names (top, perf and gdb show them): the collectives' thread and,
   // with more than one rank, the heartbeat thread.
-  std::set<std::string> names;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    names.insert(name);
-  }
+  const std::set<std::string> names = thread_names();
   test::require(names.count("weft-comm") == 1, "no thread named weft-comm");
   test::require(names.count("weft-health") == (n > 1 ? 1u : 0u), "wrong count of weft-health threads");
   return 0;

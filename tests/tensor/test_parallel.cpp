@@ -6,8 +6,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "tensor/all.h"
+#include "thread_names.h"
 
 using namespace weft;
 
@@ -117,13 +116,7 @@ TEST_CASE("the pool's workers are named weft-pool-N, as top and perf show them")
   std::atomic<int> ran{0};
   parallel_for(64, [&](int64_t) { ran.fetch_add(1); });
   REQUIRE(ran.load() == 64);
-  std::set<std::string> names;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    names.insert(name);
-  }
+  const std::set<std::string> names = thread_names();
   CHECK(names.count("weft-pool-1") == 1);
   CHECK(names.count("weft-pool-2") == 1);
   CHECK(names.count("weft-pool-3") == 0);  // the calling thread is the third
