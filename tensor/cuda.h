@@ -113,9 +113,10 @@ class Event {
   float elapsed_ms(const Event& later) const;
 
  private:
-  void* native_ = nullptr;
-  int device_ = 0;
-  bool timing_ = false;
+  // Unused by the build without CUDA (tensor/cuda_stub.cpp), whose events only refuse.
+  [[maybe_unused]] void* native_ = nullptr;
+  [[maybe_unused]] int device_ = 0;
+  [[maybe_unused]] bool timing_ = false;
 };
 
 // Keeps t's memory from being reused until the work queued on `stream` so far has run

@@ -161,8 +161,8 @@ std::string python_float_repr(double value) {
   }
   const int exponent = decimal_point - 1;
   out += digits.substr(0, 1);
-  if (n > 1) out += "." + digits.substr(1);
-  char exp[8];
+  if (n > 1) out.append(".").append(digits, 1);
+  char exp[16];  // "e±" and up to 10 digits: an int's, as the compiler cannot see it is small
   std::snprintf(exp, sizeof exp, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
   return out + exp;
 }
