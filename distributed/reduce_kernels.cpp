@@ -38,24 +38,16 @@ struct Widen<BFloat16> {
 // NaN (an overflowed gradient norm, an FP8 amax) would vanish on one of them. As torch.maximum
 // does, a NaN wins; and −0 counts as less than +0 (IEEE 754-2019 maximum / minimum), so the
 // result's bits do not depend on the order of the operands either.
-template <class Acc>
-Acc max_of(Acc a, Acc b) {
+//
+// extreme<true> is that max, extreme<false> that min.
+template <bool kMax, class Acc>
+Acc extreme(Acc a, Acc b) {
   if constexpr (std::is_floating_point_v<Acc>) {
     if (a != a) return a;
     if (b != b) return b;
-    if (a == b) return std::signbit(a) ? b : a;
+    if (a == b) return std::signbit(a) == kMax ? b : a;  // ±0: max takes +0, min −0
   }
-  return a < b ? b : a;
-}
-
-template <class Acc>
-Acc min_of(Acc a, Acc b) {
-  if constexpr (std::is_floating_point_v<Acc>) {
-    if (a != a) return a;
-    if (b != b) return b;
-    if (a == b) return std::signbit(a) ? a : b;
-  }
-  return b < a ? b : a;
+  return (kMax ? a < b : b < a) ? b : a;
 }
 
 // Calls f with the binary function of `op`, chosen once per call rather than per element so
@@ -65,8 +57,8 @@ void with_op(ReduceOp op, F&& f) {
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Avg: return f([](Acc a, Acc b) { return a + b; });
-    case ReduceOp::Max: return f([](Acc a, Acc b) { return max_of(a, b); });
-    case ReduceOp::Min: return f([](Acc a, Acc b) { return min_of(a, b); });
+    case ReduceOp::Max: return f([](Acc a, Acc b) { return extreme<true>(a, b); });
+    case ReduceOp::Min: return f([](Acc a, Acc b) { return extreme<false>(a, b); });
   }
 }
 
