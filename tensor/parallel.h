@@ -28,7 +28,7 @@ using RangeFn = void (*)(void* ctx, int64_t begin, int64_t end);
 void parallel_for_impl(int64_t n, RangeFn fn, void* ctx);
 
 // Names the calling thread as top, perf, gdb and /proc/<pid>/task/<tid>/comm show it; Linux keeps
-// the first 15 bytes. Every thread weft starts names itself "weft-…" (pool workers weft-pool-N,
+// the first 15 bytes. Every thread weft starts is named "weft-…" (pool workers weft-pool-N,
 // a process group's weft-comm and weft-health, the TCP store's weft-store).
 void name_this_thread(const char* name);
 }  // namespace detail

@@ -2,6 +2,7 @@
 // chunk claiming with tail stealing, and the yield-then-futex wait of idle workers.
 #include "tensor/cpu/thread_pool.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -14,8 +15,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
-
-#include "tensor/parallel.h"
 
 namespace weft::detail {
 namespace {
@@ -51,7 +50,13 @@ constexpr uint64_t pack(uint64_t front, uint64_t back) { return front << 32 | ba
 
 ThreadPool::ThreadPool(int threads) : threads_(std::max(1, threads)), cursors_(new Cursor[std::max(1, threads)]) {
   workers_.reserve(static_cast<size_t>(threads_ - 1));
-  for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+  for (int i = 1; i < threads_; ++i) {
+    workers_.emplace_back([this, i] { worker_main(i); });
+#if defined(__linux__)
+    // Named here, not by the worker itself: the name is there when the constructor returns.
+    pthread_setname_np(workers_.back().native_handle(), ("weft-pool-" + std::to_string(i)).c_str());
+#endif
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -96,7 +101,6 @@ void ThreadPool::run(int64_t n, RangeFn fn, void* ctx) {
 }
 
 void ThreadPool::worker_main(int index) {
-  name_this_thread(("weft-pool-" + std::to_string(index)).c_str());
   // The generation the pool was created with, not the current one: a job posted (or the stop
   // signalled) before this thread got to run must still be seen as new.
   uint32_t seen = 0;
