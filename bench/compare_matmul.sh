@@ -62,7 +62,7 @@ forced_blas = {(c["name"], c["dtype"]): c["openblas_gflops"] for c in forced["ca
 peak = unset["peak_gflops"]
 cols = ["Eigen", "OpenBLAS", f"OpenBLAS {coretype}"] + [f"torch {t['torch'].split('+')[0]}" for t in torches]
 print(f"\nweft: {unset['kernel_fp32']} / {unset['kernel_bf16']}; {unset['threads']} threads; "
-      f"FMA peak {peak:.1f} GFLOP/s ({unset['flop_per_cycle']:.1f} FLOP/cycle/core x {unset['ghz']:.2f} GHz x {unset['threads']})")
+      f"FMA peak {peak:.1f} GFLOP/s ({unset['flop_per_cycle']} FLOP/cycle/core = {unset['fma_units']} FMA units, best round {unset['fma_per_cycle_best']:.2f}/cycle, median {unset['fma_per_cycle_median']:.2f}, x {unset['ghz']:.2f} GHz x {unset['threads']})")
 print(f"OpenBLAS: {unset['openblas']}; with OPENBLAS_CORETYPE={coretype}: {forced['openblas']}")
 for t in torches:
     print(f"torch {t['torch']}: {', '.join(t['backend'])}; {t['threads']} threads")
