@@ -76,6 +76,8 @@ std::vector<Case> cases(DType dtype) {
   out.push_back({"dW = dYᵀ · x: A transposed, split along N", r({128, 96}, 7).t(), r({128, 200}, 8)});
   out.push_back({"dX = dY · W: row-major, split along M", r({300, 100}, 9), r({100, 90}, 10)});
   out.push_back({"more rows than one M block", r({1000, 40}, 11), r({40, 60}, 12)});
+  out.push_back({"taller than wide, K in chunks: the threads share each packed block of B", r({400, 600}, 62),
+                 r({600, 300}, 63)});
   out.push_back({"row-major A packed: K not a multiple of 8, rows not of 6", r({301, 77}, 39), r({77, 33}, 40)});
   out.push_back({"transposed A packed: rows not of 6", r({200, 301}, 41).t(), r({200, 64}, 42)});
   out.push_back({"batch of 1 times a transposed weight (computed transposed, small)", r({1, 1100}, 43), r({700, 1100}, 44).t()});
@@ -160,10 +162,12 @@ TEST_CASE("weft's GEMM fuses linear's bias at every level, in float32 and bfloat
 }
 
 TEST_CASE("weft's GEMM gives the same bits whatever the thread count") {
-  // A blocked product, small ones split by rows (N = 10, B packed per part; K = 10), and two
-  // computed transposed, split over W's rows.
+  // Blocked products (taller than wide: row blocks against a shared packed B, A packed or read in
+  // place), small ones split by rows (N = 10, B packed per part; K = 10), and some computed
+  // transposed, split over W's rows.
   const std::vector<std::pair<Tensor, Tensor>> products = {
       {random({300, 500}, 50, kFloat32), random({500, 200}, 51, kFloat32)},
+      {random({400, 600}, 62, kFloat32), random({600, 300}, 63, kFloat32)},
       {random({128, 512}, 52, kFloat32), random({10, 512}, 53, kFloat32).t()},
       {random({128, 10}, 54, kFloat32), random({10, 512}, 55, kFloat32)},
       // Computed transposed: whole rows (K = 1100), K in chunks (K = 784), one row (dot products).

@@ -1,5 +1,6 @@
-// The GEMM driver (gemm.h): kernel choice, the five BLIS loops, the split over threads, and the
-// small-product path (split by rows when it is not too small).
+// The GEMM driver (gemm.h): kernel choice, the five BLIS loops, the split over threads (row blocks
+// against a shared packed B, or column blocks), and the small-product path (split by rows when it
+// is not too small).
 //
 // For one block of C, computed by one thread (gemm_blocked):
 //   for jc over N by NC              a column block of B and C
@@ -122,66 +123,127 @@ bool a_read_in_place(const GemmKernel& ker, const GemmMatrix& a, int64_t m) {
   return !ker.bf16_pairs && !a.bf16 && a.cs == 1 && m <= kInPlaceRows;
 }
 
+// The cache blocks of one product: K and M cut into equal chunks (M's of at most mc_most rows),
+// N into blocks of at most nc.
+struct Blocking {
+  int64_t kc_step, mc_step, nc_step;
+  int64_t a_size, b_size;  // elements of the pack buffers, padded to whole panels
+};
+
+Blocking blocking_for(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, int64_t mc_most) {
+  Blocking bl;
+  bl.kc_step = even_step(k, ker.kc, ker.bf16_pairs ? 2 : 1);
+  bl.mc_step = even_step(m, mc_most, ker.mr);
+  bl.nc_step = std::min<int64_t>(ker.nc, (n + ker.nr - 1) / ker.nr * ker.nr);
+  bl.a_size = bl.mc_step * bl.kc_step;
+  bl.b_size = bl.kc_step * bl.nc_step;
+  return bl;
+}
+
+// Packs columns [first, first + count) of a kc×nc block of B (first a multiple of NR) into their
+// panels of the packed block at `packed` (float32, or bf16 K-pairs for a pairs kernel).
+void pack_b_columns(const GemmKernel& ker, const GemmMatrix& b_block, int64_t kc, int64_t first, int64_t count,
+                    void* packed) {
+  const GemmMatrix columns = b_block.at(0, first);
+  if (ker.bf16_pairs)
+    pack_b_bf16_pairs(columns, kc, count, ker.nr, static_cast<uint16_t*>(packed) + first * ((kc + 1) / 2) * 2);
+  else
+    pack_b_panels(ker, columns, kc, count, static_cast<float*>(packed) + first * kc);
+}
+
+// Rows [ic, ic + mc) of C's block at columns [jc, jc + nc), K chunk [pc, pc + kc), against the
+// packed block of B: packs this part of A (unless read in place) and runs its tiles.
+void c_block(const GemmKernel& ker, const GemmMatrix& a, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+             const void* packed_b, int64_t jc, int64_t nc, float* c, int64_t ldc, bool add, bool a_in_place,
+             int64_t a_size) {
+  const bool pairs = ker.bf16_pairs;
+  const int64_t kpairs = (kc + 1) / 2;
+  const GemmMatrix a_block = a.at(ic, pc);
+  const auto* bf = static_cast<const float*>(packed_b);
+  const auto* bp = static_cast<const uint16_t*>(packed_b);
+  float* af = nullptr;
+  uint16_t* ap = nullptr;
+  if (pairs) {
+    ap = t_pack_a.get<uint16_t>(a_size);
+    pack_a_bf16_pairs(a_block, mc, kc, ker.mr, ap);
+  } else if (!a_in_place) {
+    af = t_pack_a.get<float>(a_size);
+    pack_a_panels(ker, a_block, mc, kc, af);
+  }
+  // One tile: rows ir.., columns jr.. of this block.
+  auto tile = [&](int64_t ir, int64_t jr) {
+    float* tile_c = c + (ic + ir) * ldc + jc + jr;
+    const int rows = static_cast<int>(std::min<int64_t>(ker.mr, mc - ir));
+    const int cols = static_cast<int>(std::min<int64_t>(ker.nr, nc - jr));
+    if (pairs) {
+      ker.micro_bf16({kpairs, ap + ir * kpairs * 2, bp + jr * kpairs * 2, tile_c, ldc, rows, cols, add});
+    } else {
+      const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + ir * a.rs : af + ir * kc;
+      ker.micro_f32({kc, tile_a, a.rs, 1, !a_in_place, bf + jr * kc, ker.nr, true, tile_c, ldc, rows, cols, add});
+    }
+  };
+  // BLIS order keeps a panel of B in L1 while the packed panels of A stream from L2. A read in
+  // place is six strided rows instead, so it is the one kept in L1, and the packed B panels (one
+  // contiguous stream) pass by it.
+  if (a_in_place) {
+    for (int64_t ir = 0; ir < mc; ir += ker.mr)
+      for (int64_t jr = 0; jr < nc; jr += ker.nr) tile(ir, jr);
+  } else {
+    for (int64_t jr = 0; jr < nc; jr += ker.nr)
+      for (int64_t ir = 0; ir < mc; ir += ker.mr) tile(ir, jr);
+  }
+}
+
 // One block of C, c(m×n) (+)= a(m×k)·b(k×n), on the calling thread with packed B and A packed
 // or, when a_in_place, read in place (float32 with contiguous rows only).
 void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
                   float* c, int64_t ldc, bool accumulate, bool a_in_place) {
-  const bool pairs = ker.bf16_pairs;
-  const int64_t kc_step = even_step(k, ker.kc, pairs ? 2 : 1);
-  const int64_t mc_step = even_step(m, ker.mc, ker.mr);
-  const int64_t nc_step = std::min<int64_t>(ker.nc, (n + ker.nr - 1) / ker.nr * ker.nr);
-  const int64_t a_size = mc_step * kc_step, b_size = kc_step * nc_step;  // elements, padded
-  for (int64_t jc = 0; jc < n; jc += nc_step) {
-    const int64_t nc = std::min(nc_step, n - jc);
-    for (int64_t pc = 0; pc < k; pc += kc_step) {
-      const int64_t kc = std::min(kc_step, k - pc);
-      const int64_t kpairs = (kc + 1) / 2;
-      const bool add = accumulate || pc > 0;
+  const Blocking bl = blocking_for(ker, m, n, k, ker.mc);
+  void* packed_b = ker.bf16_pairs ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
+                                  : static_cast<void*>(t_pack_b.get<float>(bl.b_size));
+  for (int64_t jc = 0; jc < n; jc += bl.nc_step) {
+    const int64_t nc = std::min(bl.nc_step, n - jc);
+    for (int64_t pc = 0; pc < k; pc += bl.kc_step) {
+      const int64_t kc = std::min(bl.kc_step, k - pc);
+      pack_b_columns(ker, b.at(pc, jc), kc, 0, nc, packed_b);
+      for (int64_t ic = 0; ic < m; ic += bl.mc_step)
+        c_block(ker, a, ic, std::min(bl.mc_step, m - ic), pc, kc, packed_b, jc, nc, c, ldc, accumulate || pc > 0,
+                a_in_place, bl.a_size);
+    }
+  }
+}
+
+// Note [Threads sharing one packed B]
+// A product split along M (C taller than wide) is computed by all threads together, block of B by
+// block of B: the threads pack the kc×nc block between them into one buffer, then take the
+// mc-row blocks of C against it from the pool, each packing its own rows of A. Two things over
+// giving each thread its own half of C: B is packed once instead of once per thread, and one
+// copy of the block (4 MiB at kc×nc = 256×4080) sits in the shared L3 instead of one per
+// thread; and C's row blocks are many small tasks, so when one vCPU is slowed by a neighbour on
+// its host core the other takes more of them instead of waiting for it at the end. The two
+// parallel loops per block are the barriers (a product has few blocks: 2048³ has 8).
+void gemm_shared_b(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
+                   float* c, int64_t ldc, bool accumulate, bool a_in_place, int64_t threads) {
+  // At least one block of rows per thread, even when C is shorter than threads × mc.
+  const Blocking bl = blocking_for(ker, m, n, k, std::min<int64_t>(ker.mc, (m + threads - 1) / threads));
+  void* packed_b = ker.bf16_pairs ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
+                                  : static_cast<void*>(t_pack_b.get<float>(bl.b_size));
+  const int64_t row_blocks = (m + bl.mc_step - 1) / bl.mc_step;
+  for (int64_t jc = 0; jc < n; jc += bl.nc_step) {
+    const int64_t nc = std::min(bl.nc_step, n - jc);
+    const int64_t pack_parts = std::min(threads, (nc + ker.nr - 1) / ker.nr);
+    for (int64_t pc = 0; pc < k; pc += bl.kc_step) {
+      const int64_t kc = std::min(bl.kc_step, k - pc);
       const GemmMatrix b_block = b.at(pc, jc);
-      float* bf = nullptr;
-      uint16_t* bp = nullptr;
-      if (pairs) {
-        bp = t_pack_b.get<uint16_t>(b_size);
-        pack_b_bf16_pairs(b_block, kc, nc, ker.nr, bp);
-      } else {
-        bf = t_pack_b.get<float>(b_size);
-        pack_b_panels(ker, b_block, kc, nc, bf);
-      }
-      for (int64_t ic = 0; ic < m; ic += mc_step) {
-        const int64_t mc = std::min(mc_step, m - ic);
-        const GemmMatrix a_block = a.at(ic, pc);
-        float* af = nullptr;
-        uint16_t* ap = nullptr;
-        if (pairs) {
-          ap = t_pack_a.get<uint16_t>(a_size);
-          pack_a_bf16_pairs(a_block, mc, kc, ker.mr, ap);
-        } else if (!a_in_place) {
-          af = t_pack_a.get<float>(a_size);
-          pack_a_panels(ker, a_block, mc, kc, af);
-        }
-        // One tile: rows ir.., columns jr.. of this block.
-        auto tile = [&](int64_t ir, int64_t jr) {
-          float* tile_c = c + (ic + ir) * ldc + jc + jr;
-          const int rows = static_cast<int>(std::min<int64_t>(ker.mr, mc - ir));
-          const int cols = static_cast<int>(std::min<int64_t>(ker.nr, nc - jr));
-          if (pairs) {
-            ker.micro_bf16({kpairs, ap + ir * kpairs * 2, bp + jr * kpairs * 2, tile_c, ldc, rows, cols, add});
-          } else {
-            const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + ir * a.rs : af + ir * kc;
-            ker.micro_f32({kc, tile_a, a.rs, 1, !a_in_place, bf + jr * kc, ker.nr, true, tile_c, ldc, rows, cols, add});
-          }
-        };
-        // BLIS order keeps a panel of B in L1 while the packed panels of A stream from L2. A read in
-        // place is six strided rows instead, so it is the one kept in L1, and the packed B panels
-        // (one contiguous stream) pass by it.
-        if (a_in_place) {
-          for (int64_t ir = 0; ir < mc; ir += ker.mr)
-            for (int64_t jr = 0; jr < nc; jr += ker.nr) tile(ir, jr);
-        } else {
-          for (int64_t jr = 0; jr < nc; jr += ker.nr)
-            for (int64_t ir = 0; ir < mc; ir += ker.mr) tile(ir, jr);
-        }
-      }
+      parallel_for(pack_parts, [&](int64_t part) {
+        const PartRange cols = part_of(nc, ker.nr, pack_parts, part);
+        pack_b_columns(ker, b_block, kc, cols.first, cols.length, packed_b);
+      });
+      parallel_for(row_blocks, [&](int64_t block) {
+        const int64_t ic = block * bl.mc_step;
+        c_block(ker, a, ic, std::min(bl.mc_step, m - ic), pc, kc, packed_b, jc, nc, c, ldc, accumulate || pc > 0,
+                a_in_place, bl.a_size);
+      });
     }
   }
 }
@@ -307,24 +369,24 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
     return;
   }
 
-  // Split C into contiguous blocks along its larger dimension, in whole tiles: one per thread
-  // along M (each block packs all of B), and along N a few per thread when A is read in place
-  // (each block packs only its own columns of B, so smaller blocks cost nothing and let the
-  // pool's tail stealing move the unstarted ones of a preempted thread to a running one).
-  const bool along_m = m >= n;
-  const int64_t unit = along_m ? ker.mr : ker.nr;
-  const int64_t units = ((along_m ? m : n) + unit - 1) / unit;
+  // Along M (C taller than wide) the threads share each packed block of B (Note [Threads sharing
+  // one packed B]). Along N, C is split into contiguous column blocks, a few per thread when A is
+  // read in place (each block packs only its own columns of B, so smaller blocks cost nothing and
+  // let the pool's tail stealing move the unstarted ones of a preempted thread to a running one).
   const int64_t threads = std::min<int64_t>(num_threads(), work / kWorkPerThread);
-  const bool fine = !along_m && a_read_in_place(ker, a, m);
+  if (m >= n) {
+    // A is read in place where each thread's share of the rows would be short enough (kInPlaceRows).
+    const bool in_place = a_read_in_place(ker, a, (m + threads - 1) / std::max<int64_t>(threads, 1));
+    if (threads <= 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place);
+    return gemm_shared_b(ker, m, n, k, a, b, c, ldc, accumulate, in_place, threads);
+  }
+  const int64_t units = (n + ker.nr - 1) / ker.nr;
+  const bool fine = a_read_in_place(ker, a, m);
   const int64_t parts = std::clamp<int64_t>(fine ? threads * kPartsPerThreadAlongN : threads, 1, units);
-  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, a_read_in_place(ker, a, m));
+  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, fine);
   parallel_for(parts, [&](int64_t part) {
-    const PartRange r = part_of(along_m ? m : n, unit, parts, part);
-    if (along_m)
-      gemm_blocked(ker, r.length, n, k, a.at(r.first, 0), b, c + r.first * ldc, ldc, accumulate,
-                   a_read_in_place(ker, a, r.length));
-    else
-      gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c + r.first, ldc, accumulate, a_read_in_place(ker, a, m));
+    const PartRange r = part_of(n, ker.nr, parts, part);
+    gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c + r.first, ldc, accumulate, fine);
   });
 }
 
