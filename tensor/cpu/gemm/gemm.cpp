@@ -88,7 +88,7 @@ class PackBuffer {
   size_t capacity_ = 0;
 };
 
-thread_local PackBuffer t_pack_a, t_pack_b, t_transposed;
+thread_local PackBuffer t_pack_a, t_pack_b, t_transposed, t_widened_a, t_widened_b;
 
 // The step that cuts n into equal chunks of at most `most`, rounded up to a multiple of `align`.
 int64_t even_step(int64_t n, int64_t most, int64_t align) {
@@ -352,6 +352,21 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   const CpuIsa isa = cpu_isa();
   const GemmKernel& ker = kernel_for(isa, a.bf16);
   const int64_t work = 2 * m * n * k;
+  // Note [Small bfloat16 products]: a kernel set without bf16 pairs widens bfloat16 while packing
+  // anyway, and a small product packed whole wastes most of its tiles (N = 10 fills 10 of 16
+  // columns) and pays for packing A. So its operands are widened to float32 first, exactly, in
+  // their own layout, and the product takes the float32 paths: read in place, split by rows,
+  // computed transposed (the MLP's last layer in bf16: forward and dX twice as fast).
+  if (a.bf16 && !ker.bf16_pairs && work <= kSmallWork) {
+    const bool a_by_columns = a.rs == 1 && a.cs != 1, b_by_columns = b.rs == 1 && b.cs != 1;
+    float* a_wide = t_widened_a.get<float>(m * k);
+    float* b_wide = t_widened_b.get<float>(k * n);
+    widen_bf16(a, m, k, a_by_columns, a_wide);
+    widen_bf16(b, k, n, b_by_columns, b_wide);
+    const GemmMatrix a32 = a_by_columns ? GemmMatrix{a_wide, 1, m, false} : GemmMatrix{a_wide, k, 1, false};
+    const GemmMatrix b32 = b_by_columns ? GemmMatrix{b_wide, 1, k, false} : GemmMatrix{b_wide, n, 1, false};
+    return gemm(m, n, k, a32, b32, c, ldc, accumulate);
+  }
   if (!a.bf16 && b.rs == 1 && b.cs != 1 && m <= kTransposedMaxRows && m < n)
     return gemm_transposed(kernel_for(isa, false), m, n, k, a, b, c, ldc, accumulate);
   if (work <= kSmallWork) {

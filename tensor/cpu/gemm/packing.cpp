@@ -62,6 +62,11 @@ void pack_panel_pairs(const GemmMatrix& x, bool lanes_are_columns, int64_t lanes
 
 }  // namespace
 
+void widen_bf16(const GemmMatrix& x, int64_t rows, int64_t cols, bool column_major, float* dst) {
+  if (column_major) pack_panel(x, false, rows, cols, static_cast<int>(rows), dst);
+  else pack_panel(x, true, cols, rows, static_cast<int>(cols), dst);
+}
+
 void pack_a_f32(const GemmMatrix& a, int64_t mc, int64_t kc, int mr, float* dst) {
   for (int64_t i = 0; i < mc; i += mr, dst += kc * mr)
     pack_panel(a.at(i, 0), false, std::min<int64_t>(mr, mc - i), kc, mr, dst);

@@ -25,4 +25,8 @@ void pack_b_f32(const GemmMatrix& b, int64_t kc, int64_t nc, int nr, float* dst)
 void pack_a_bf16_pairs(const GemmMatrix& a, int64_t mc, int64_t kc, int mr, uint16_t* dst);
 void pack_b_bf16_pairs(const GemmMatrix& b, int64_t kc, int64_t nc, int nr, uint16_t* dst);
 
+// x(rows×cols) of bfloat16 bits widened into float32: row-major, dst[i·cols + j], or, when
+// column_major, dst[j·rows + i] (for an x read down its columns, so the copy keeps its layout).
+void widen_bf16(const GemmMatrix& x, int64_t rows, int64_t cols, bool column_major, float* dst);
+
 }  // namespace weft::detail
