@@ -135,9 +135,10 @@ TEST_CASE("weft's GEMM at every supported instruction-set level matches the exac
 TEST_CASE("weft's GEMM fuses linear's bias at every level, in float32 and bfloat16") {
   for (const DType dtype : {kFloat32, kBFloat16}) {
     const double tol = dtype == kFloat32 ? kFloat32Tol : kBFloat16Tol;
-    // Small (N = 10) and threaded (N = 64, K = 784) products, and two computed transposed (more
-    // outputs than rows: 128 × 300, and a batch of 1).
-    for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{128, 10}, {128, 64}, {128, 300}, {1, 300}}) {
+    // Small (N = 10) and threaded (N = 64, K = 784; N = 300 with the packed W as B) products, and
+    // two computed transposed (more outputs than rows: 64 × 300, and a batch of 1).
+    for (const auto& shape :
+         std::vector<std::pair<int64_t, int64_t>>{{128, 10}, {128, 64}, {128, 300}, {64, 300}, {1, 300}}) {
       const int64_t batch = shape.first, out_features = shape.second;  // not bindings: clang 14's CAPTURE refuses those
       const Tensor x = random({batch, 784}, 40, kFloat32).to(dtype), w = random({out_features, 784}, 41, kFloat32).to(dtype);
       const Tensor b = random({out_features}, 42, kFloat32).to(dtype);
