@@ -2,7 +2,8 @@
 // against a shared packed B, or column blocks), and the small-product path (split by rows when it
 // is not too small).
 //
-// For one block of C, computed by one thread (gemm_blocked):
+// The loops of gemm_blocked (with several threads, they pack each block of B together and share
+// out the ic blocks: Note [Threads sharing one packed B]):
 //   for jc over N by NC              a column block of B and C
 //     for pc over K by KC            pack B(KC×NC) into KC×NR panels          (L3)
 //       for ic over M by MC          pack A(MC×KC) into MR×KC panels          (L2)
@@ -196,36 +197,27 @@ void c_block(const GemmKernel& ker, const GemmMatrix& a, int64_t ic, int64_t mc,
   }
 }
 
-// One block of C, c(m×n) (+)= a(m×k)·b(k×n), on the calling thread with packed B and A packed
-// or, when a_in_place, read in place (float32 with contiguous rows only).
-void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
-                  float* c, int64_t ldc, bool accumulate, bool a_in_place) {
-  const Blocking bl = blocking_for(ker, m, n, k, ker.mc);
-  void* packed_b = ker.bf16_pairs ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
-                                  : static_cast<void*>(t_pack_b.get<float>(bl.b_size));
-  for (int64_t jc = 0; jc < n; jc += bl.nc_step) {
-    const int64_t nc = std::min(bl.nc_step, n - jc);
-    for (int64_t pc = 0; pc < k; pc += bl.kc_step) {
-      const int64_t kc = std::min(bl.kc_step, k - pc);
-      pack_b_columns(ker, b.at(pc, jc), kc, 0, nc, packed_b);
-      for (int64_t ic = 0; ic < m; ic += bl.mc_step)
-        c_block(ker, a, ic, std::min(bl.mc_step, m - ic), pc, kc, packed_b, jc, nc, c, ldc, accumulate || pc > 0,
-                a_in_place, bl.a_size);
-    }
-  }
+// fn(i) for i in [0, n): on the pool when threads > 1, else on the calling thread.
+template <class Fn>
+void for_each_part(int64_t n, int64_t threads, Fn&& fn) {
+  if (threads > 1) return parallel_for(n, fn);
+  for (int64_t i = 0; i < n; ++i) fn(i);
 }
 
+// c(m×n) (+)= a(m×k)·b(k×n) by the five loops, with packed B and A packed or, when a_in_place,
+// read in place (float32 with contiguous rows only), on `threads` threads.
+//
 // Note [Threads sharing one packed B]
-// A product split along M (C taller than wide) is computed by all threads together, block of B by
-// block of B: the threads pack the kc×nc block between them into one buffer, then take the
-// mc-row blocks of C against it from the pool, each packing its own rows of A. Two things over
-// giving each thread its own half of C: B is packed once instead of once per thread, and one
-// copy of the block (4 MiB at kc×nc = 256×4080) sits in the shared L3 instead of one per
-// thread; and C's row blocks are many small tasks, so when one vCPU is slowed by a neighbour on
-// its host core the other takes more of them instead of waiting for it at the end. The two
-// parallel loops per block are the barriers (a product has few blocks: 2048³ has 8).
-void gemm_shared_b(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
-                   float* c, int64_t ldc, bool accumulate, bool a_in_place, int64_t threads) {
+// With several threads (a product taller than wide), all of them compute it together, block of B
+// by block of B: they pack the kc×nc block between them into one buffer, then take the mc-row
+// blocks of C against it from the pool, each packing its own rows of A. Two things over giving
+// each thread its own half of C: B is packed once instead of once per thread, and one copy of the
+// block (4 MiB at kc×nc = 256×4080) sits in the shared L3 instead of one per thread; and C's row
+// blocks are many small tasks, so when one vCPU is slowed by a neighbour on its host core the
+// other takes more of them instead of waiting for it at the end. The two parallel loops per block
+// are the barriers (a product has few blocks: 2048³ has 8).
+void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
+                  float* c, int64_t ldc, bool accumulate, bool a_in_place, int64_t threads) {
   // At least one block of rows per thread, even when C is shorter than threads × mc.
   const Blocking bl = blocking_for(ker, m, n, k, std::min<int64_t>(ker.mc, (m + threads - 1) / threads));
   void* packed_b = ker.bf16_pairs ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
@@ -237,11 +229,11 @@ void gemm_shared_b(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const
     for (int64_t pc = 0; pc < k; pc += bl.kc_step) {
       const int64_t kc = std::min(bl.kc_step, k - pc);
       const GemmMatrix b_block = b.at(pc, jc);
-      parallel_for(pack_parts, [&](int64_t part) {
+      for_each_part(pack_parts, threads, [&](int64_t part) {
         const PartRange cols = part_of(nc, ker.nr, pack_parts, part);
         pack_b_columns(ker, b_block, kc, cols.first, cols.length, packed_b);
       });
-      parallel_for(row_blocks, [&](int64_t block) {
+      for_each_part(row_blocks, threads, [&](int64_t block) {
         const int64_t ic = block * bl.mc_step;
         c_block(ker, a, ic, std::min(bl.mc_step, m - ic), pc, kc, packed_b, jc, nc, c, ldc, accumulate || pc > 0,
                 a_in_place, bl.a_size);
@@ -322,7 +314,7 @@ void gemm_transposed(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, con
     float* t = t_transposed.get<float>(rows.length * m);
     if (accumulate) transpose_into(c_part, ldc, m, rows.length, t, m);
     if (whole_rows) gemm_small(ker, rows.length, m, k, w.at(rows.first, 0), xt, t, m, accumulate);
-    else gemm_blocked(ker, rows.length, m, k, w.at(rows.first, 0), xt, t, m, accumulate, true);
+    else gemm_blocked(ker, rows.length, m, k, w.at(rows.first, 0), xt, t, m, accumulate, true, 1);
     transpose_into(t, m, rows.length, m, c_part, ldc);
   };
   if (parts == 1) return run(0);
@@ -372,7 +364,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   if (!a.bf16 && b.rs == 1 && b.cs != 1 && m <= kTransposedMaxRows && m < n)
     return gemm_transposed(kernel_for(isa, false), m, n, k, a, b, c, ldc, accumulate);
   if (work <= kSmallWork) {
-    if (a.bf16) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, false);
+    if (a.bf16) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, false, 1);
     // Whole row tiles per thread. Each part packs B for itself when B is not row-major: a small
     // product's B is small, and packing it twice costs less than sharing one copy would.
     const GemmKernel& f32 = kernel_for(isa, false);
@@ -393,17 +385,16 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   const int64_t threads = std::min<int64_t>(num_threads(), work / kWorkPerThread);
   if (m >= n) {
     // A is read in place where each thread's share of the rows would be short enough (kInPlaceRows).
-    const bool in_place = a_read_in_place(ker, a, (m + threads - 1) / std::max<int64_t>(threads, 1));
-    if (threads <= 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place);
-    return gemm_shared_b(ker, m, n, k, a, b, c, ldc, accumulate, in_place, threads);
+    const bool in_place = a_read_in_place(ker, a, (m + threads - 1) / threads);
+    return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, threads);
   }
   const int64_t units = (n + ker.nr - 1) / ker.nr;
   const bool fine = a_read_in_place(ker, a, m);
   const int64_t parts = std::clamp<int64_t>(fine ? threads * kPartsPerThreadAlongN : threads, 1, units);
-  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, fine);
+  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, fine, 1);
   parallel_for(parts, [&](int64_t part) {
     const PartRange r = part_of(n, ker.nr, parts, part);
-    gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c + r.first, ldc, accumulate, fine);
+    gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c + r.first, ldc, accumulate, fine, 1);
   });
 }
 
