@@ -267,7 +267,7 @@ int main(int argc, char** argv) {
               "\"openblas_coretype_env\":%s%s%s,\"peak_gflops\":%.2f,\"ghz\":%.3f,\"flop_per_cycle\":%d,\"fma_units\":%d,\"fma_per_cycle_best\":%.3f,\"fma_per_cycle_median\":%.3f,\"cases\":[",
               threads, weft::cpu_gemm_kernel(weft::kFloat32).c_str(), weft::cpu_gemm_kernel(weft::kBFloat16).c_str(),
               openblas_description().c_str(), coretype ? "\"" : "", coretype ? coretype : "null", coretype ? "\"" : "",
-              peak.gflops(), peak.ghz, peak.flop_per_cycle(), peak.fma_units, peak.best_fma_per_cycle,
+              peak.gflops(), peak.ghz, peak.flop_per_cycle(), peak.fma_units(), peak.best_fma_per_cycle,
               peak.median_fma_per_cycle);
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];

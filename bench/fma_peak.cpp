@@ -135,7 +135,7 @@ std::string FmaPeak::explain() const {
                 "FMA peak %.1f GFLOP/s = %d FLOP/cycle/core (%s: %d lanes x 2 x %d FMA units; independent FMA chains "
                 "measured %.2f FMAs/cycle in the best of 15 rounds, %.2f in the median one) x %.2f GHz (measured: "
                 "dependent adds, %d threads busy, best round) x %d threads; dependent FMA latency %.2f cycles",
-                gflops(), flop_per_cycle(), vector.c_str(), lanes, fma_units, best_fma_per_cycle, median_fma_per_cycle,
+                gflops(), flop_per_cycle(), vector.c_str(), lanes, fma_units(), best_fma_per_cycle, median_fma_per_cycle,
                 ghz, threads, threads, fma_latency_cycles);
   return line;
 }
@@ -164,7 +164,6 @@ FmaPeak measure_fma_peak(int threads) {
       p.vector = "zmm (AVX-512)";
     }
   }
-  p.fma_units = std::max(1, static_cast<int>(std::lround(p.best_fma_per_cycle)));
   p.fma_latency_cycles = p.ghz * 1e9 * best_seconds(1, ymm_fma_latency) / (100.0 * (kIterations / 20));
   return p;
 }

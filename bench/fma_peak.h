@@ -12,6 +12,8 @@
 // measured here and the GEMM alike, so the percentage stays meaningful.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace bench {
@@ -20,12 +22,12 @@ struct FmaPeak {
   int threads = 1;
   double ghz = 0;                     // measured with every thread busy
   int lanes = 0;                      // floats per register of the widest vector the CPU has
-  int fma_units = 0;                  // per core, for that width
-  double best_fma_per_cycle = 0;      // what fma_units was rounded from
+  double best_fma_per_cycle = 0;      // per core, for that width: what fma_units() rounds
   double median_fma_per_cycle = 0;    // below the best when the host core was shared
   double fma_latency_cycles = 0;
   std::string vector;                 // "ymm (AVX2)", "zmm (AVX-512)", or "none"
-  int flop_per_cycle() const { return 2 * lanes * fma_units; }
+  int fma_units() const { return lanes == 0 ? 0 : std::max(1, static_cast<int>(std::lround(best_fma_per_cycle))); }
+  int flop_per_cycle() const { return 2 * lanes * fma_units(); }
   double gflops() const { return flop_per_cycle() * ghz * threads; }
   std::string explain() const;      // one line: how the peak was computed
 };
