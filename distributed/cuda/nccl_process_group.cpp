@@ -60,20 +60,23 @@ struct NcclProcessGroup::State {
   std::function<std::string(const std::string&)> mark_broken;
   bool aborted = false;
 
-  // Polls until the communicator left ncclInProgress; aborts it past the deadline.
-  void await_ready(Clock::time_point deadline, const char* what) {
+  // Polls until the communicator left ncclInProgress; aborts it on an error or past the deadline
+  // (`context` says what the caller was waiting for).
+  void await_ready(Clock::time_point deadline, const char* what, const std::string& context) {
     ncclResult_t state = ncclInProgress;
     while (true) {
       check_nccl(ncclCommGetAsyncError(comm, &state), what);
       if (state != ncclInProgress) break;
-      if (Clock::now() > deadline) {
-        ncclCommAbort(comm);
-        aborted = true;
-        WEFT_FAIL("[nccl] ", what, " did not finish within ", timeout.count(), " ms");
-      }
+      if (Clock::now() > deadline) abort_and_fail(what, weft::detail::cat(" did not finish within ", timeout.count(), " ms (", context, ")"));
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    check_nccl(state, what);
+    if (state != ncclSuccess) abort_and_fail(what, weft::detail::cat(" failed: ", ncclGetErrorString(state), " (", context, ")"));
+  }
+
+  [[noreturn]] void abort_and_fail(const char* what, const std::string& why) {
+    ncclCommAbort(comm);
+    aborted = true;
+    WEFT_FAIL("[nccl] ", what, why);
   }
 };
 
@@ -153,7 +156,8 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, std::shared_ptr
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   check_nccl(ncclCommInitRankConfig(&s.comm, size, id, rank, &config), "ncclCommInitRankConfig");
-  s.await_ready(Clock::now() + timeout, "ncclCommInitRankConfig");
+  s.await_ready(Clock::now() + timeout, "ncclCommInitRankConfig",
+                weft::detail::cat("rank ", rank, " of ", size, ": every rank must join, each on its own GPU"));
   check_cuda(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
   check_cuda(cudaMalloc(&s.barrier_buffer, sizeof(float)), "cudaMalloc");
   if (size > 1) s.health = std::make_unique<detail::HealthMonitor>(job_store, rank, size, timeout, [this] { return issued(); });
@@ -162,12 +166,20 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, std::shared_ptr
 NcclProcessGroup::~NcclProcessGroup() {
   State& s = *state_;
   s.health.reset();
-  if (s.comm != nullptr) {
-    if (s.aborted) {
+  // An aborted communicator is already freed (ncclCommAbort). A live one is non-blocking: its
+  // finalize flushes the queued work in the background and must have completed before destroy
+  // (NCCL refuses, and leaks it, otherwise); past the timeout it is aborted instead.
+  if (s.comm != nullptr && !s.aborted) {
+    ncclResult_t state = ncclCommFinalize(s.comm);
+    const auto deadline = Clock::now() + s.timeout;
+    while (state == ncclInProgress && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (ncclCommGetAsyncError(s.comm, &state) != ncclSuccess) break;
+    }
+    if (state == ncclSuccess) {
       ncclCommDestroy(s.comm);
     } else {
-      ncclCommFinalize(s.comm);
-      ncclCommDestroy(s.comm);
+      ncclCommAbort(s.comm);
     }
   }
   if (s.barrier_buffer != nullptr) cudaFree(s.barrier_buffer);
@@ -187,7 +199,10 @@ std::shared_ptr<Work> NcclProcessGroup::launch(Collective c) {
   check_cuda(cudaEventRecord(inputs_ready, cudaStreamPerThread), "cudaEventRecord");
   check_cuda(cudaStreamWaitEvent(s.stream, inputs_ready, 0), "cudaStreamWaitEvent");
   cudaEventDestroy(inputs_ready);
-  const auto n = static_cast<size_t>(c.kind == CollectiveKind::AllGather ? c.input.numel() : c.output.numel());
+  // Elements per rank; a barrier has no tensors.
+  const auto n = static_cast<size_t>(c.kind == CollectiveKind::Barrier     ? 0
+                                     : c.kind == CollectiveKind::AllGather ? c.input.numel()
+                                                                           : c.output.numel());
   switch (c.kind) {
     case CollectiveKind::AllReduce:
       check_nccl(ncclAllReduce(c.output.data_ptr(), c.output.data_ptr(), n, nccl_dtype(c.output.dtype()), nccl_op(c.op),
