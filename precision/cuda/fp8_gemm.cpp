@@ -11,6 +11,13 @@
 // (the bias rounded to bfloat16, the type cuBLASLt's FP8 bias has); other result dtypes are
 // computed in float32, where cuBLASLt allows no bias, and the bias is added after (one more
 // float32 rounding than the CPU kernel's fused epilogue), then converted.
+//
+// Note [FP8 accumulation on the GPU]: Hopper's FP8 tensor cores add the products of a chunk of K
+// in an accumulator narrower than float32; cuBLASLt promotes the partial sums to float32 between
+// chunks (CUBLASLT_MATMUL_DESC_FAST_ACCUM, left at its default 0, would skip even that). So a
+// float32 result is close to, not equal to, the CPU kernel's float32 sum of the same exact
+// products. Measured on an H100 (2026-11-27): up to 2⁻¹³·⁵ of the largest output in an Fp8Linear
+// step, and 0.0042 on a K = 48 product whose terms add up to about 30 in absolute value.
 #include <array>
 #include <mutex>
 #include <optional>
