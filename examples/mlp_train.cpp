@@ -231,8 +231,6 @@ void check_options(const Options& o) {
       option_error("--device cuda trains in one process; expected no --strategy, --devices, --num-nodes or launcher");
     if (!o.gemm.empty())
       option_error("--gemm chooses the CPU's matrix library; with --device cuda the products run on cuBLAS");
-    if (o.precision.rfind("transformer-engine", 0) == 0)
-      option_error("--precision " + o.precision + " runs on the cpu only: FP8 casts have no CUDA kernel yet");
     if (!cuda::is_built())
       option_error("--device cuda: this build of weft has no CUDA backend (configure with -DWEFT_CUDA=ON)");
     if (!cuda::is_available())

@@ -59,7 +59,6 @@ refuses "--device expects cpu or cuda, got 'gpu0'" --device gpu0
 refuses "--device cuda trains in one process; expected no --strategy, --devices, --num-nodes or launcher" --device cuda --strategy ddp
 refuses "--device cuda trains in one process" --device cuda --devices 2
 refuses "--gemm chooses the CPU's matrix library; with --device cuda the products run on cuBLAS" --device cuda --gemm eigen
-refuses "--precision transformer-engine runs on the cpu only: FP8 casts have no CUDA kernel yet" --device cuda --precision transformer-engine
 refuses "--cuda-graph captures the training step on a GPU; expected --device cuda" --cuda-graph
 refuses "--cuda-graph captures the training step on a GPU; expected --device cuda" --device cpu --cuda-graph
 refuses "--cuda-graph cannot capture --precision 16-mixed: its loss scaler decides on the host whether a step is applied; expected 32-true, 64-true, 16-true, bf16-true or bf16-mixed" --device cuda --cuda-graph --precision 16-mixed
