@@ -2,9 +2,10 @@
 // for bench/compare_cuda.sh to put beside PyTorch's figures (bench/cuda_torch.py) from the same
 // run on the same GPU.
 //
-//   mlp     784-512-512-10, batch 128, AdamW, cross-entropy, through Fabric: fp32 eager and
-//           bf16-mixed; microseconds per step (forward, backward, optimizer step), timed with CUDA
-//           events over --steps steps after 20 warm-up steps, no host synchronisation inside.
+//   mlp     784-512-512-10, batch 128, AdamW, cross-entropy, through Fabric: fp32 eager, fp32
+//           captured as one CUDA graph and replayed, and bf16-mixed; microseconds per step
+//           (forward, backward, optimizer step), timed with CUDA events over --steps steps after
+//           20 warm-up steps, no host synchronisation inside.
 //   gemm    n³ products at 4096 and 8192: float32 (exact), tf32 (cuda::set_allow_tf32), bfloat16,
 //           and FP8 E4M3 × E4M3 with per-tensor scales and a bfloat16 result (fp8_gemm, cuBLASLt);
 //           TFLOP/s = 2n³ / time.
@@ -16,6 +17,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,7 +46,9 @@ struct MlpResult {
   double peak_reserved_mb;
 };
 
-MlpResult mlp_step(const char* precision, int steps) {
+// `captured`: the step recorded once as a CUDA graph (cuda::Graph, capturable AdamW) and replayed,
+// as PyTorch's fp32_graph mode does.
+MlpResult mlp_step(const char* precision, int steps, bool captured = false) {
   fabric::FabricOptions options;
   options.accelerator = "cuda";
   options.precision = precision;
@@ -55,7 +60,7 @@ MlpResult mlp_step(const char* precision, int steps) {
   net->push_back(nn::Linear(512, 512));
   net->push_back(nn::ReLU());
   net->push_back(nn::Linear(512, 10));
-  auto [model, optimizer] = fabric.setup(net, optim::AdamW(net->parameters(), {.lr = 1e-3}));
+  auto [model, optimizer] = fabric.setup(net, optim::AdamW(net->parameters(), {.lr = 1e-3, .capturable = captured}));
   Generator gen(1);
   const Tensor x = fabric.to_device(rand({kBatch, 784}, {}, &gen));
   const Tensor y = fabric.to_device(randint(0, 10, {kBatch}, {}, &gen));
@@ -64,10 +69,17 @@ MlpResult mlp_step(const char* precision, int steps) {
     fabric.backward(cross_entropy(model(x), y), &model);
     optimizer.step();
   };
-  for (int i = 0; i < 20; ++i) step();
+  std::optional<cuda::Graph> graph;
+  if (captured) {
+    graph.emplace();
+    for (int i = 0; i < 3; ++i) graph->warm_up(step);  // cuda.h's warm-up rule
+    graph->capture(step);
+  }
+  const std::function<void()> timed = captured ? std::function<void()>([&] { graph->replay(); }) : step;
+  for (int i = 0; i < 20; ++i) timed();
   cuda::synchronize();
   cuda::reset_peak_memory_stats();
-  const double ms = gpu_ms(steps, step);
+  const double ms = gpu_ms(steps, timed);
   return {ms * 1e3, static_cast<double>(cuda::memory_stats().reserved_peak) / 1e6};
 }
 
@@ -128,9 +140,11 @@ int main(int argc, char** argv) try {
   }
   const std::string gpu_name = cuda::get_device_properties().name;
   const MlpResult fp32 = mlp_step("32-true", steps);
+  const MlpResult fp32_graph = mlp_step("32-true", steps, /*captured=*/true);
   const MlpResult bf16 = mlp_step("bf16-mixed", steps);
   std::printf("weft on %s\n\n%-28s %12s\n", gpu_name.c_str(), "MLP step (784-512-512-10)", "us/step");
-  std::printf("%-28s %12.1f\n%-28s %12.1f\n", "fp32 eager", fp32.us_per_step, "bf16-mixed", bf16.us_per_step);
+  std::printf("%-28s %12.1f\n%-28s %12.1f\n%-28s %12.1f\n", "fp32 eager", fp32.us_per_step, "fp32 graph",
+              fp32_graph.us_per_step, "bf16-mixed", bf16.us_per_step);
 
   const char* kinds[] = {"f32", "tf32", "bf16", "fp8"};
   const int64_t sizes[] = {4096, 8192};
@@ -150,9 +164,10 @@ int main(int argc, char** argv) try {
   std::printf("\nallocator: %.0f alloc+free pairs/s (1 MiB), peak reserved on the fp32 MLP run %.1f MB\n", pairs,
               fp32.peak_reserved_mb);
   std::printf("{\"bench\":\"cuda\", \"program\": \"weft\", \"gpu\": \"%s\", \"mlp_us\": {\"fp32_eager\": %.2f, "
-              "\"bf16_mixed\": %.2f}, \"gemm_tflops\": {%s}, \"alloc_pairs_per_s\": %.0f, "
+              "\"fp32_graph\": %.2f, \"bf16_mixed\": %.2f}, \"gemm_tflops\": {%s}, \"alloc_pairs_per_s\": %.0f, "
               "\"mlp_peak_reserved_mb\": %.2f}\n",
-              gpu_name.c_str(), fp32.us_per_step, bf16.us_per_step, gemm_json.c_str(), pairs, fp32.peak_reserved_mb);
+              gpu_name.c_str(), fp32.us_per_step, fp32_graph.us_per_step, bf16.us_per_step, gemm_json.c_str(), pairs,
+              fp32.peak_reserved_mb);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_cuda: %s\n", e.what());
