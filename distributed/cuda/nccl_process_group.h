@@ -13,7 +13,10 @@
 // - NCCL has no timeouts: Work::wait polls the completion event and ncclCommGetAsyncError until
 //   the group's timeout, then aborts the communicator (ncclCommAbort) and fails with the
 //   heartbeat diagnosis (Note [Collective failures] in process_group.h), as the Gloo backend does.
-// - NCCL refuses two ranks on one GPU, so a single-GPU machine can run world size 1 only.
+// - NCCL refuses two ranks on one GPU, so a single-GPU machine can run world size 1 only: the
+//   collectives have run on one H100 at one rank (tests/distributed/test_nccl.cpp), never across
+//   ranks. Max and min with a NaN on some ranks therefore follow NCCL's own reduction, unchecked,
+//   where the Gloo backend's keep the NaN and give every rank the same bits.
 #pragma once
 
 #include <memory>
