@@ -3,9 +3,9 @@
 # suites with their CUDA cases, the NCCL backend's cases, the example MLP trained on the GPU in
 # each precision it supports there, bench/compare_cuda.sh, and the CUDA cases again under
 # compute-sanitizer (memcheck; racecheck, synccheck and initcheck on the FP8 and optimizer kernels).
-# First run on an H100, 2026-11-27: the README's CUDA row. It runs a
-# CUDA build made elsewhere (a GPU machine need not have weft's build dependencies), so it only
-# reads BUILD_DIR: tests/test_*, weft-run, examples/mlp_train and bench/bench_cuda.
+# It runs a CUDA build made elsewhere (a GPU machine need not have weft's build dependencies) and
+# reads only BUILD_DIR's tests/test_*, weft-run, examples/mlp_train and bench/bench_cuda. Its
+# first run, on an H100 on 2026-11-27, is the README's CUDA row.
 # Every step has its own time limit, cut to what is left of --budget seconds for the whole pass
 # (a lent machine's time is short); the steps come in order of what they teach, the pass goes on
 # after a failure, a step with no time left is reported as skipped, each step's output goes to
@@ -62,7 +62,10 @@ step() {
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$logs/gpu.txt"
-lscpu | grep -E 'Model name|^CPU\(s\)|avx512f' | sed 's/ flags:.*avx512f.*/ AVX-512F: yes/' >> "$logs/gpu.txt"
+{
+  lscpu | grep -E 'Model name|^CPU\(s\)'
+  echo "AVX-512 / AMX: $(grep -o -w -E 'avx512[a-z0-9_]*|amx[a-z0-9_]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+} >> "$logs/gpu.txt"
 
 # The suites whole (the CPU cases run on this machine's CPU too), four at once.
 for t in tensor precision optim fabric; do
