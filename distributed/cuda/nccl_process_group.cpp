@@ -67,10 +67,12 @@ struct NcclProcessGroup::State {
     while (true) {
       check_nccl(ncclCommGetAsyncError(comm, &state), what);
       if (state != ncclInProgress) break;
-      if (Clock::now() > deadline) abort_and_fail(what, weft::detail::cat(" did not finish within ", timeout.count(), " ms (", context, ")"));
+      if (Clock::now() > deadline)
+        abort_and_fail(what, weft::detail::cat(" did not finish within ", timeout.count(), " ms (", context, ")"));
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (state != ncclSuccess) abort_and_fail(what, weft::detail::cat(" failed: ", ncclGetErrorString(state), " (", context, ")"));
+    if (state != ncclSuccess)
+      abort_and_fail(what, weft::detail::cat(" failed: ", ncclGetErrorString(state), " (", context, ")"));
   }
 
   [[noreturn]] void abort_and_fail(const char* what, const std::string& why) {
