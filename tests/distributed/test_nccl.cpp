@@ -7,12 +7,12 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "cuda_test_helpers.h"
 #include "error_message.h"
+#include "temp_dir.h"
 #include "distributed/all.h"
 
 using namespace weft;
@@ -23,22 +23,12 @@ using test::kNoGpu;
 
 namespace {
 
-// A private folder for a file store, removed at the end of the case.
-struct StoreFolder {
-  std::filesystem::path path;
-  StoreFolder() {
-    path = std::filesystem::temp_directory_path() /
-           ("weft-nccl-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-    std::filesystem::create_directories(path);
-  }
-  ~StoreFolder() { std::filesystem::remove_all(path); }
-};
-
-std::shared_ptr<distributed::ProcessGroup> nccl_group(const StoreFolder& folder, int world_size,
+// A group of `world_size` whose rank 0 is this process, meeting in a file store in `folder`.
+std::shared_ptr<distributed::ProcessGroup> nccl_group(const test::TempDir& folder, int world_size,
                                                        std::chrono::milliseconds timeout) {
   distributed::InitOptions o;
   o.backend = "nccl";
-  o.init_method = "file://" + folder.path.string();
+  o.init_method = "file://" + folder.path().string();
   o.rank = 0;
   o.world_size = world_size;
   o.timeout = timeout;
@@ -49,7 +39,7 @@ std::shared_ptr<distributed::ProcessGroup> nccl_group(const StoreFolder& folder,
 
 // On a machine with a GPU the cases below take its place.
 TEST_CASE("NCCL is refused with the reason where it cannot run" * doctest::skip(!kNoGpu)) {
-  StoreFolder folder;
+  test::TempDir folder;
   const std::string message = error_of([&] { nccl_group(folder, 1, std::chrono::seconds(5)); });
   CAPTURE(message);
   // A build without CUDA names the build option; a CUDA build on a machine without a GPU names
@@ -59,7 +49,7 @@ TEST_CASE("NCCL is refused with the reason where it cannot run" * doctest::skip(
 }
 
 TEST_CASE("NCCL at one rank: every collective and dtype on GPU tensors gives its closed form" * doctest::skip(kNoGpu)) {
-  StoreFolder folder;
+  test::TempDir folder;
   auto pg = nccl_group(folder, 1, std::chrono::seconds(60));
   CHECK(pg->backend_name() == "nccl");
   CHECK(pg->device() == kGpu);
@@ -114,7 +104,7 @@ TEST_CASE("NCCL at one rank: every collective and dtype on GPU tensors gives its
 }
 
 TEST_CASE("NCCL: a group whose other rank never joins fails within its timeout" * doctest::skip(kNoGpu)) {
-  StoreFolder folder;
+  test::TempDir folder;
   const auto start = std::chrono::steady_clock::now();
   // Whether NCCL notices at initialisation or at the first collective, the caller gets an error.
   const std::string message = error_of([&] { nccl_group(folder, 2, std::chrono::seconds(3))->barrier()->wait(); });

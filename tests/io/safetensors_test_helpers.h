@@ -1,10 +1,8 @@
-// Helpers shared by the safetensors tests: hand-built files, the error a load ends in, a
+// Helpers shared by the safetensors tests: hand-built files, the error a load ends in, the
 // scratch directory, and where the committed test data lives.
 #pragma once
 
 #include <doctest/doctest.h>
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -17,6 +15,7 @@
 
 #include "io/all.h"
 #include "error_message.h"
+#include "temp_dir.h"
 
 namespace safetensors_test {
 
@@ -60,35 +59,6 @@ inline std::filesystem::path data_dir() {
   return std::filesystem::path(__FILE__).parent_path() / "data";
 }
 
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("weft_safetensors_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-  // Names of the entries in the directory, to check that no temporary file was left behind.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  std::filesystem::path path_;
-};
+using weft::test::TempDir;  // the scratch directory (temp_dir.h)
 
 }  // namespace safetensors_test
