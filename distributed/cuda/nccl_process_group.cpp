@@ -60,17 +60,24 @@ struct NcclProcessGroup::State {
   std::function<std::string(const std::string&)> mark_broken;
   bool aborted = false;
 
-  // Polls until the communicator left ncclInProgress; aborts it on an error or past the deadline
-  // (`context` says what the caller was waiting for).
-  void await_ready(Clock::time_point deadline, const char* what, const std::string& context) {
-    ncclResult_t state = ncclInProgress;
+  // Polls the communicator until it leaves ncclInProgress or the deadline passes, and returns its
+  // state then (still ncclInProgress past the deadline), or the error of the poll itself.
+  ncclResult_t poll_until(Clock::time_point deadline) const {
     while (true) {
-      check_nccl(ncclCommGetAsyncError(comm, &state), what);
-      if (state != ncclInProgress) break;
-      if (Clock::now() > deadline)
-        abort_and_fail(what, weft::detail::cat(" did not finish within ", timeout.count(), " ms (", context, ")"));
+      ncclResult_t state = ncclInProgress;
+      const ncclResult_t asked = ncclCommGetAsyncError(comm, &state);
+      if (asked != ncclSuccess && asked != ncclInProgress) return asked;
+      if (state != ncclInProgress || Clock::now() > deadline) return state;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+  }
+
+  // Waits for the communicator to be ready; aborts it on an error or past the deadline (`context`
+  // says what the caller was waiting for).
+  void await_ready(Clock::time_point deadline, const char* what, const std::string& context) {
+    const ncclResult_t state = poll_until(deadline);
+    if (state == ncclInProgress)
+      abort_and_fail(what, weft::detail::cat(" did not finish within ", timeout.count(), " ms (", context, ")"));
     if (state != ncclSuccess)
       abort_and_fail(what, weft::detail::cat(" failed: ", ncclGetErrorString(state), " (", context, ")"));
   }
@@ -173,11 +180,7 @@ NcclProcessGroup::~NcclProcessGroup() {
   // (NCCL refuses, and leaks it, otherwise); past the timeout it is aborted instead.
   if (s.comm != nullptr && !s.aborted) {
     ncclResult_t state = ncclCommFinalize(s.comm);
-    const auto deadline = Clock::now() + s.timeout;
-    while (state == ncclInProgress && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (ncclCommGetAsyncError(s.comm, &state) != ncclSuccess) break;
-    }
+    if (state == ncclInProgress) state = s.poll_until(Clock::now() + s.timeout);
     if (state == ncclSuccess) {
       ncclCommDestroy(s.comm);
     } else {
