@@ -8,7 +8,7 @@ Rules:
      floors X at or below F, and internal headers of F itself (white-box tests of F's kernels);
      everything else it includes is a test helper under tests/. So a tensor test cannot use nn::.
   3. An instruction-set kernel unit (<name>_avx2.cpp, _avx512.cpp, _avx512vnni.cpp,
-     _avx512bf16.cpp) includes only tensor/cpu/simd.h and declaration headers, which themselves
+     _avx512bf16.cpp, _amx.cpp) includes only tensor/cpu/simd.h and declaration headers, which themselves
      include nothing but <cstddef>/<cstdint> and define nothing inline or as a template
      (Note [ISA kernel units] in tensor/cpu/simd.h), and no standard header beyond those two.
 
@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 FLOORS = ["tensor", "nn", "optim", "io", "precision", "distributed", "fabric"]
-ISA_UNIT = re.compile(r"_(avx2|avx512|avx512vnni|avx512bf16)\.cpp$")
+ISA_UNIT = re.compile(r"_(avx2|avx512|avx512vnni|avx512bf16|amx)\.cpp$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh")
 DECLARATION_STD_HEADERS = {"cstddef", "cstdint"}

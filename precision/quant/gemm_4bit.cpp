@@ -95,7 +95,8 @@ Panel panel_for(CpuIsa isa) {
     case CpuIsa::Avx2: return kernels::gemm_4bit_panel_avx2;
     case CpuIsa::Avx512: return kernels::gemm_4bit_panel_avx512;
     case CpuIsa::Avx512Vnni:
-    case CpuIsa::Avx512Bf16: return kernels::gemm_4bit_panel_avx512vnni;
+    case CpuIsa::Avx512Bf16:
+    case CpuIsa::Amx: return kernels::gemm_4bit_panel_avx512vnni;
   }
   return nullptr;
 }

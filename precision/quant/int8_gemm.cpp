@@ -14,16 +14,24 @@ namespace {
 struct Kernel {
   void (*panel)(const kernels::Int8PanelArgs&);  // null: the scalar reference
   int64_t mr, nr;
-  bool unsigned_a;  // VNNI: A stored as a + 128, with column compensation
+  int64_t k_align;    // K is padded to a multiple of this
+  int64_t row_block;  // rows of A per parallel item: a multiple of mr
+  int64_t panel_block;  // panels of B per parallel item
+  bool unsigned_a;    // VNNI: A stored as a + 128, with column compensation
+  bool tiled_a;       // AMX: A stored as tiles (Note [Packed int8 operands])
 };
 
+// AMX items are larger: a block of A (256 rows × K) and eight panels of B stay in L2 while the
+// kernel sweeps them, so each byte fetched from memory serves many more tiles — at AMX's rate
+// 64 × 32 items would need more bandwidth than memory has.
 Kernel kernel_for(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::Scalar: return {nullptr, 1, 1, false};
-    case CpuIsa::Avx2: return {kernels::int8_gemm_panel_avx2, 4, 16, false};
-    case CpuIsa::Avx512: return {kernels::int8_gemm_panel_avx512, 8, 32, false};
+    case CpuIsa::Scalar: return {nullptr, 1, 1, 1, 64, 1, false, false};
+    case CpuIsa::Avx2: return {kernels::int8_gemm_panel_avx2, 4, 16, 4, 64, 1, false, false};
+    case CpuIsa::Avx512: return {kernels::int8_gemm_panel_avx512, 8, 32, 4, 64, 1, false, false};
     case CpuIsa::Avx512Vnni:
-    case CpuIsa::Avx512Bf16: return {kernels::int8_gemm_panel_avx512vnni, 8, 32, true};
+    case CpuIsa::Avx512Bf16: return {kernels::int8_gemm_panel_avx512vnni, 8, 32, 4, 64, 1, true, false};
+    case CpuIsa::Amx: return {kernels::int8_gemm_panel_amx, 32, 32, 64, 256, 8, false, true};
   }
   WEFT_FAIL("[int8_gemm] unknown instruction-set level");
 }
@@ -45,11 +53,11 @@ void check_sizes(int64_t m, int64_t n, int64_t k) {
              " so that an exact result fits in int32, got ", k);
 }
 
-// Rows of work per parallel item (a multiple of every kernel's mr).
-constexpr int64_t kRowBlock = 64;
 // Below this many multiply-adds a product runs on the calling thread: waking the other threads
 // would cost more than it saves (and far more on a machine whose cores are busy).
 constexpr int64_t kParallelWork = int64_t{1} << 20;
+// Copying a byte while packing costs about what this many multiply-adds do.
+constexpr int64_t kPackWorkPerByte = 8;
 
 // parallel_for when the work is large enough, else a plain loop.
 template <class Fn>
@@ -86,14 +94,22 @@ PackedInt8Matrix pack_int8_matrix(const int8_t* b, int64_t n, int64_t k, CpuIsa 
     packed.data_.assign(b, b + n * k);
     return packed;
   }
-  const int64_t groups = round_up(k, 4) / 4;
+  const int64_t groups = round_up(k, kernel.k_align) / 4;
   const int64_t panels = round_up(n, kernel.nr) / kernel.nr;
   packed.data_.assign(static_cast<size_t>(panels * groups * kernel.nr * 4), 0);
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t panel = j / kernel.nr, col = j % kernel.nr;
-    for (int64_t l = 0; l < k; ++l)
-      packed.data_[static_cast<size_t>(((panel * groups + l / 4) * kernel.nr + col) * 4 + l % 4)] = b[j * k + l];
-  }
+  // Each column's k-groups of 4 bytes go nr·4 bytes apart: a transpose of 4-byte words, panel by
+  // panel on weft's threads (a 4096 × 4096 B is 16 MB, packed on every call of int8_linear_matmul).
+  // The loop runs along the destination, so each of its cache lines is written once, whole.
+  const int64_t whole_groups = k / 4;
+  for_items(panels, n * k * kPackWorkPerByte, [&](int64_t panel) {
+    int8_t* dst = packed.data_.data() + panel * groups * kernel.nr * 4;
+    const int64_t cols = std::min(kernel.nr, n - panel * kernel.nr);
+    const int8_t* src = b + panel * kernel.nr * k;
+    for (int64_t g = 0; g < whole_groups; ++g)
+      for (int64_t col = 0; col < cols; ++col) std::memcpy(dst + (g * kernel.nr + col) * 4, src + col * k + 4 * g, 4);
+    for (int64_t col = 0; col < cols; ++col)
+      for (int64_t l = whole_groups * 4; l < k; ++l) dst[(whole_groups * kernel.nr + col) * 4 + l % 4] = src[col * k + l];
+  });
   if (kernel.unsigned_a) {
     packed.compensation_.assign(static_cast<size_t>(panels * kernel.nr), 0);
     for (int64_t j = 0; j < n; ++j) {
@@ -118,39 +134,54 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
   const Kernel kernel = kernel_for(b.isa_);
   WEFT_CHECK(b.isa_ <= cpu_isa_supported(), "[int8_gemm] B was packed for ", cpu_isa_name(b.isa_),
              ", which this CPU does not support");
+  const int64_t row_block = kernel.row_block;
   if (kernel.panel == nullptr) {
-    for_items((m + kRowBlock - 1) / kRowBlock, m * n * k, [&](int64_t block) {
-      const int64_t row0 = block * kRowBlock, rows = std::min(kRowBlock, m - row0);
+    for_items((m + row_block - 1) / row_block, m * n * k, [&](int64_t block) {
+      const int64_t row0 = block * row_block, rows = std::min(row_block, m - row0);
       int8_gemm_reference(a + row0 * k, b.data_.data(), c + row0 * n, rows, n, k);
     });
     return;
   }
   // A, padded to whole k-groups and register tiles (and shifted to unsigned for VNNI).
-  const int64_t kp = round_up(k, 4), mp = round_up(m, kernel.mr);
+  const int64_t kp = round_up(k, kernel.k_align), mp = round_up(m, kernel.mr);
   std::vector<uint8_t> ap(static_cast<size_t>(mp * kp), kernel.unsigned_a ? 128 : 0);
-  for (int64_t i = 0; i < m; ++i) {
-    uint8_t* row = ap.data() + i * kp;
-    std::memcpy(row, a + i * k, static_cast<size_t>(k));
-    if (kernel.unsigned_a)
-      for (int64_t l = 0; l < k; ++l) row[l] ^= 0x80;  // a + 128
-  }
+  // Bytes from one group of mr rows to the next: rows follow each other, or (tiled A) the group is
+  // a run of tiles, mr rows × k_align bytes each, so that the kernel reads it front to back.
+  const int64_t group_stride = kernel.mr * kp;
+  for_items(mp / kernel.mr, m * k * kPackWorkPerByte, [&](int64_t group) {
+    for (int64_t r = 0; r < kernel.mr && group * kernel.mr + r < m; ++r) {
+      const int8_t* src = a + (group * kernel.mr + r) * k;
+      uint8_t* dst = ap.data() + group * group_stride;
+      if (kernel.tiled_a) {
+        for (int64_t l = 0; l < k; l += kernel.k_align)
+          std::memcpy(dst + (l / kernel.k_align * kernel.mr + r) * kernel.k_align, src + l,
+                      static_cast<size_t>(std::min(kernel.k_align, k - l)));
+      } else {
+        uint8_t* row = dst + r * kp;
+        std::memcpy(row, src, static_cast<size_t>(k));
+        if (kernel.unsigned_a)
+          for (int64_t l = 0; l < k; ++l) row[l] ^= 0x80;  // a + 128
+      }
+    }
+  });
   const int64_t groups = kp / 4;
   const int64_t panels = round_up(n, kernel.nr) / kernel.nr;
-  const int64_t row_blocks = (mp + kRowBlock - 1) / kRowBlock;
-  for_items(row_blocks * panels, m * n * k, [&](int64_t item) {
-    const int64_t block = item / panels, panel = item % panels;
-    const int64_t row0 = block * kRowBlock;
+  const int64_t panel_blocks = (panels + kernel.panel_block - 1) / kernel.panel_block;
+  const int64_t row_blocks = (mp + row_block - 1) / row_block;
+  for_items(row_blocks * panel_blocks, m * n * k, [&](int64_t item) {
+    const int64_t block = item / panel_blocks, panel = item % panel_blocks * kernel.panel_block;
+    const int64_t row0 = block * row_block;
     kernels::Int8PanelArgs args;
-    args.a = ap.data() + row0 * kp;
-    args.a_stride = kp;
+    args.a = ap.data() + row0 / kernel.mr * group_stride;
+    args.a_stride = kernel.tiled_a ? group_stride : kp;
     args.b = b.data_.data() + panel * groups * kernel.nr * 4;
     args.compensation = kernel.unsigned_a ? b.compensation_.data() + panel * kernel.nr : nullptr;
     args.groups = groups;
-    args.rows = std::min(kRowBlock, mp - row0);
+    args.rows = std::min(row_block, mp - row0);
     args.c = c + row0 * n + panel * kernel.nr;
     args.c_stride = n;
     args.c_rows = std::min(args.rows, m - row0);
-    args.cols = std::min(kernel.nr, n - panel * kernel.nr);
+    args.cols = std::min(kernel.panel_block * kernel.nr, n - panel * kernel.nr);
     kernel.panel(args);
   });
 }

@@ -3,10 +3,11 @@
 // flags (Note [ISA kernel units] in tensor/cpu/simd.h).
 //
 // Note [Packed int8 operands]
-// B (N, K) is packed into panels of `nr` columns with K padded to a multiple of 4:
+// B (N, K) is packed into panels of `nr` columns with K padded to a multiple of 4 (64 for AMX,
+// whose tiles take 64 values of k at once):
 //   panel p, k-group g (4 values of k), column j, lane l  ->  byte ((p·groups + g)·nr + j)·4 + l
 // so one vector load takes 4 consecutive k of nr/… columns (AVX2: 8 columns per ymm, AVX-512: 16
-// per zmm). A (M, K) is packed row-major with K padded the same way and M padded to a multiple of
+// per zmm), and an AMX tile is 16 consecutive groups of 16 columns, rows nr·4 bytes apart. A (M, K) is packed row-major with K padded the same way and M padded to a multiple of
 // the kernel's `mr`; for the VNNI kernel its bytes are stored as a + 128 (unsigned), and
 // `compensation[n] = 128 · Σk B[n, k]` is subtracted from each column (cpu-kernels.md §4).
 // Padding is zero, so it adds nothing.
@@ -17,21 +18,23 @@
 namespace weft::precision::quant::kernels {
 
 struct Int8PanelArgs {
-  const uint8_t* a;             // packed A, first row of the tile; row stride a_stride bytes
-  int64_t a_stride;             // padded K
-  const int8_t* b;              // one packed B panel
+  const uint8_t* a;             // packed A, first row of the rows to compute
+  int64_t a_stride;             // bytes from one row to the next (padded K), or for AMX from one
+                                // group of 32 rows to the next
+  const int8_t* b;              // a packed B panel (AMX: the first of consecutive panels)
   const int32_t* compensation;  // the panel's nr entries (VNNI only; null otherwise)
   int64_t groups;               // padded K / 4
   int64_t rows;                 // rows of A to compute: a multiple of the kernel's mr
   int32_t* c;                   // C at the tile's first row and the panel's first column
   int64_t c_stride;             // elements per row of C
   int64_t c_rows;               // rows of C to store (<= rows; the rest are padding)
-  int64_t cols;                 // columns of C to store (<= nr)
+  int64_t cols;                 // columns of C to store (<= nr; AMX: across consecutive panels)
 };
 
-// Each computes C[rows, cols] = A · Bᵀ for one panel. mr / nr: AVX2 4 / 16, AVX-512 8 / 32.
+// Each computes C[rows, cols] = A · Bᵀ for one panel. mr / nr: AVX2 4 / 16, AVX-512 8 / 32, AMX 32 / 32.
 void int8_gemm_panel_avx2(const Int8PanelArgs& args);
 void int8_gemm_panel_avx512(const Int8PanelArgs& args);
 void int8_gemm_panel_avx512vnni(const Int8PanelArgs& args);
+void int8_gemm_panel_amx(const Int8PanelArgs& args);
 
 }  // namespace weft::precision::quant::kernels

@@ -3,8 +3,10 @@
 // Detection follows the CPU vendors' rules: a vector extension is usable only when CPUID reports it
 // *and* the OS saves its registers on a context switch (XCR0 bits 1-2 for ymm, 5-7 for zmm).
 // __builtin_cpu_supports is not used because clang 14 rejects several of the names needed here.
+// AMX adds a third condition: Linux enables the tile data state per process, on request.
 #include "tensor/cpu/isa.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -14,17 +16,32 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace weft {
 namespace {
 
-constexpr std::string_view kIsaNames[] = {"scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16"};
+constexpr std::string_view kIsaNames[] = {"scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx"};
 
 #if defined(__x86_64__) || defined(__i386__)
 uint64_t read_xcr0() {
   uint32_t eax = 0, edx = 0;
   __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
   return (uint64_t{edx} << 32) | eax;
+}
+
+// Asks Linux for the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, feature 18). The
+// permission is process-wide and stays granted; without it the first tile instruction is a SIGILL.
+bool request_amx_permission() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 
 CpuFeatures detect_features() {
@@ -37,6 +54,7 @@ CpuFeatures detect_features() {
   const uint64_t xcr0 = read_xcr0();
   const bool ymm_saved = (xcr0 & 0x6) == 0x6;
   const bool zmm_saved = (xcr0 & 0xE6) == 0xE6;
+  const bool tiles_saved = (xcr0 & 0x60000) == 0x60000;  // XTILECFG and XTILEDATA
   if (!ymm_saved) return f;
   f.fma = fma;
   f.f16c = f16c;
@@ -49,6 +67,12 @@ CpuFeatures detect_features() {
     f.avx512bw = b & (1u << 30);
     f.avx512vl = b & (1u << 31);
     f.avx512_vnni = c & (1u << 11);
+  }
+  const bool amx_tile = d & (1u << 24);
+  if (tiles_saved && amx_tile && request_amx_permission()) {
+    f.amx_tile = true;
+    f.amx_bf16 = d & (1u << 22);
+    f.amx_int8 = d & (1u << 25);
   }
   __cpuid_count(7, 1, a, b, c, d);
   f.avx_vnni = a & (1u << 4);
@@ -64,7 +88,8 @@ CpuIsa highest_level(const CpuFeatures& f) {
   if (!(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)) return CpuIsa::Avx2;
   if (!f.avx512_vnni) return CpuIsa::Avx512;
   if (!f.avx512_bf16) return CpuIsa::Avx512Vnni;
-  return CpuIsa::Avx512Bf16;
+  if (!(f.amx_tile && f.amx_int8 && f.amx_bf16)) return CpuIsa::Avx512Bf16;
+  return CpuIsa::Amx;
 }
 
 void check_supported(CpuIsa isa, const char* where) {
@@ -99,7 +124,7 @@ std::string_view cpu_isa_name(CpuIsa isa) { return kIsaNames[static_cast<int>(is
 CpuIsa cpu_isa_from_name(std::string_view name) {
   for (int i = 0; i < static_cast<int>(std::size(kIsaNames)); ++i)
     if (kIsaNames[i] == name) return static_cast<CpuIsa>(i);
-  WEFT_FAIL("[cpu_isa] expected one of scalar, avx2, avx512, avx512_vnni, avx512_bf16, got '", name, "'");
+  WEFT_FAIL("[cpu_isa] expected one of scalar, avx2, avx512, avx512_vnni, avx512_bf16, amx, got '", name, "'");
 }
 
 bool cpu_isa_emulated() {
@@ -111,9 +136,11 @@ bool cpu_isa_emulated() {
 }
 
 CpuIsa cpu_isa_supported() {
-  // Emulated AVX-512 units run on AVX2, so emulation needs a CPU with AVX2 itself.
+  // Emulated AVX-512 units run on AVX2, so emulation needs a CPU with AVX2 itself; AMX is never
+  // emulated.
   static const CpuIsa hardware = highest_level(cpu_features());
-  return cpu_isa_emulated() && hardware >= CpuIsa::Avx2 ? CpuIsa::Avx512Bf16 : hardware;
+  if (cpu_isa_emulated() && hardware >= CpuIsa::Avx2) return std::max(hardware, CpuIsa::Avx512Bf16);
+  return hardware;
 }
 
 std::vector<CpuIsa> cpu_isas_supported() {

@@ -9,15 +9,20 @@
 //   Avx512      AVX-512 F/BW/VL/DQ (Skylake-SP)
 //   Avx512Vnni  + VNNI int8 dot products (Cascade Lake, Ice Lake)
 //   Avx512Bf16  + BF16 dot products (Cooper Lake, Sapphire Rapids, Zen 4/5)
+//   Amx         + AMX tiles with int8 and bf16 dot products (Sapphire Rapids and later Xeons)
 //
+// AMX needs more than CPUID: the OS must save the tile state (XCR0 bits 17-18), and Linux hands
+// it only to a process that asks (arch_prctl ARCH_REQ_XCOMP_PERM); detection asks once, and a
+// refusal leaves the level at Avx512Bf16.
 // The supported level is read once from CPUID and XGETBV (the OS must save the zmm state). The
 // active level starts there, or lower where the environment variable WEFT_CPU_ISA names a lower one
 // (scalar, avx2, avx512, avx512_vnni, avx512_bf16), and set_cpu_isa() moves it for tests and users.
 // Neither may go above what the CPU supports: that would be a SIGILL, so it is an error instead.
 //
 // In a build with WEFT_SIMD_EMULATION the AVX-512 kernel units are compiled through SIMDe onto
-// AVX2, so every level is "supported": that is how an AVX2-only machine tests the AVX-512 paths'
-// logic (see Note [ISA kernel units] in tensor/cpu/simd.h).
+// AVX2, so every AVX-512 level is "supported": that is how an AVX2-only machine tests the AVX-512
+// paths' logic (see Note [ISA kernel units] in tensor/cpu/simd.h). AMX has no emulation: its
+// level is supported only where the CPU has it.
 #pragma once
 
 #include <cstdint>
@@ -26,22 +31,23 @@
 
 namespace weft {
 
-enum class CpuIsa : uint8_t { Scalar, Avx2, Avx512, Avx512Vnni, Avx512Bf16 };
+enum class CpuIsa : uint8_t { Scalar, Avx2, Avx512, Avx512Vnni, Avx512Bf16, Amx };
 
 // What CPUID and XGETBV report, feature by feature (all false off x86-64).
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_vnni = false, avx512_bf16 = false, avx_vnni = false;
+  bool amx_tile = false, amx_int8 = false, amx_bf16 = false;  // and the OS lets this process use them
 };
 
 const CpuFeatures& cpu_features();
 
-std::string_view cpu_isa_name(CpuIsa isa);  // "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16"
+std::string_view cpu_isa_name(CpuIsa isa);  // "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx"
 // Parses the names above; throws weft::Error listing them otherwise.
 CpuIsa cpu_isa_from_name(std::string_view name);
 
-// The highest level this CPU and OS can run (every level in an emulation build).
+// The highest level this CPU and OS can run (every AVX-512 level in an emulation build).
 CpuIsa cpu_isa_supported();
 // Every level from Scalar up to cpu_isa_supported(): what a test runs each kernel at.
 std::vector<CpuIsa> cpu_isas_supported();

@@ -28,7 +28,10 @@ TEST_CASE("int8 GEMM: every supported instruction set equals the scalar referenc
     int64_t m, n, k;
   };
   const Shape3 shapes[] = {{2, 3, 0}, {1, 1, 1},   {1, 17, 3},  {3, 5, 7},    {4, 16, 4},   {9, 33, 13},
-                           {65, 40, 66}, {130, 70, 100}, {8, 300, 257}, {2, 1, 1000}};
+                           {65, 40, 66}, {130, 70, 100}, {8, 300, 257}, {2, 1, 1000},
+                           // AMX: whole 32×32 tiles stored in place, K a multiple of 64; two row
+                           // blocks of 256 with a partial tile; B large enough to pack on threads.
+                           {64, 64, 128}, {300, 45, 130}, {40, 1100, 1000}};
   for (const CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);
     for (const auto& s : shapes) {
@@ -81,7 +84,7 @@ TEST_CASE("int8 GEMM refuses -128, oversized K, and packing above the CPU's leve
     CHECK_THROWS_WITH_AS(int8_gemm(b.data(), a.data(), c.data(), 1, 1, 3), doctest::Contains("B holds -128"), Error);
   }
   CHECK_THROWS_WITH_AS(pack_int8_matrix(b.data(), 1, kInt8GemmMaxK + 1), doctest::Contains("K must be at most"), Error);
-  if (cpu_isa_supported() < CpuIsa::Avx512Bf16)
-    CHECK_THROWS_WITH_AS(pack_int8_matrix(b.data(), 1, 3, CpuIsa::Avx512Bf16), doctest::Contains("cannot pack for"),
+  if (cpu_isa_supported() < CpuIsa::Amx)
+    CHECK_THROWS_WITH_AS(pack_int8_matrix(b.data(), 1, 3, CpuIsa::Amx), doctest::Contains("cannot pack for"),
                          Error);
 }

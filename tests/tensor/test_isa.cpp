@@ -46,6 +46,10 @@ TEST_CASE("CPU features agree with /proc/cpuinfo") {
   CHECK(f.avx512_vnni == flags.count("avx512_vnni"));
   CHECK(f.avx512_bf16 == flags.count("avx512_bf16"));
   CHECK(f.avx_vnni == flags.count("avx_vnni"));
+  // AMX also needs the kernel's permission, which Linux grants wherever it lists the flags.
+  CHECK(f.amx_tile == flags.count("amx_tile"));
+  CHECK(f.amx_int8 == flags.count("amx_int8"));
+  CHECK(f.amx_bf16 == flags.count("amx_bf16"));
   const std::string level = std::string(cpu_isa_name(cpu_isa_supported())) +
                             (cpu_isa_emulated() ? " (AVX-512 emulated)" : "");
   MESSAGE("supported instruction set: " << level);
@@ -53,17 +57,16 @@ TEST_CASE("CPU features agree with /proc/cpuinfo") {
 
 TEST_CASE("the supported level is the highest whose features are all present") {
   const CpuFeatures& f = cpu_features();
-  if (cpu_isa_emulated()) {
-    CHECK(cpu_isa_supported() == (f.avx2 ? CpuIsa::Avx512Bf16 : CpuIsa::Scalar));
-    return;
-  }
   const bool avx2 = f.avx2 && f.fma && f.f16c;
   const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+  const bool amx = f.amx_tile && f.amx_int8 && f.amx_bf16;
   CpuIsa expected = !avx2 ? CpuIsa::Scalar
                     : !avx512 ? CpuIsa::Avx2
                     : !f.avx512_vnni ? CpuIsa::Avx512
                     : !f.avx512_bf16 ? CpuIsa::Avx512Vnni
-                                     : CpuIsa::Avx512Bf16;
+                    : !amx ? CpuIsa::Avx512Bf16
+                           : CpuIsa::Amx;
+  if (cpu_isa_emulated() && avx2 && expected < CpuIsa::Avx512Bf16) expected = CpuIsa::Avx512Bf16;
   CHECK(cpu_isa_supported() == expected);
   const auto levels = cpu_isas_supported();
   REQUIRE(!levels.empty());
@@ -73,11 +76,13 @@ TEST_CASE("the supported level is the highest whose features are all present") {
 }
 
 TEST_CASE("names parse back and bad names are refused with the list") {
-  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Vnni, CpuIsa::Avx512Bf16})
+  for (CpuIsa isa :
+       {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Vnni, CpuIsa::Avx512Bf16, CpuIsa::Amx})
     CHECK(cpu_isa_from_name(cpu_isa_name(isa)) == isa);
   CHECK(cpu_isa_name(CpuIsa::Avx512Vnni) == "avx512_vnni");
+  CHECK(cpu_isa_name(CpuIsa::Amx) == "amx");
   CHECK_THROWS_WITH_AS(cpu_isa_from_name("sse9"),
-                       "[cpu_isa] expected one of scalar, avx2, avx512, avx512_vnni, avx512_bf16, got 'sse9'",
+                       "[cpu_isa] expected one of scalar, avx2, avx512, avx512_vnni, avx512_bf16, amx, got 'sse9'",
                        Error);
 }
 
@@ -92,7 +97,7 @@ TEST_CASE("the active level can be lowered, restored, and never raised above the
     CpuIsaGuard guard(isa);
     CHECK(cpu_isa() == isa);
   }
-  if (cpu_isa_supported() != CpuIsa::Avx512Bf16) {
+  if (cpu_isa_supported() != CpuIsa::Amx) {
     const auto above = static_cast<CpuIsa>(static_cast<int>(cpu_isa_supported()) + 1);
     CHECK_THROWS_WITH_AS(set_cpu_isa(above),
                          doctest::Contains("this CPU supports instruction sets up to"), Error);

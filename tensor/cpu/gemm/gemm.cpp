@@ -57,7 +57,8 @@ const GemmKernel& kernel_for(CpuIsa isa, bool bf16) {
     case CpuIsa::Avx2: return kGemmF32Avx2;
     case CpuIsa::Avx512:
     case CpuIsa::Avx512Vnni: return kGemmF32Avx512;
-    case CpuIsa::Avx512Bf16: return bf16 ? kGemmBf16Avx512Bf16 : kGemmF32Avx512;
+    case CpuIsa::Avx512Bf16:
+    case CpuIsa::Amx: return bf16 ? kGemmBf16Avx512Bf16 : kGemmF32Avx512;
   }
   return kGemmScalar;
 }
@@ -324,11 +325,12 @@ void gemm_transposed(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, con
 }  // namespace
 
 const char* gemm_kernel_name(CpuIsa isa, bool bf16) {
-  static const std::string names[5][2] = {
+  static const std::string names[6][2] = {
       {"scalar 4x8 fp32", "scalar 4x8 fp32 (bf16 widened)"},
       {"avx2 6x16 fp32", "avx2 6x16 fp32 (bf16 widened)"},
       {"avx512 12x32 fp32", "avx512 12x32 fp32 (bf16 widened)"},
       {"avx512 12x32 fp32", "avx512 12x32 fp32 (bf16 widened)"},
+      {"avx512 12x32 fp32", "avx512_bf16 12x32 bf16 pairs"},
       {"avx512 12x32 fp32", "avx512_bf16 12x32 bf16 pairs"},
   };
   return names[static_cast<int>(isa)][bf16 ? 1 : 0].c_str();
