@@ -19,6 +19,12 @@ namespace weft::precision::quant::kernels {
 namespace {
 
 constexpr int64_t kMr = 32;
+
+// GCC 12's _tile_loadd, _tile_loadconfig and _tile_storeconfig are asm statements that do not
+// declare the memory they read or write (8 bytes of a configuration), so stores to a buffer just
+// before could be dropped or moved past them, and reads after could be answered from registers.
+// This barrier around them makes the compiler keep the order.
+void tile_memory_barrier() { __asm__ volatile("" ::: "memory"); }
 constexpr int64_t kNr = 32;
 constexpr int64_t kGroupsPerTile = 16;         // k-groups of 4 in one tile: 64 values of k
 constexpr int64_t kBRowBytes = kNr * 4;        // one k-group of a packed panel
@@ -41,6 +47,7 @@ void configure_tiles() {
     config.rows[t] = 16;
     config.bytes_per_row[t] = kTileBytesPerRow;
   }
+  tile_memory_barrier();
   _tile_loadconfig(&config);
 }
 

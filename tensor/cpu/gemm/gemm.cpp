@@ -57,8 +57,8 @@ const GemmKernel& kernel_for(CpuIsa isa, bool bf16) {
     case CpuIsa::Avx2: return kGemmF32Avx2;
     case CpuIsa::Avx512:
     case CpuIsa::Avx512Vnni: return kGemmF32Avx512;
-    case CpuIsa::Avx512Bf16:
-    case CpuIsa::Amx: return bf16 ? kGemmBf16Avx512Bf16 : kGemmF32Avx512;
+    case CpuIsa::Avx512Bf16: return bf16 ? kGemmBf16Avx512Bf16 : kGemmF32Avx512;
+    case CpuIsa::Amx: return bf16 ? kGemmBf16Amx : kGemmF32Avx512;
   }
   return kGemmScalar;
 }
@@ -127,6 +127,11 @@ bool a_read_in_place(const GemmKernel& ker, const GemmMatrix& a, int64_t m) {
   return !ker.bf16_pairs && !a.bf16 && a.cs == 1 && m <= kInPlaceRows;
 }
 
+// K-pairs of a packed bf16 panel over kc steps of K: padded to the kernel set's pair block.
+int64_t packed_pairs(const GemmKernel& ker, int64_t kc) {
+  return ((kc + 1) / 2 + ker.pair_block - 1) / ker.pair_block * ker.pair_block;
+}
+
 // The cache blocks of one product: K and M cut into equal chunks (M's of at most mc_most rows),
 // N into blocks of at most nc.
 struct Blocking {
@@ -136,11 +141,12 @@ struct Blocking {
 
 Blocking blocking_for(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, int64_t mc_most) {
   Blocking bl;
-  bl.kc_step = even_step(k, ker.kc, ker.bf16_pairs ? 2 : 1);
+  bl.kc_step = even_step(k, ker.kc, ker.bf16_pairs ? 2 * ker.pair_block : 1);
   bl.mc_step = even_step(m, mc_most, ker.mr);
   bl.nc_step = std::min<int64_t>(ker.nc, (n + ker.nr - 1) / ker.nr * ker.nr);
-  bl.a_size = bl.mc_step * bl.kc_step;
-  bl.b_size = bl.kc_step * bl.nc_step;
+  const int64_t kc_packed = ker.bf16_pairs ? packed_pairs(ker, bl.kc_step) * 2 : bl.kc_step;
+  bl.a_size = bl.mc_step * kc_packed;
+  bl.b_size = kc_packed * bl.nc_step;
   return bl;
 }
 
@@ -149,8 +155,10 @@ Blocking blocking_for(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, in
 void pack_b_columns(const GemmKernel& ker, const GemmMatrix& b_block, int64_t kc, int64_t first, int64_t count,
                     void* packed) {
   const GemmMatrix columns = b_block.at(0, first);
-  if (ker.bf16_pairs)
-    pack_b_bf16_pairs(columns, kc, count, ker.nr, static_cast<uint16_t*>(packed) + first * ((kc + 1) / 2) * 2);
+  if (ker.bf16_pairs) {
+    const int64_t pairs = packed_pairs(ker, kc);
+    pack_b_bf16_pairs(columns, kc, count, pairs, ker.nr, static_cast<uint16_t*>(packed) + first * pairs * 2);
+  }
   else
     pack_b_panels(ker, columns, kc, count, static_cast<float*>(packed) + first * kc);
 }
@@ -161,7 +169,7 @@ void c_block(const GemmKernel& ker, const GemmMatrix& a, int64_t ic, int64_t mc,
              const void* packed_b, int64_t jc, int64_t nc, float* c, int64_t ldc, bool add, bool a_in_place,
              int64_t a_size) {
   const bool pairs = ker.bf16_pairs;
-  const int64_t kpairs = (kc + 1) / 2;
+  const int64_t kpairs = pairs ? packed_pairs(ker, kc) : 0;
   const GemmMatrix a_block = a.at(ic, pc);
   const auto* bf = static_cast<const float*>(packed_b);
   const auto* bp = static_cast<const uint16_t*>(packed_b);
@@ -169,7 +177,8 @@ void c_block(const GemmKernel& ker, const GemmMatrix& a, int64_t ic, int64_t mc,
   uint16_t* ap = nullptr;
   if (pairs) {
     ap = t_pack_a.get<uint16_t>(a_size);
-    pack_a_bf16_pairs(a_block, mc, kc, ker.mr, ap);
+    if (ker.a_rows) pack_a_bf16_rows(a_block, mc, kc, kpairs, ker.mr, ap);
+    else pack_a_bf16_pairs(a_block, mc, kc, kpairs, ker.mr, ap);
   } else if (!a_in_place) {
     af = t_pack_a.get<float>(a_size);
     pack_a_panels(ker, a_block, mc, kc, af);
@@ -331,7 +340,7 @@ const char* gemm_kernel_name(CpuIsa isa, bool bf16) {
       {"avx512 12x32 fp32", "avx512 12x32 fp32 (bf16 widened)"},
       {"avx512 12x32 fp32", "avx512 12x32 fp32 (bf16 widened)"},
       {"avx512 12x32 fp32", "avx512_bf16 12x32 bf16 pairs"},
-      {"avx512 12x32 fp32", "avx512_bf16 12x32 bf16 pairs"},
+      {"avx512 12x32 fp32", "amx 32x32 bf16 tiles"},
   };
   return names[static_cast<int>(isa)][bf16 ? 1 : 0].c_str();
 }

@@ -11,6 +11,7 @@
 //   avx2         6×16   12 ymm accumulators, FMA (gemm_f32_avx2.cpp)
 //   avx512       12×32  24 zmm accumulators (gemm_f32_avx512.cpp)
 //   avx512_bf16  12×32  bf16 K-pairs, vdpbf16ps into fp32 (gemm_bf16_avx512bf16.cpp)
+//   amx          32×32  bf16 tiles, tdpbf16ps into fp32 (gemm_bf16_amx.cpp)
 //
 // Plain declarations only: this header is included by ISA kernel units (Note [ISA kernel units]
 // in tensor/cpu/simd.h).
@@ -78,11 +79,14 @@ struct GemmKernel {
   GemmPackB pack_b;           // nullptr: the portable packer only
   GemmPackA pack_a;           // nullptr: the portable packer only
   GemmDotRows dot_rows;       // nullptr: W·x through the tiles
+  int pair_block = 1;         // packed K-pairs are padded to a multiple of this (zeros)
+  bool a_rows = false;        // bf16 A is packed as plain rows, not K-pairs
 };
 
 extern const GemmKernel kGemmScalar;
 extern const GemmKernel kGemmF32Avx2;
 extern const GemmKernel kGemmF32Avx512;
 extern const GemmKernel kGemmBf16Avx512Bf16;
+extern const GemmKernel kGemmBf16Amx;
 
 }  // namespace weft::detail

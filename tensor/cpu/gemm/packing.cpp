@@ -4,6 +4,7 @@
 #include "tensor/cpu/gemm/packing.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "tensor/float_formats.h"
 
@@ -49,10 +50,10 @@ void pack_panel(const GemmMatrix& x, bool lanes_are_columns, int64_t lanes, int6
   else pack_panel<float>(x, lanes_are_columns, lanes, steps, width, dst);
 }
 
-// The K-pair form of pack_panel for bfloat16 bits (Note [bf16 K-pair panels]).
-void pack_panel_pairs(const GemmMatrix& x, bool lanes_are_columns, int64_t lanes, int64_t steps, int width,
-                      uint16_t* dst) {
-  const int64_t pairs = (steps + 1) / 2;
+// The K-pair form of pack_panel for bfloat16 bits (Note [bf16 K-pair panels]), `pairs` steps
+// of pairs long (at least (steps + 1) / 2; the rest zero).
+void pack_panel_pairs(const GemmMatrix& x, bool lanes_are_columns, int64_t lanes, int64_t steps, int64_t pairs,
+                      int width, uint16_t* dst) {
   std::fill(dst, dst + pairs * width * 2, uint16_t{0});
   for (int64_t p = 0; p < steps; ++p) {
     uint16_t* out = dst + (p / 2) * width * 2 + (p % 2);
@@ -77,16 +78,30 @@ void pack_b_f32(const GemmMatrix& b, int64_t kc, int64_t nc, int nr, float* dst)
     pack_panel(b.at(0, j), true, std::min<int64_t>(nr, nc - j), kc, nr, dst);
 }
 
-void pack_a_bf16_pairs(const GemmMatrix& a, int64_t mc, int64_t kc, int mr, uint16_t* dst) {
-  const int64_t panel = (kc + 1) / 2 * mr * 2;
+void pack_a_bf16_pairs(const GemmMatrix& a, int64_t mc, int64_t kc, int64_t pairs, int mr, uint16_t* dst) {
+  const int64_t panel = pairs * mr * 2;
   for (int64_t i = 0; i < mc; i += mr, dst += panel)
-    pack_panel_pairs(a.at(i, 0), false, std::min<int64_t>(mr, mc - i), kc, mr, dst);
+    pack_panel_pairs(a.at(i, 0), false, std::min<int64_t>(mr, mc - i), kc, pairs, mr, dst);
 }
 
-void pack_b_bf16_pairs(const GemmMatrix& b, int64_t kc, int64_t nc, int nr, uint16_t* dst) {
-  const int64_t panel = (kc + 1) / 2 * nr * 2;
+void pack_b_bf16_pairs(const GemmMatrix& b, int64_t kc, int64_t nc, int64_t pairs, int nr, uint16_t* dst) {
+  const int64_t panel = pairs * nr * 2;
   for (int64_t j = 0; j < nc; j += nr, dst += panel)
-    pack_panel_pairs(b.at(0, j), true, std::min<int64_t>(nr, nc - j), kc, nr, dst);
+    pack_panel_pairs(b.at(0, j), true, std::min<int64_t>(nr, nc - j), kc, pairs, nr, dst);
+}
+
+void pack_a_bf16_rows(const GemmMatrix& a, int64_t mc, int64_t kc, int64_t pairs, int mr, uint16_t* dst) {
+  const int64_t width = pairs * 2;
+  const int64_t panels = (mc + mr - 1) / mr;
+  std::fill(dst, dst + panels * mr * width, uint16_t{0});
+  for (int64_t i = 0; i < mc; ++i) {
+    uint16_t* row = dst + i * width;  // panels of mr rows follow each other: row i of the block
+    if (a.cs == 1) {
+      std::memcpy(row, static_cast<const uint16_t*>(a.data) + i * a.rs, static_cast<size_t>(kc) * sizeof(uint16_t));
+    } else {
+      for (int64_t p = 0; p < kc; ++p) row[p] = load_bits(a, i, p);
+    }
+  }
 }
 
 }  // namespace weft::detail

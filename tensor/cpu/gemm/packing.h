@@ -11,7 +11,10 @@
 // a[2q]·b[2q] + a[2q+1]·b[2q+1]), so its panels keep bf16 and interleave K in pairs:
 //   A: a[(q·MR + i)·2 + t] = A(i, 2q+t)     B: b[(q·NR + j)·2 + t] = B(2q+t, j)
 // for q < ceil(kc/2); an odd kc is padded with a zero step. One 32-bit broadcast of A and one
-// zmm load of B (16 columns × 2 steps) then feed one instruction.
+// zmm load of B (16 columns × 2 steps) then feed one instruction. The AMX kernel (tiles of 16
+// pairs) pads the pairs to a multiple of 16 with zeros, and takes A as plain rows instead:
+//   A: a[(i·pairs·2) + p] = A(i, p) (row i of the block; a panel is mr such rows)
+// because its A tile is 16 rows of 32 consecutive values of k.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +25,10 @@ namespace weft::detail {
 
 void pack_a_f32(const GemmMatrix& a, int64_t mc, int64_t kc, int mr, float* dst);
 void pack_b_f32(const GemmMatrix& b, int64_t kc, int64_t nc, int nr, float* dst);
-void pack_a_bf16_pairs(const GemmMatrix& a, int64_t mc, int64_t kc, int mr, uint16_t* dst);
-void pack_b_bf16_pairs(const GemmMatrix& b, int64_t kc, int64_t nc, int nr, uint16_t* dst);
+// `pairs` is the packed length in K-pairs: at least ceil(kc/2), the rest zero.
+void pack_a_bf16_pairs(const GemmMatrix& a, int64_t mc, int64_t kc, int64_t pairs, int mr, uint16_t* dst);
+void pack_b_bf16_pairs(const GemmMatrix& b, int64_t kc, int64_t nc, int64_t pairs, int nr, uint16_t* dst);
+void pack_a_bf16_rows(const GemmMatrix& a, int64_t mc, int64_t kc, int64_t pairs, int mr, uint16_t* dst);
 
 // x(rows×cols) of bfloat16 bits widened into float32: row-major, dst[i·cols + j], or, when
 // column_major, dst[j·rows + i] (for an x read down its columns, so the copy keeps its layout).
