@@ -41,10 +41,13 @@ double on_all_threads(int threads, Fn fn) {
 
 constexpr long kIterations = 500'000;
 
-// 100 dependent adds per iteration: 100 cycles.
+// 100 dependent adds per iteration: 100 cycles. Register + register: Golden Cove cores (Sapphire
+// Rapids) fold chains of add-immediate in the renamer and ran `addq $1` at ~8 per cycle, which
+// measured a 24.6 GHz clock.
 void add_chain() {
   long x = 0;
-  for (long i = 0; i < kIterations; ++i) asm volatile(".rept 100\n\taddq $1, %0\n\t.endr" : "+r"(x));
+  const long one = 1;
+  for (long i = 0; i < kIterations; ++i) asm volatile(".rept 100\n\taddq %1, %0\n\t.endr" : "+r"(x) : "r"(one));
 }
 
 // 10 × 12 independent ymm FMAs per iteration: 120 FMAs × 16 FLOP.
