@@ -11,10 +11,6 @@
 namespace weft::detail {
 namespace {
 
-uint16_t load_bits(const GemmMatrix& x, int64_t i, int64_t j) {
-  return static_cast<const uint16_t*>(x.data)[i * x.rs + j * x.cs];
-}
-
 float widen(float v) { return v; }
 float widen(uint16_t bits) { return bfloat16_to_float(bits); }
 
@@ -51,13 +47,35 @@ void pack_panel(const GemmMatrix& x, bool lanes_are_columns, int64_t lanes, int6
 }
 
 // The K-pair form of pack_panel for bfloat16 bits (Note [bf16 K-pair panels]), `pairs` steps
-// of pairs long (at least (steps + 1) / 2; the rest zero).
+// of pairs long (at least (steps + 1) / 2; the rest zero). Pair q of lane l is the two values
+// M(l, 2q), M(l, 2q+1); two layouts of the source have a fast loop: a lane's steps adjacent (W
+// read as Wᵀ: each pair is one 32-bit word) and the lanes adjacent (a row-major B: two rows
+// interleaved). Every panel byte is written once, the padding included.
 void pack_panel_pairs(const GemmMatrix& x, bool lanes_are_columns, int64_t lanes, int64_t steps, int64_t pairs,
                       int width, uint16_t* dst) {
-  std::fill(dst, dst + pairs * width * 2, uint16_t{0});
-  for (int64_t p = 0; p < steps; ++p) {
-    uint16_t* out = dst + (p / 2) * width * 2 + (p % 2);
-    for (int64_t l = 0; l < lanes; ++l) out[l * 2] = lanes_are_columns ? load_bits(x, p, l) : load_bits(x, l, p);
+  const auto* src = static_cast<const uint16_t*>(x.data);
+  const int64_t lane_stride = lanes_are_columns ? x.cs : x.rs;
+  const int64_t step_stride = lanes_are_columns ? x.rs : x.cs;
+  const int64_t whole_pairs = steps / 2;
+  for (int64_t q = 0; q < whole_pairs; ++q) {
+    uint16_t* out = dst + q * width * 2;
+    const uint16_t* first = src + 2 * q * step_stride;
+    if (step_stride == 1) {
+      for (int64_t l = 0; l < lanes; ++l) std::memcpy(out + 2 * l, first + l * lane_stride, 2 * sizeof(uint16_t));
+    } else {
+      const uint16_t* second = first + step_stride;
+      for (int64_t l = 0; l < lanes; ++l) {
+        out[2 * l] = first[l * lane_stride];
+        out[2 * l + 1] = second[l * lane_stride];
+      }
+    }
+    std::fill(out + 2 * lanes, out + 2 * width, uint16_t{0});
+  }
+  for (int64_t q = whole_pairs; q < pairs; ++q) {  // an odd last step, then zero pairs
+    uint16_t* out = dst + q * width * 2;
+    std::fill(out, out + 2 * width, uint16_t{0});
+    if (q * 2 < steps)
+      for (int64_t l = 0; l < lanes; ++l) out[2 * l] = src[2 * q * step_stride + l * lane_stride];
   }
 }
 
@@ -93,15 +111,26 @@ void pack_b_bf16_pairs(const GemmMatrix& b, int64_t kc, int64_t nc, int64_t pair
 void pack_a_bf16_rows(const GemmMatrix& a, int64_t mc, int64_t kc, int64_t pairs, int mr, uint16_t* dst) {
   const int64_t width = pairs * 2;
   const int64_t panels = (mc + mr - 1) / mr;
-  std::fill(dst, dst + panels * mr * width, uint16_t{0});
-  for (int64_t i = 0; i < mc; ++i) {
-    uint16_t* row = dst + i * width;  // panels of mr rows follow each other: row i of the block
-    if (a.cs == 1) {
-      std::memcpy(row, static_cast<const uint16_t*>(a.data) + i * a.rs, static_cast<size_t>(kc) * sizeof(uint16_t));
-    } else {
-      for (int64_t p = 0; p < kc; ++p) row[p] = load_bits(a, i, p);
+  const auto* src = static_cast<const uint16_t*>(a.data);
+  // Row i of the block is dst[i·width ...]: panels of mr rows follow each other.
+  if (a.cs == 1) {
+    for (int64_t i = 0; i < mc; ++i) {
+      std::memcpy(dst + i * width, src + i * a.rs, static_cast<size_t>(kc) * sizeof(uint16_t));
+      std::fill(dst + i * width + kc, dst + (i + 1) * width, uint16_t{0});
     }
+  } else {
+    // A read down its columns (gᵀ in a weight gradient): 16 × 16 blocks, so that both the
+    // strided reads and the strided writes of a block stay in L1.
+    constexpr int64_t kBlock = 16;
+    for (int64_t i0 = 0; i0 < mc; i0 += kBlock)
+      for (int64_t p0 = 0; p0 < kc; p0 += kBlock) {
+        const int64_t i1 = std::min(mc, i0 + kBlock), p1 = std::min(kc, p0 + kBlock);
+        for (int64_t p = p0; p < p1; ++p)
+          for (int64_t i = i0; i < i1; ++i) dst[i * width + p] = src[i * a.rs + p * a.cs];
+      }
+    for (int64_t i = 0; i < mc; ++i) std::fill(dst + i * width + kc, dst + (i + 1) * width, uint16_t{0});
   }
+  std::fill(dst + mc * width, dst + panels * mr * width, uint16_t{0});
 }
 
 }  // namespace weft::detail
