@@ -21,6 +21,9 @@ struct Kernel {
   bool tiled_a;       // AMX: A stored as tiles (Note [Packed int8 operands])
 };
 
+// Bytes of k in one AMX tile row: AMX pads K to this and packs A as tiles of it.
+constexpr int64_t kAmxTileBytes = 64;
+
 // AMX items are larger: a block of A (256 rows × K) and eight panels of B stay in L2 while the
 // kernel sweeps them, so each byte fetched from memory serves many more tiles — at AMX's rate
 // 64 × 32 items would need more bandwidth than memory has.
@@ -31,12 +34,46 @@ Kernel kernel_for(CpuIsa isa) {
     case CpuIsa::Avx512: return {kernels::int8_gemm_panel_avx512, 8, 32, 4, 64, 1, false, false};
     case CpuIsa::Avx512Vnni:
     case CpuIsa::Avx512Bf16: return {kernels::int8_gemm_panel_avx512vnni, 8, 32, 4, 64, 1, true, false};
-    case CpuIsa::Amx: return {kernels::int8_gemm_panel_amx, 32, 32, 64, 256, 8, false, true};
+    case CpuIsa::Amx: return {kernels::int8_gemm_panel_amx, 32, 32, kAmxTileBytes, 256, 8, false, true};
   }
   WEFT_FAIL("[int8_gemm] unknown instruction-set level");
 }
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// Group `group` of mr rows of A (m × k) in its packed form at dst, padding included (zero, or 128
+// for VNNI: a zero shifted), so the buffer needs no clearing first. Rows follow each other, kp
+// bytes apart, or (tiled A) the group is a run of tiles, mr rows × 64 bytes each, so that the AMX
+// kernel reads it front to back.
+void pack_a_group(const Kernel& kernel, const int8_t* a, int64_t m, int64_t k, int64_t kp, int64_t group,
+                  uint8_t* dst) {
+  for (int64_t r = 0; r < kernel.mr; ++r) {
+    const int64_t row = group * kernel.mr + r;
+    const int8_t* src = row < m ? a + row * k : nullptr;
+    if (kernel.tiled_a) {
+      for (int64_t l = 0; l < kp; l += kAmxTileBytes) {
+        uint8_t* out = dst + (l / kAmxTileBytes * kernel.mr + r) * kAmxTileBytes;
+        if (src && l + kAmxTileBytes <= k) {
+          std::memcpy(out, src + l, kAmxTileBytes);
+        } else {
+          std::memset(out, 0, kAmxTileBytes);
+          if (src && l < k) std::memcpy(out, src + l, static_cast<size_t>(k - l));
+        }
+      }
+      continue;
+    }
+    uint8_t* out = dst + r * kp;
+    const uint8_t pad = kernel.unsigned_a ? 128 : 0;
+    if (!src) {
+      std::memset(out, pad, static_cast<size_t>(kp));
+      continue;
+    }
+    std::memcpy(out, src, static_cast<size_t>(k));
+    std::memset(out + k, pad, static_cast<size_t>(kp - k));
+    if (kernel.unsigned_a)
+      for (int64_t l = 0; l < k; ++l) out[l] ^= 0x80;  // a + 128
+  }
+}
 
 void check_range(const int8_t* p, int64_t count, const char* operand) {
   uint8_t any = 0;
@@ -142,28 +179,15 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
     });
     return;
   }
-  // A, padded to whole k-groups and register tiles (and shifted to unsigned for VNNI).
+  // A, padded to whole k-groups and register tiles (and shifted to unsigned for VNNI), in a buffer
+  // this thread keeps: a fresh one would be cleared and page-faulted in on every product.
   const int64_t kp = round_up(k, kernel.k_align), mp = round_up(m, kernel.mr);
-  std::vector<uint8_t> ap(static_cast<size_t>(mp * kp), kernel.unsigned_a ? 128 : 0);
-  // Bytes from one group of mr rows to the next: rows follow each other, or (tiled A) the group is
-  // a run of tiles, mr rows × k_align bytes each, so that the kernel reads it front to back.
+  thread_local std::vector<uint8_t> a_buffer;
+  if (a_buffer.size() < static_cast<size_t>(mp * kp)) a_buffer.resize(static_cast<size_t>(mp * kp));
+  uint8_t* ap = a_buffer.data();  // the lambdas below run on other threads, which have their own buffers
   const int64_t group_stride = kernel.mr * kp;
-  for_items(mp / kernel.mr, m * k * kPackWorkPerByte, [&](int64_t group) {
-    for (int64_t r = 0; r < kernel.mr && group * kernel.mr + r < m; ++r) {
-      const int8_t* src = a + (group * kernel.mr + r) * k;
-      uint8_t* dst = ap.data() + group * group_stride;
-      if (kernel.tiled_a) {
-        for (int64_t l = 0; l < k; l += kernel.k_align)
-          std::memcpy(dst + (l / kernel.k_align * kernel.mr + r) * kernel.k_align, src + l,
-                      static_cast<size_t>(std::min(kernel.k_align, k - l)));
-      } else {
-        uint8_t* row = dst + r * kp;
-        std::memcpy(row, src, static_cast<size_t>(k));
-        if (kernel.unsigned_a)
-          for (int64_t l = 0; l < k; ++l) row[l] ^= 0x80;  // a + 128
-      }
-    }
-  });
+  for_items(mp / kernel.mr, m * k * kPackWorkPerByte,
+            [&](int64_t group) { pack_a_group(kernel, a, m, k, kp, group, ap + group * group_stride); });
   const int64_t groups = kp / 4;
   const int64_t panels = round_up(n, kernel.nr) / kernel.nr;
   const int64_t panel_blocks = (panels + kernel.panel_block - 1) / kernel.panel_block;
@@ -172,7 +196,7 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
     const int64_t block = item / panel_blocks, panel = item % panel_blocks * kernel.panel_block;
     const int64_t row0 = block * row_block;
     kernels::Int8PanelArgs args;
-    args.a = ap.data() + row0 / kernel.mr * group_stride;
+    args.a = ap + row0 / kernel.mr * group_stride;
     args.a_stride = kernel.tiled_a ? group_stride : kp;
     args.b = b.data_.data() + panel * groups * kernel.nr * 4;
     args.compensation = kernel.unsigned_a ? b.compensation_.data() + panel * kernel.nr : nullptr;

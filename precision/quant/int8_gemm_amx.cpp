@@ -69,6 +69,10 @@ void tile(const uint8_t* a, const int8_t* b, int64_t groups, int32_t* c, int64_t
   _tile_zero(2);
   _tile_zero(3);
   for (int64_t g = 0; g < groups; g += kGroupsPerTile, a += 2 * kATileBytes, b += kGroupsPerTile * kBRowBytes) {
+    // The next step's two B tiles (2 KB, from L2): tile loads do not wake the prefetchers the way
+    // vector loads do (10 % on 128 × 512 × 784).
+    for (int line = 0; line < 32; ++line)
+      _mm_prefetch(reinterpret_cast<const char*>(b + kGroupsPerTile * kBRowBytes) + 64 * line, _MM_HINT_T0);
     _tile_loadd(4, a, kTileBytesPerRow);
     _tile_loadd(5, a + kATileBytes, kTileBytesPerRow);
     _tile_loadd(6, b, kBRowBytes);
