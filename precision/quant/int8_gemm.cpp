@@ -41,6 +41,28 @@ Kernel kernel_for(CpuIsa isa) {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
+// One panel of B: columns src[0 .. cols) (rows of b, k bytes each) into dst, whose padding is
+// already zero. The loop runs along the destination, so each of its cache lines is written once,
+// whole; four k-groups at a time, one 16-byte read per column feeds four 4-byte writes. Sizes are
+// plain values here, not captures: every byte store may alias a capture, which the compiler would
+// then reload after each one.
+void pack_b_panel(const int8_t* src, int64_t k, int64_t cols, int64_t nr, int8_t* dst) {
+  const int64_t whole_groups = k / 4;
+  int64_t g = 0;
+  for (; g + 4 <= whole_groups; g += 4) {
+    int8_t* out = dst + g * nr * 4;
+    for (int64_t col = 0; col < cols; ++col) {
+      uint32_t words[4];
+      std::memcpy(words, src + col * k + 4 * g, sizeof(words));
+      for (int64_t w = 0; w < 4; ++w) std::memcpy(out + (w * nr + col) * 4, &words[w], 4);
+    }
+  }
+  for (; g < whole_groups; ++g)
+    for (int64_t col = 0; col < cols; ++col) std::memcpy(dst + (g * nr + col) * 4, src + col * k + 4 * g, 4);
+  for (int64_t col = 0; col < cols; ++col)
+    for (int64_t l = whole_groups * 4; l < k; ++l) dst[(whole_groups * nr + col) * 4 + l % 4] = src[col * k + l];
+}
+
 // Group `group` of mr rows of A (m × k) in its packed form at dst, padding included (zero, or 128
 // for VNNI: a zero shifted), so the buffer needs no clearing first. Rows follow each other, kp
 // bytes apart, or (tiled A) the group is a run of tiles, mr rows × 64 bytes each, so that the AMX
@@ -76,9 +98,19 @@ void pack_a_group(const Kernel& kernel, const int8_t* a, int64_t m, int64_t k, i
 }
 
 void check_range(const int8_t* p, int64_t count, const char* operand) {
-  uint8_t any = 0;
-  for (int64_t i = 0; i < count; ++i) any |= static_cast<uint8_t>(p[i] == -128);  // no early exit: vectorises
-  if (!any) return;
+  // No early exit, so the scan vectorises; in parts on weft's threads when the operand is large.
+  constexpr int64_t kPart = int64_t{1} << 20;
+  const int64_t parts = (count + kPart - 1) / kPart;
+  auto holds_min = [&](int64_t part) {
+    uint8_t any = 0;
+    for (int64_t i = part * kPart, end = std::min(count, (part + 1) * kPart); i < end; ++i)
+      any |= static_cast<uint8_t>(p[i] == -128);
+    return any != 0;
+  };
+  std::vector<uint8_t> found(static_cast<size_t>(parts), 0);
+  if (parts > 1) parallel_for(parts, [&](int64_t part) { found[static_cast<size_t>(part)] = holds_min(part); });
+  else if (parts == 1) found[0] = holds_min(0);
+  if (std::find(found.begin(), found.end(), uint8_t{1}) == found.end()) return;
   const int64_t at = std::find(p, p + count, int8_t{-128}) - p;
   WEFT_FAIL("[int8_gemm] operands must lie in [-127, 127] (vector-wise int8 codes); ", operand, " holds -128 at element ",
             at);
@@ -136,16 +168,9 @@ PackedInt8Matrix pack_int8_matrix(const int8_t* b, int64_t n, int64_t k, CpuIsa 
   packed.data_.assign(static_cast<size_t>(panels * groups * kernel.nr * 4), 0);
   // Each column's k-groups of 4 bytes go nr·4 bytes apart: a transpose of 4-byte words, panel by
   // panel on weft's threads (a 4096 × 4096 B is 16 MB, packed on every call of int8_linear_matmul).
-  // The loop runs along the destination, so each of its cache lines is written once, whole.
-  const int64_t whole_groups = k / 4;
   for_items(panels, n * k * kPackWorkPerByte, [&](int64_t panel) {
-    int8_t* dst = packed.data_.data() + panel * groups * kernel.nr * 4;
-    const int64_t cols = std::min(kernel.nr, n - panel * kernel.nr);
-    const int8_t* src = b + panel * kernel.nr * k;
-    for (int64_t g = 0; g < whole_groups; ++g)
-      for (int64_t col = 0; col < cols; ++col) std::memcpy(dst + (g * kernel.nr + col) * 4, src + col * k + 4 * g, 4);
-    for (int64_t col = 0; col < cols; ++col)
-      for (int64_t l = whole_groups * 4; l < k; ++l) dst[(whole_groups * kernel.nr + col) * 4 + l % 4] = src[col * k + l];
+    pack_b_panel(b + panel * kernel.nr * k, k, std::min(kernel.nr, n - panel * kernel.nr), kernel.nr,
+                 packed.data_.data() + panel * groups * kernel.nr * 4);
   });
   if (kernel.unsigned_a) {
     packed.compensation_.assign(static_cast<size_t>(panels * kernel.nr), 0);
