@@ -168,9 +168,14 @@ PackedInt8Matrix pack_int8_matrix(const int8_t* b, int64_t n, int64_t k, CpuIsa 
   packed.data_.assign(static_cast<size_t>(panels * groups * kernel.nr * 4), 0);
   // Each column's k-groups of 4 bytes go nr·4 bytes apart: a transpose of 4-byte words, panel by
   // panel on weft's threads (a 4096 × 4096 B is 16 MB, packed on every call of int8_linear_matmul).
+  // AVX-512 levels transpose 16 × 16 words at a time (int8_pack_avx512.cpp).
+  const bool wide = isa >= CpuIsa::Avx512 && kernel.nr == 32;
   for_items(panels, n * k * kPackWorkPerByte, [&](int64_t panel) {
-    pack_b_panel(b + panel * kernel.nr * k, k, std::min(kernel.nr, n - panel * kernel.nr), kernel.nr,
-                 packed.data_.data() + panel * groups * kernel.nr * 4);
+    const int8_t* src = b + panel * kernel.nr * k;
+    const int64_t cols = std::min(kernel.nr, n - panel * kernel.nr);
+    int8_t* dst = packed.data_.data() + panel * groups * kernel.nr * 4;
+    if (wide) kernels::int8_pack_b_panel_avx512(src, k, cols, dst);
+    else pack_b_panel(src, k, cols, kernel.nr, dst);
   });
   if (kernel.unsigned_a) {
     packed.compensation_.assign(static_cast<size_t>(panels * kernel.nr), 0);

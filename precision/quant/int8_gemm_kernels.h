@@ -37,4 +37,8 @@ void int8_gemm_panel_avx512(const Int8PanelArgs& args);
 void int8_gemm_panel_avx512vnni(const Int8PanelArgs& args);
 void int8_gemm_panel_amx(const Int8PanelArgs& args);
 
+// Packs one 32-column panel of B: rows src[0 .. cols) of b (k bytes each, cols <= 32) into dst,
+// whose padding is already zero. The AVX-512 levels' packer; int8_gemm.cpp has the portable one.
+void int8_pack_b_panel_avx512(const int8_t* src, int64_t k, int64_t cols, int8_t* dst);
+
 }  // namespace weft::precision::quant::kernels

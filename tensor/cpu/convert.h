@@ -60,8 +60,8 @@ Dst convert(Src s) {
 }
 
 // Contiguous float32 <-> float16 / bfloat16 runs take a vector kernel where the CPU has AVX2 and
-// F16C, or AVX-512 (tensor/cpu/convert_kernels.h, chosen at run time); it gives the same bits as
-// convert().
+// F16C, bfloat16 ones an AVX-512 kernel where it has that (tensor/cpu/convert_kernels.h, chosen at
+// run time); it gives the same bits as convert().
 // Returns false when there is none for this pair or level.
 template <class Dst, class Src>
 bool convert_contiguous_vector(Dst* d, const Src* s, int64_t n) {
@@ -73,11 +73,11 @@ bool convert_contiguous_vector(Dst* d, const Src* s, int64_t n) {
     const bool avx512 = isa >= CpuIsa::Avx512;
     if constexpr (kToBits) {
       auto* bits = reinterpret_cast<uint16_t*>(d);
-      if constexpr (std::is_same_v<Dst, Half>) (avx512 ? float_to_half_avx512 : float_to_half_avx2)(s, bits, n);
+      if constexpr (std::is_same_v<Dst, Half>) float_to_half_avx2(s, bits, n);
       else (avx512 ? float_to_bfloat16_avx512 : float_to_bfloat16_avx2)(s, bits, n);
     } else {
       const auto* bits = reinterpret_cast<const uint16_t*>(s);
-      if constexpr (std::is_same_v<Src, Half>) (avx512 ? half_to_float_avx512 : half_to_float_avx2)(bits, d, n);
+      if constexpr (std::is_same_v<Src, Half>) half_to_float_avx2(bits, d, n);
       else (avx512 ? bfloat16_to_float_avx512 : bfloat16_to_float_avx2)(bits, d, n);
     }
     return true;

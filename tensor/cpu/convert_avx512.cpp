@@ -1,19 +1,16 @@
-// float32 <-> float16 / bfloat16 conversions on AVX-512 F/BW, 16 values per step (ISA kernel
-// unit: Note [ISA kernel units] in tensor/cpu/simd.h): the rules of convert_avx2.cpp, twice as
-// wide, with vpmovdw narrowing the 32-bit lanes in one instruction. bf16 autocast converts every
-// weight and activation of a step, so these loops are hot in bf16-mixed training.
-//   float16: vcvtps2ph / vcvtph2ps (round to nearest even, NaN kept quiet, as float_to_half).
+// float32 <-> bfloat16 conversions on AVX-512 F/BW, 16 values per step (ISA kernel unit: Note
+// [ISA kernel units] in tensor/cpu/simd.h): the rules of convert_avx2.cpp, twice as wide, with
+// vpmovdw narrowing the 32-bit lanes in one instruction. bf16 autocast converts every weight and
+// activation of a step, so these loops are hot in bf16-mixed training. (float16 stays on the AVX2
+// unit's F16C instructions.)
 //   bfloat16 from float32: u + 0x7FFF + ((u >> 16) & 1), top half; NaN -> 0x7FC0.
 //   bfloat16 to float32: the bits shifted up by 16.
-// The last n % 16 values are masked loads and stores.
+// The last n % 16 values go through a 16-wide scratch block, so every value takes the same path.
 #include "tensor/cpu/convert_kernels.h"
 #include "tensor/cpu/simd.h"
 
 namespace weft::detail {
 namespace {
-
-__m256i float_to_half16(__m512 x) { return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT); }
-__m512 half_to_float16(__m256i h) { return _mm512_cvtph_ps(h); }
 
 __m256i float_to_bfloat16_16(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
@@ -26,36 +23,30 @@ __m256i float_to_bfloat16_16(__m512 x) {
 
 __m512 bfloat16_to_float16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
-__mmask16 first(int64_t count) { return static_cast<__mmask16>((1u << count) - 1); }
-
-template <__m256i (*Narrow)(__m512)>
-void narrow_all(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), Narrow(_mm512_loadu_ps(src + i)));
-  if (i == n) return;
-  const __mmask16 mask = first(n - i);
-  _mm256_mask_storeu_epi16(dst + i, mask, Narrow(_mm512_maskz_loadu_ps(mask, src + i)));
-}
-
-template <__m512 (*Widen)(__m256i)>
-void widen_all(const uint16_t* src, float* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(dst + i, Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
-  if (i == n) return;
-  const __mmask16 mask = first(n - i);
-  _mm512_mask_storeu_ps(dst + i, mask, Widen(_mm256_maskz_loadu_epi16(mask, src + i)));
-}
-
 }  // namespace
 
-void float_to_half_avx512(const float* src, uint16_t* dst, int64_t n) { narrow_all<float_to_half16>(src, dst, n); }
-void half_to_float_avx512(const uint16_t* src, float* dst, int64_t n) { widen_all<half_to_float16>(src, dst, n); }
 void float_to_bfloat16_avx512(const float* src, uint16_t* dst, int64_t n) {
-  narrow_all<float_to_bfloat16_16>(src, dst, n);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), float_to_bfloat16_16(_mm512_loadu_ps(src + i)));
+  if (i == n) return;
+  float in[16] = {};
+  uint16_t out[16];
+  __builtin_memcpy(in, src + i, static_cast<size_t>(n - i) * sizeof(float));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), float_to_bfloat16_16(_mm512_loadu_ps(in)));
+  __builtin_memcpy(dst + i, out, static_cast<size_t>(n - i) * sizeof(uint16_t));
 }
+
 void bfloat16_to_float_avx512(const uint16_t* src, float* dst, int64_t n) {
-  widen_all<bfloat16_to_float16>(src, dst, n);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, bfloat16_to_float16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+  if (i == n) return;
+  uint16_t in[16] = {};
+  float out[16];
+  __builtin_memcpy(in, src + i, static_cast<size_t>(n - i) * sizeof(uint16_t));
+  _mm512_storeu_ps(out, bfloat16_to_float16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in))));
+  __builtin_memcpy(dst + i, out, static_cast<size_t>(n - i) * sizeof(float));
 }
 
 }  // namespace weft::detail

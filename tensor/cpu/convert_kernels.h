@@ -13,8 +13,6 @@ void float_to_half_avx2(const float* src, uint16_t* dst, int64_t n);
 void half_to_float_avx2(const uint16_t* src, float* dst, int64_t n);
 void float_to_bfloat16_avx2(const float* src, uint16_t* dst, int64_t n);
 void bfloat16_to_float_avx2(const uint16_t* src, float* dst, int64_t n);
-void float_to_half_avx512(const float* src, uint16_t* dst, int64_t n);
-void half_to_float_avx512(const uint16_t* src, float* dst, int64_t n);
 void float_to_bfloat16_avx512(const float* src, uint16_t* dst, int64_t n);
 void bfloat16_to_float_avx512(const uint16_t* src, float* dst, int64_t n);
 
