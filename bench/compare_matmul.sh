@@ -60,9 +60,11 @@ except FileNotFoundError:
     pass
 forced_blas = {(c["name"], c["dtype"]): c["openblas_gflops"] for c in forced["cases"]}
 peak = unset["peak_gflops"]
+peak_of = {"fp32": peak, "bf16": unset["peak_bf16_gflops"]}
 cols = ["Eigen", "OpenBLAS", f"OpenBLAS {coretype}"] + [f"torch {t['torch'].split('+')[0]}" for t in torches]
 print(f"\nweft: {unset['kernel_fp32']} / {unset['kernel_bf16']}; {unset['threads']} threads; "
       f"FMA peak {peak:.1f} GFLOP/s ({unset['flop_per_cycle']} FLOP/cycle/core = {unset['fma_units']} FMA units, best round {unset['fma_per_cycle_best']:.2f}/cycle, median {unset['fma_per_cycle_median']:.2f}, x {unset['ghz']:.2f} GHz x {unset['threads']})")
+print(f"bf16 peak {unset['peak_bf16_gflops']:.1f} GFLOP/s (bench_matmul's header says how)")
 print(f"OpenBLAS: {unset['openblas']}; with OPENBLAS_CORETYPE={coretype}: {forced['openblas']}")
 for t in torches:
     print(f"torch {t['torch']}: {', '.join(t['backend'])}; {t['threads']} threads")
@@ -77,10 +79,10 @@ for c in unset["cases"]:
     best = max(measured) if measured else None
     ratio = c["weft_gflops"] / best if best else None
     summary.append({"name": c["name"], "dtype": c["dtype"], "weft_gflops": c["weft_gflops"],
-                    "weft_percent_of_peak": round(100 * c["weft_gflops"] / peak, 1), "peers": dict(zip(cols, peers)),
+                    "weft_percent_of_peak": round(100 * c["weft_gflops"] / peak_of[c["dtype"]], 1), "peers": dict(zip(cols, peers)),
                     "weft_over_best_peer": round(ratio, 3) if ratio else None})
     cells = " ".join(f"{p:>16.1f}" if p else f"{'-':>16}" for p in peers)
-    print(f"{c['name']:<16} {c['dtype']:>5} | {c['weft_gflops']:>7.1f} {100 * c['weft_gflops'] / peak:>5.1f}% | {cells} | "
+    print(f"{c['name']:<16} {c['dtype']:>5} | {c['weft_gflops']:>7.1f} {100 * c['weft_gflops'] / peak_of[c['dtype']]:>5.1f}% | {cells} | "
           + (f"{ratio:>9.2f}" if ratio else f"{'-':>9}"))
 print(json.dumps({"bench": "compare_matmul", "peak_gflops": peak, "cases": summary}, ensure_ascii=False))
 PY
