@@ -6,11 +6,13 @@
 // kernels rely on it: cpu-kernels.md §4); -128 is refused, on every instruction set, so a result
 // never depends on the CPU. K is limited so that no exact result can overflow int32.
 //
-// The kernel is chosen from cpu_isa() (tensor/cpu/isa.h): VNNI vpdpbusd on AVX-512 VNNI CPUs,
-// vpmaddubsw on AVX-512BW and on AVX2, and the scalar reference below them; all give identical
-// results. B is packed into the chosen kernel's panel layout (Note [Packed int8 operands] in
-// int8_gemm_kernels.h); a layer whose weights do not change packs them once (PackedInt8Matrix).
-// The product runs on weft's threads, split over blocks of rows and panels of columns.
+// The kernel is chosen from cpu_isa() (tensor/cpu/isa.h): AMX tdpbssd tiles on CPUs with AMX,
+// VNNI vpdpbusd on AVX-512 VNNI CPUs, vpmaddubsw on AVX-512BW and on AVX2, and the scalar
+// reference below them; all give identical results. B is packed into the chosen kernel's panel
+// layout (Note [Packed int8 operands] in int8_gemm_kernels.h); a layer whose weights do not change
+// packs them once (PackedInt8Matrix). The product runs on weft's threads, split over blocks of
+// rows and panels of columns. The packed copy of A lives in a buffer each calling thread keeps
+// (it grows to the largest A the thread has multiplied).
 #pragma once
 
 #include <cstdint>
