@@ -13,51 +13,27 @@
 // so each loaded A and B tile serves two products. K is padded to a multiple of 64 (zero bytes),
 // and A comes packed as tiles (Note [Packed int8 operands]): both operands stream front to back.
 #include "precision/quant/int8_gemm_kernels.h"
+#include "tensor/cpu/amx_tiles.h"
 #include "tensor/cpu/simd.h"
 
 namespace weft::precision::quant::kernels {
 namespace {
 
-constexpr int64_t kMr = 32;
+using weft::detail::amx_configure_tiles;
+using weft::detail::amx_release_tiles;
+using weft::detail::amx_store_c;
 
-// GCC 12's _tile_loadd, _tile_loadconfig and _tile_storeconfig are asm statements that do not
-// declare the memory they read or write (8 bytes of a configuration), so stores to a buffer just
-// before could be dropped or moved past them, and reads after could be answered from registers.
-// This barrier around them makes the compiler keep the order.
-void tile_memory_barrier() { __asm__ volatile("" ::: "memory"); }
+constexpr int64_t kMr = 32;
 constexpr int64_t kNr = 32;
 constexpr int64_t kGroupsPerTile = 16;         // k-groups of 4 in one tile: 64 values of k
 constexpr int64_t kBRowBytes = kNr * 4;        // one k-group of a packed panel
 constexpr int kTileBytesPerRow = 64;
 constexpr int64_t kATileBytes = 16 * kTileBytesPerRow;
 
-// The layout LDTILECFG reads (palette 1): every tile 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t bytes_per_row[16];
-  uint8_t rows[16];
-};
-
-void configure_tiles() {
-  TileConfig config = {};
-  config.palette = 1;
-  for (int t = 0; t < 8; ++t) {
-    config.rows[t] = 16;
-    config.bytes_per_row[t] = kTileBytesPerRow;
-  }
-  tile_memory_barrier();
-  _tile_loadconfig(&config);
-}
-
 // Copies the valid part of a 32 × 32 result (rows < rows, columns < cols) into C.
 void store_partial(int32_t* c, int64_t c_stride, int64_t rows, int64_t cols) {
   alignas(64) int32_t tmp[kMr][kNr];
-  _tile_stored(0, &tmp[0][0], kNr * 4);
-  _tile_stored(1, &tmp[0][16], kNr * 4);
-  _tile_stored(2, &tmp[16][0], kNr * 4);
-  _tile_stored(3, &tmp[16][16], kNr * 4);
+  amx_store_c(tmp, kNr * 4);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j) c[r * c_stride + j] = tmp[r][j];
 }
@@ -83,11 +59,7 @@ void tile(const uint8_t* a, const int8_t* b, int64_t groups, int32_t* c, int64_t
     _tile_dpbssd(3, 5, 7);
   }
   if (rows == kMr && cols == kNr) {
-    const int64_t stride = c_stride * 4;
-    _tile_stored(0, c, stride);
-    _tile_stored(1, c + 16, stride);
-    _tile_stored(2, c + 16 * c_stride, stride);
-    _tile_stored(3, c + 16 * c_stride + 16, stride);
+    amx_store_c(c, c_stride * 4);
   } else {
     store_partial(c, c_stride, rows, cols);
   }
@@ -99,7 +71,7 @@ void tile(const uint8_t* a, const int8_t* b, int64_t groups, int32_t* c, int64_t
 // before the next, so its stores touch 32 rows of pages, not every row of the block in turn (the
 // page walks of a tall column of C cost more than its arithmetic).
 void int8_gemm_panel_amx(const Int8PanelArgs& args) {
-  configure_tiles();
+  amx_configure_tiles();
   const int64_t panel_bytes = args.groups * kBRowBytes;
   for (int64_t row0 = 0; row0 < args.c_rows; row0 += kMr) {
     const int64_t rows = args.c_rows - row0 < kMr ? args.c_rows - row0 : kMr;
@@ -110,7 +82,7 @@ void int8_gemm_panel_amx(const Int8PanelArgs& args) {
            cols);
     }
   }
-  _tile_release();  // back to the initial state, which a context switch saves for free
+  amx_release_tiles();
 }
 
 }  // namespace weft::precision::quant::kernels

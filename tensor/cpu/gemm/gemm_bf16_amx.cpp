@@ -11,6 +11,7 @@
 //      2 3        5 (rows 16-31)      7 (columns 16-31)
 // Like vdpbf16ps, the instruction treats bf16 denormals as zero and flushes denormal results, so
 // results differ from the float32 kernels in the last bits; tests compare with a tolerance.
+#include "tensor/cpu/amx_tiles.h"
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -18,84 +19,29 @@ namespace weft::detail {
 namespace {
 
 constexpr int kMr = 32, kNr = 32;
-
-// GCC 12's _tile_loadd, _tile_loadconfig and _tile_storeconfig are asm statements that do not
-// declare the memory they read or write (8 bytes of a configuration), so stores to a buffer just
-// before could be dropped or moved past them, and reads after could be answered from registers.
-// This barrier around them makes the compiler keep the order.
-void tile_memory_barrier() { __asm__ volatile("" ::: "memory"); }
 constexpr int64_t kPairsPerTile = 16;
-constexpr int kBytesPerTileRow = 64;
-
-// The layout LDTILECFG reads (palette 1): every tile 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t bytes_per_row[16];
-  uint8_t rows[16];
-};
-
-// Loads the tile configuration unless this thread has it already. Reading the current one back
-// (STTILECFG) costs next to nothing while loading it costs ~100 cycles, a tenth of a small tile's
-// work; and whatever ran on this thread before (the int8 kernel releases its tiles) is detected.
-void ensure_tiles_configured() {
-  TileConfig current;
-  _tile_storeconfig(&current);
-  tile_memory_barrier();
-  bool ours = current.palette == 1;
-  for (int t = 0; t < 8 && ours; ++t) ours = current.rows[t] == 16 && current.bytes_per_row[t] == kBytesPerTileRow;
-  if (ours) return;
-  TileConfig config = {};
-  config.palette = 1;
-  for (int t = 0; t < 8; ++t) {
-    config.rows[t] = 16;
-    config.bytes_per_row[t] = kBytesPerTileRow;
-  }
-  tile_memory_barrier();
-  _tile_loadconfig(&config);
-}
 
 // C tiles 0-3 <- the m × n block at c (zero elsewhere), through a padded copy unless it is whole.
 void load_c(const float* c, int64_t ldc, int m, int n) {
-  if (m == kMr && n == kNr) {
-    _tile_loadd(0, c, ldc * 4);
-    _tile_loadd(1, c + 16, ldc * 4);
-    _tile_loadd(2, c + 16 * ldc, ldc * 4);
-    _tile_loadd(3, c + 16 * ldc + 16, ldc * 4);
-    return;
-  }
+  if (m == kMr && n == kNr) return amx_load_c(c, ldc * 4);
   alignas(64) float tmp[kMr][kNr] = {};
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) tmp[i][j] = c[i * ldc + j];
-  tile_memory_barrier();
-  _tile_loadd(0, &tmp[0][0], kNr * 4);
-  _tile_loadd(1, &tmp[0][16], kNr * 4);
-  _tile_loadd(2, &tmp[16][0], kNr * 4);
-  _tile_loadd(3, &tmp[16][16], kNr * 4);
+  amx_load_c(tmp, kNr * 4);
 }
 
 // The m × n block at c <- C tiles 0-3.
 void store_c(float* c, int64_t ldc, int m, int n) {
-  if (m == kMr && n == kNr) {
-    _tile_stored(0, c, ldc * 4);
-    _tile_stored(1, c + 16, ldc * 4);
-    _tile_stored(2, c + 16 * ldc, ldc * 4);
-    _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
-    return;
-  }
+  if (m == kMr && n == kNr) return amx_store_c(c, ldc * 4);
   alignas(64) float tmp[kMr][kNr];
-  _tile_stored(0, &tmp[0][0], kNr * 4);
-  _tile_stored(1, &tmp[0][16], kNr * 4);
-  _tile_stored(2, &tmp[16][0], kNr * 4);
-  _tile_stored(3, &tmp[16][16], kNr * 4);
+  amx_store_c(tmp, kNr * 4);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) c[i * ldc + j] = tmp[i][j];
 }
 
 // c(m×n) (+)= A(m × 2·kpairs) · B(2·kpairs × n), A as rows, B as a K-pair panel of 32 columns.
 void micro_bf16(const GemmTileBf16& t) {
-  ensure_tiles_configured();
+  amx_configure_tiles();
   if (t.accumulate) {
     load_c(t.c, t.ldc, t.m, t.n);
   } else {
