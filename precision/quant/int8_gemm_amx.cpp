@@ -44,19 +44,22 @@ void tile(const uint8_t* a, const int8_t* b, int64_t groups, int32_t* c, int64_t
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
+  const bool two_row_tiles = rows > 16;  // rows past `rows` are zero padding: skip a tile of them
   for (int64_t g = 0; g < groups; g += kGroupsPerTile, a += 2 * kATileBytes, b += kGroupsPerTile * kBRowBytes) {
     // The next step's two B tiles (2 KB, from L2): tile loads do not wake the prefetchers the way
     // vector loads do (10 % on 128 × 512 × 784).
     for (int line = 0; line < 32; ++line)
       _mm_prefetch(reinterpret_cast<const char*>(b + kGroupsPerTile * kBRowBytes) + 64 * line, _MM_HINT_T0);
     _tile_loadd(4, a, kTileBytesPerRow);
-    _tile_loadd(5, a + kATileBytes, kTileBytesPerRow);
     _tile_loadd(6, b, kBRowBytes);
     _tile_loadd(7, b + 64, kBRowBytes);
     _tile_dpbssd(0, 4, 6);
     _tile_dpbssd(1, 4, 7);
-    _tile_dpbssd(2, 5, 6);
-    _tile_dpbssd(3, 5, 7);
+    if (two_row_tiles) {
+      _tile_loadd(5, a + kATileBytes, kTileBytesPerRow);
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbssd(3, 5, 7);
+    }
   }
   if (rows == kMr && cols == kNr) {
     amx_store_c(c, c_stride * 4);
