@@ -186,15 +186,17 @@ void dequantize_reference(const kernels::Dequant4bitArgs& p) {
 // in the last-level cache between being written and being multiplied.
 constexpr int64_t kTileValues = int64_t{1} << 20;
 
+// Each tile's product is computed transposed, tile · xᵀ, with xᵀ made contiguous once: x · tileᵀ
+// would read x down its columns and pack it again for every tile (37 % of a batch-32 forward).
 void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
   const int64_t tile_rows = std::max<int64_t>(1, std::min(w.n, kTileValues / w.k));
   Tensor tile = empty({tile_rows, w.k}, kFloat32);
-  const Tensor xs = from_blob(const_cast<float*>(x), {m, w.k}, kFloat32);
+  const Tensor xt = from_blob(const_cast<float*>(x), {m, w.k}, kFloat32).t().contiguous();
   const Tensor ys = from_blob(y, {m, w.n}, kFloat32);
   for (int64_t n0 = 0; n0 < w.n; n0 += tile_rows) {
     const int64_t rows = std::min(tile_rows, w.n - n0);
     dequantize_4bit_rows(w, n0, rows, tile.data<float>(), isa);
-    ys.narrow(1, n0, rows).copy_(matmul(xs, tile.narrow(0, 0, rows).t()));
+    ys.narrow(1, n0, rows).copy_(matmul(tile.narrow(0, 0, rows), xt).t());
   }
 }
 
