@@ -197,8 +197,10 @@ void c_block(const GemmKernel& ker, const GemmMatrix& a, int64_t ic, int64_t mc,
   };
   // BLIS order keeps a panel of B in L1 while the packed panels of A stream from L2. A read in
   // place is six strided rows instead, so it is the one kept in L1, and the packed B panels (one
-  // contiguous stream) pass by it.
-  if (a_in_place) {
+  // contiguous stream) pass by it. AMX (a_rows) also goes row strip by row strip: its 32-row C
+  // tiles finished down a column would touch a new page per row for every tile (the int8 kernel's
+  // lesson), and its B block is kept small enough for L2 (nc).
+  if (a_in_place || ker.a_rows) {
     for (int64_t ir = 0; ir < mc; ir += ker.mr)
       for (int64_t jr = 0; jr < nc; jr += ker.nr) tile(ir, jr);
   } else {
