@@ -223,23 +223,24 @@ std::string number_or_null(double v) {
   return s;
 }
 
-// The peak a bfloat16 product is measured against, by what weft's bf16 kernel does with it: AMX's
-// tdpbf16ps does 16·16·32 multiply-adds per 16 cycles per core, 1024 FLOP/cycle (Intel's figure,
-// at the measured clock, not measured itself); vdpbf16ps two products per float32 lane, twice the
-// FMA peak; kernels that widen bf16 to float32 the FMA peak.
+// The peak a bfloat16 product is measured against, by the instruction set weft's bf16 kernel is
+// chosen for (tensor/cpu/gemm/gemm.cpp): AMX's tdpbf16ps does 16·16·32 multiply-adds per 16 cycles
+// per core, 1024 FLOP/cycle (Intel's figure, at the measured clock, not measured itself); AVX-512
+// BF16's vdpbf16ps two products per float32 lane, twice the FMA peak; below it bf16 is widened to
+// float32: the FMA peak.
 struct Bf16Peak {
   double gflops;
   std::string how;
 };
 Bf16Peak bf16_peak(const bench::FmaPeak& fma, int threads) {
-  const std::string kernel = weft::cpu_gemm_kernel(weft::kBFloat16);
-  char how[160];
-  if (kernel.find("amx") != std::string::npos) {
+  const weft::CpuIsa isa = weft::cpu_isa();
+  if (isa == weft::CpuIsa::Amx) {
+    char how[160];
     std::snprintf(how, sizeof(how), "AMX: 1024 FLOP/cycle/core (Intel's figure) x %.2f GHz x %d threads", fma.ghz,
                   threads);
     return {1024.0 * fma.ghz * threads, how};
   }
-  if (kernel.find("bf16 pairs") != std::string::npos) return {2 * fma.gflops(), "vdpbf16ps: 2 x the FMA peak"};
+  if (isa == weft::CpuIsa::Avx512Bf16) return {2 * fma.gflops(), "vdpbf16ps: 2 x the FMA peak"};
   return {fma.gflops(), "bf16 widened to fp32: the FMA peak"};
 }
 

@@ -97,25 +97,6 @@ void pack_a_group(const Kernel& kernel, const int8_t* a, int64_t m, int64_t k, i
   }
 }
 
-void check_range(const int8_t* p, int64_t count, const char* operand) {
-  // No early exit, so the scan vectorises; in parts on weft's threads when the operand is large.
-  constexpr int64_t kPart = int64_t{1} << 20;
-  const int64_t parts = (count + kPart - 1) / kPart;
-  auto holds_min = [&](int64_t part) {
-    uint8_t any = 0;
-    for (int64_t i = part * kPart, end = std::min(count, (part + 1) * kPart); i < end; ++i)
-      any |= static_cast<uint8_t>(p[i] == -128);
-    return any != 0;
-  };
-  std::vector<uint8_t> found(static_cast<size_t>(parts), 0);
-  if (parts > 1) parallel_for(parts, [&](int64_t part) { found[static_cast<size_t>(part)] = holds_min(part); });
-  else if (parts == 1) found[0] = holds_min(0);
-  if (std::find(found.begin(), found.end(), uint8_t{1}) == found.end()) return;
-  const int64_t at = std::find(p, p + count, int8_t{-128}) - p;
-  WEFT_FAIL("[int8_gemm] operands must lie in [-127, 127] (vector-wise int8 codes); ", operand, " holds -128 at element ",
-            at);
-}
-
 void check_sizes(int64_t m, int64_t n, int64_t k) {
   WEFT_CHECK(m >= 0 && n >= 0 && k >= 0, "[int8_gemm] sizes must be non-negative, got M=", m, ", N=", n, ", K=", k);
   WEFT_CHECK(k <= kInt8GemmMaxK, "[int8_gemm] K must be at most ", kInt8GemmMaxK,
@@ -136,6 +117,24 @@ void for_items(int64_t items, int64_t work, Fn&& fn) {
   } else {
     parallel_for(items, fn);
   }
+}
+
+void check_range(const int8_t* p, int64_t count, const char* operand) {
+  // No early exit, so the scan vectorises; in parts on weft's threads when there are several.
+  constexpr int64_t kPart = int64_t{1} << 20;
+  std::vector<uint8_t> found(static_cast<size_t>((count + kPart - 1) / kPart), 0);
+  const auto scan = [&](int64_t part) {
+    uint8_t any = 0;
+    for (int64_t i = part * kPart, end = std::min(count, (part + 1) * kPart); i < end; ++i)
+      any |= static_cast<uint8_t>(p[i] == -128);
+    found[static_cast<size_t>(part)] = any;
+  };
+  if (found.size() > 1) parallel_for(static_cast<int64_t>(found.size()), scan);
+  else if (found.size() == 1) scan(0);
+  if (std::find(found.begin(), found.end(), uint8_t{1}) == found.end()) return;
+  const int64_t at = std::find(p, p + count, int8_t{-128}) - p;
+  WEFT_FAIL("[int8_gemm] operands must lie in [-127, 127] (vector-wise int8 codes); ", operand, " holds -128 at element ",
+            at);
 }
 
 }  // namespace

@@ -30,14 +30,6 @@ constexpr int64_t kBRowBytes = kNr * 4;        // one k-group of a packed panel
 constexpr int kTileBytesPerRow = 64;
 constexpr int64_t kATileBytes = 16 * kTileBytesPerRow;
 
-// Copies the valid part of a 32 × 32 result (rows < rows, columns < cols) into C.
-void store_partial(int32_t* c, int64_t c_stride, int64_t rows, int64_t cols) {
-  alignas(64) int32_t tmp[kMr][kNr];
-  amx_store_c(tmp, kNr * 4);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < cols; ++j) c[r * c_stride + j] = tmp[r][j];
-}
-
 // A: (32, 64·chunks) tiled rows · one B panel: (32, 64·chunks)ᵀ -> C: (32, 32) at c
 void tile(const uint8_t* a, const int8_t* b, int64_t groups, int32_t* c, int64_t c_stride, int64_t rows, int64_t cols) {
   _tile_zero(0);
@@ -61,11 +53,7 @@ void tile(const uint8_t* a, const int8_t* b, int64_t groups, int32_t* c, int64_t
       _tile_dpbssd(3, 5, 7);
     }
   }
-  if (rows == kMr && cols == kNr) {
-    amx_store_c(c, c_stride * 4);
-  } else {
-    store_partial(c, c_stride, rows, cols);
-  }
+  amx_store_c(c, c_stride * 4, rows, cols);
 }
 
 }  // namespace

@@ -17,10 +17,12 @@ void amx_configure_tiles();
 // Returns the thread's tiles to their initial state, which a context switch saves for free.
 void amx_release_tiles();
 
-// C tiles 0-3 from / to one 32 × 32 block of 4-byte values (int32 or float) at c, rows row_bytes
-// apart: tile 0 the top-left 16 × 16, 1 top-right, 2 bottom-left, 3 bottom-right. Being calls into
-// another file, they also order the caller's stores to that block before the tile load.
-void amx_load_c(const void* c, int64_t row_bytes);
-void amx_store_c(void* c, int64_t row_bytes);
+// C tiles 0-3 from / to the rows × cols corner (at most 32 × 32) of a block of 4-byte values
+// (int32 or float) at c, rows row_bytes apart: tile 0 the top-left 16 × 16, 1 top-right, 2
+// bottom-left, 3 bottom-right. A whole block goes straight between C and the tiles; a partial one
+// through a zero-padded copy, where a tile would reach past C. amx_load_c orders the caller's
+// stores to C before the tile loads.
+void amx_load_c(const void* c, int64_t row_bytes, int64_t rows, int64_t cols);
+void amx_store_c(void* c, int64_t row_bytes, int64_t rows, int64_t cols);
 
 }  // namespace weft::detail

@@ -46,8 +46,11 @@ void amx_configure_tiles() {
 
 void amx_release_tiles() { _tile_release(); }
 
-void amx_load_c(const void* c, int64_t row_bytes) {
-  const auto* p = static_cast<const char*>(c);
+namespace {
+
+constexpr int64_t kBlock = 32;  // rows and 4-byte columns of the four C tiles together
+
+void load_block(const char* p, int64_t row_bytes) {
   memory_barrier();  // _tile_loadd does not declare what it reads either
   _tile_loadd(0, p, row_bytes);
   _tile_loadd(1, p + 64, row_bytes);
@@ -55,12 +58,29 @@ void amx_load_c(const void* c, int64_t row_bytes) {
   _tile_loadd(3, p + 16 * row_bytes + 64, row_bytes);
 }
 
-void amx_store_c(void* c, int64_t row_bytes) {
-  auto* p = static_cast<char*>(c);
+void store_block(char* p, int64_t row_bytes) {
   _tile_stored(0, p, row_bytes);
   _tile_stored(1, p + 64, row_bytes);
   _tile_stored(2, p + 16 * row_bytes, row_bytes);
   _tile_stored(3, p + 16 * row_bytes + 64, row_bytes);
+}
+
+}  // namespace
+
+void amx_load_c(const void* c, int64_t row_bytes, int64_t rows, int64_t cols) {
+  const auto* p = static_cast<const char*>(c);
+  if (rows == kBlock && cols == kBlock) return load_block(p, row_bytes);
+  alignas(64) char padded[kBlock * kBlock * 4] = {};
+  for (int64_t r = 0; r < rows; ++r) __builtin_memcpy(padded + r * kBlock * 4, p + r * row_bytes, static_cast<size_t>(cols) * 4);
+  load_block(padded, kBlock * 4);
+}
+
+void amx_store_c(void* c, int64_t row_bytes, int64_t rows, int64_t cols) {
+  auto* p = static_cast<char*>(c);
+  if (rows == kBlock && cols == kBlock) return store_block(p, row_bytes);
+  alignas(64) char padded[kBlock * kBlock * 4];
+  store_block(padded, kBlock * 4);
+  for (int64_t r = 0; r < rows; ++r) __builtin_memcpy(p + r * row_bytes, padded + r * kBlock * 4, static_cast<size_t>(cols) * 4);
 }
 
 }  // namespace weft::detail

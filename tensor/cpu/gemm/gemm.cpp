@@ -366,8 +366,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   // computed transposed (the MLP's last layer in bf16: forward and dX twice as fast). So does a
   // small product shorter in K than one tile of a set that pads K to whole tiles (AMX: K = 10
   // would be padded to 32).
-  const bool short_k = ker.bf16_pairs && k < 2 * ker.pair_block;
-  if (a.bf16 && (!ker.bf16_pairs || short_k) && work <= kSmallWork) {
+  if (a.bf16 && (!ker.bf16_pairs || k < 2 * ker.pair_block) && work <= kSmallWork) {
     const bool a_by_columns = a.rs == 1 && a.cs != 1, b_by_columns = b.rs == 1 && b.cs != 1;
     float* a_wide = t_widened_a.get<float>(m * k);
     float* b_wide = t_widened_b.get<float>(k * n);

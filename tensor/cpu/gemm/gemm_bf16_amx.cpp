@@ -21,29 +21,11 @@ namespace {
 constexpr int kMr = 32, kNr = 32;
 constexpr int64_t kPairsPerTile = 16;
 
-// C tiles 0-3 <- the m × n block at c (zero elsewhere), through a padded copy unless it is whole.
-void load_c(const float* c, int64_t ldc, int m, int n) {
-  if (m == kMr && n == kNr) return amx_load_c(c, ldc * 4);
-  alignas(64) float tmp[kMr][kNr] = {};
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j) tmp[i][j] = c[i * ldc + j];
-  amx_load_c(tmp, kNr * 4);
-}
-
-// The m × n block at c <- C tiles 0-3.
-void store_c(float* c, int64_t ldc, int m, int n) {
-  if (m == kMr && n == kNr) return amx_store_c(c, ldc * 4);
-  alignas(64) float tmp[kMr][kNr];
-  amx_store_c(tmp, kNr * 4);
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j) c[i * ldc + j] = tmp[i][j];
-}
-
 // c(m×n) (+)= A(m × 2·kpairs) · B(2·kpairs × n), A as rows, B as a K-pair panel of 32 columns.
 void micro_bf16(const GemmTileBf16& t) {
   amx_configure_tiles();
   if (t.accumulate) {
-    load_c(t.c, t.ldc, t.m, t.n);
+    amx_load_c(t.c, t.ldc * 4, t.m, t.n);
   } else {
     _tile_zero(0);
     _tile_zero(1);
@@ -68,7 +50,7 @@ void micro_bf16(const GemmTileBf16& t) {
     }
     b += kPairsPerTile * kNr * 2;
   }
-  store_c(t.c, t.ldc, t.m, t.n);
+  amx_store_c(t.c, t.ldc * 4, t.m, t.n);
 }
 
 }  // namespace

@@ -114,10 +114,8 @@ void pack_a_bf16_rows(const GemmMatrix& a, int64_t mc, int64_t kc, int64_t pairs
   const auto* src = static_cast<const uint16_t*>(a.data);
   // Row i of the block is dst[i·width ...]: panels of mr rows follow each other.
   if (a.cs == 1) {
-    for (int64_t i = 0; i < mc; ++i) {
+    for (int64_t i = 0; i < mc; ++i)
       std::memcpy(dst + i * width, src + i * a.rs, static_cast<size_t>(kc) * sizeof(uint16_t));
-      std::fill(dst + i * width + kc, dst + (i + 1) * width, uint16_t{0});
-    }
   } else {
     // A read down its columns (gᵀ in a weight gradient): 16 × 16 blocks, so that both the
     // strided reads and the strided writes of a block stay in L1.
@@ -128,8 +126,8 @@ void pack_a_bf16_rows(const GemmMatrix& a, int64_t mc, int64_t kc, int64_t pairs
         for (int64_t p = p0; p < p1; ++p)
           for (int64_t i = i0; i < i1; ++i) dst[i * width + p] = src[i * a.rs + p * a.cs];
       }
-    for (int64_t i = 0; i < mc; ++i) std::fill(dst + i * width + kc, dst + (i + 1) * width, uint16_t{0});
   }
+  for (int64_t i = 0; i < mc; ++i) std::fill(dst + i * width + kc, dst + (i + 1) * width, uint16_t{0});
   std::fill(dst + mc * width, dst + panels * mr * width, uint16_t{0});
 }
 
