@@ -183,6 +183,7 @@ void c_block(const GemmKernel& ker, const GemmMatrix& a, int64_t ic, int64_t mc,
     af = t_pack_a.get<float>(a_size);
     pack_a_panels(ker, a_block, mc, kc, af);
   }
+  if (ker.begin_block) ker.begin_block();
   // One tile: rows ir.., columns jr.. of this block.
   auto tile = [&](int64_t ir, int64_t jr) {
     float* tile_c = c + (ic + ir) * ldc + jc + jr;

@@ -81,6 +81,7 @@ struct GemmKernel {
   GemmDotRows dot_rows;       // nullptr: W·x through the tiles
   int pair_block = 1;         // packed K-pairs are padded to a multiple of this (zeros)
   bool a_rows = false;        // bf16 A is packed as plain rows, not K-pairs
+  void (*begin_block)() = nullptr;  // run on the thread before a block's tiles (AMX: its tile config)
 };
 
 extern const GemmKernel kGemmScalar;
