@@ -41,7 +41,7 @@ Kernel kernel_for(CpuIsa isa) {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-// One panel of B: columns src[0 .. cols) (rows of b, k bytes each) into dst, whose padding is
+// One panel of B: columns src[0 .. cols) (rows of b, k bytes each) into dst, whose K padding is
 // already zero. The loop runs along the destination, so each of its cache lines is written once,
 // whole; four k-groups at a time, one 16-byte read per column feeds four 4-byte writes. Sizes are
 // plain values here, not captures: every byte store may alias a capture, which the compiler would
@@ -148,34 +148,42 @@ void int8_gemm_reference(const int8_t* a, const int8_t* b, int32_t* c, int64_t m
     }
 }
 
-PackedInt8Matrix pack_int8_matrix(const int8_t* b, int64_t n, int64_t k, CpuIsa isa) {
+// Packs b: (n, k) into `packed`, reusing its storage when it is large enough: every byte a product
+// reads is written here, padding included, so the storage needs no clearing first.
+void repack_int8_matrix(PackedInt8Matrix& packed, const int8_t* b, int64_t n, int64_t k, CpuIsa isa) {
   check_sizes(0, n, k);
   WEFT_CHECK(isa <= cpu_isa_supported(), "[int8_gemm] cannot pack for ", cpu_isa_name(isa), ": this CPU supports up to ",
              cpu_isa_name(cpu_isa_supported()));
   check_range(b, n * k, "B");
-  PackedInt8Matrix packed;
   packed.n_ = n;
   packed.k_ = k;
   packed.isa_ = isa;
   const Kernel kernel = kernel_for(isa);
   if (kernel.panel == nullptr) {
     packed.data_.assign(b, b + n * k);
-    return packed;
+    return;
   }
-  const int64_t groups = round_up(k, kernel.k_align) / 4;
+  const int64_t groups = round_up(k, kernel.k_align) / 4, whole_groups = k / 4;
   const int64_t panels = round_up(n, kernel.nr) / kernel.nr;
-  packed.data_.assign(static_cast<size_t>(panels * groups * kernel.nr * 4), 0);
+  const int64_t panel_bytes = groups * kernel.nr * 4;
+  if (packed.data_.size() < static_cast<size_t>(panels * panel_bytes))
+    packed.data_.resize(static_cast<size_t>(panels * panel_bytes));
   // Each column's k-groups of 4 bytes go nr·4 bytes apart: a transpose of 4-byte words, panel by
   // panel on weft's threads (a 4096 × 4096 B is 16 MB, packed on every call of int8_linear_matmul).
-  // AVX-512 levels transpose 16 × 16 words at a time (int8_pack_avx512.cpp).
+  // AVX-512 levels transpose 16 × 16 words at a time (int8_pack_avx512.cpp). The packers write
+  // the columns' whole groups and the bytes of a partial one; the rest of that group and the
+  // groups padding K are cleared first. Columns past N in the last panel are left as they are:
+  // they only feed columns of C that are never stored.
   const bool wide = isa >= CpuIsa::Avx512 && kernel.nr == 32;
   for_items(panels, n * k * kPackWorkPerByte, [&](int64_t panel) {
     const int8_t* src = b + panel * kernel.nr * k;
     const int64_t cols = std::min(kernel.nr, n - panel * kernel.nr);
-    int8_t* dst = packed.data_.data() + panel * groups * kernel.nr * 4;
+    int8_t* dst = packed.data_.data() + panel * panel_bytes;
+    std::memset(dst + whole_groups * kernel.nr * 4, 0, static_cast<size_t>((groups - whole_groups) * kernel.nr * 4));
     if (wide) kernels::int8_pack_b_panel_avx512(src, k, cols, dst);
     else pack_b_panel(src, k, cols, kernel.nr, dst);
   });
+  packed.compensation_.clear();
   if (kernel.unsigned_a) {
     packed.compensation_.assign(static_cast<size_t>(panels * kernel.nr), 0);
     for (int64_t j = 0; j < n; ++j) {
@@ -185,6 +193,11 @@ PackedInt8Matrix pack_int8_matrix(const int8_t* b, int64_t n, int64_t k, CpuIsa 
       packed.compensation_[static_cast<size_t>(j)] = static_cast<int32_t>(static_cast<uint32_t>(sum * 128));
     }
   }
+}
+
+PackedInt8Matrix pack_int8_matrix(const int8_t* b, int64_t n, int64_t k, CpuIsa isa) {
+  PackedInt8Matrix packed;
+  repack_int8_matrix(packed, b, n, k, isa);
   return packed;
 }
 
@@ -240,7 +253,11 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
 }
 
 void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k) {
-  int8_gemm(a, m, pack_int8_matrix(b, n, k, cpu_isa()), c);
+  // B packed into storage this thread keeps, as A is: a fresh allocation would be page-faulted in
+  // on every product (1024³: 990 µs a call against 690 µs packing and multiplying in warm storage).
+  thread_local PackedInt8Matrix packed_b;
+  repack_int8_matrix(packed_b, b, n, k, cpu_isa());
+  int8_gemm(a, m, packed_b, c);
 }
 
 }  // namespace weft::precision::quant

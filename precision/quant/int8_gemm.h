@@ -12,7 +12,8 @@
 // layout (Note [Packed int8 operands] in int8_gemm_kernels.h); a layer whose weights do not change
 // packs them once (PackedInt8Matrix). The product runs on weft's threads, split over blocks of
 // rows and panels of columns. The packed copy of A lives in a buffer each calling thread keeps
-// (it grows to the largest A the thread has multiplied).
+// (it grows to the largest A the thread has multiplied), and so does B's when it is packed for
+// one product (int8_gemm with an unpacked b).
 #pragma once
 
 #include <cstdint>
@@ -35,17 +36,19 @@ class PackedInt8Matrix {
   bool empty() const { return n_ == 0 && k_ == 0; }
 
  private:
-  friend PackedInt8Matrix pack_int8_matrix(const int8_t* b, int64_t n, int64_t k, CpuIsa isa);
+  friend void repack_int8_matrix(PackedInt8Matrix& packed, const int8_t* b, int64_t n, int64_t k, CpuIsa isa);
   friend void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c);
   int64_t n_ = 0, k_ = 0;
   CpuIsa isa_ = CpuIsa::Scalar;
-  std::vector<int8_t> data_;          // panels (or B itself for the scalar reference)
+  std::vector<int8_t> data_;          // panels (or B itself for the scalar reference), maybe more
   std::vector<int32_t> compensation_;  // 128 · Σk B[n, k] per padded column (VNNI only)
 };
 
 // Packs b: (n, k) for `isa`'s kernel (which must be supported). Throws weft::Error on -128, on
 // k > kInt8GemmMaxK, or on negative sizes.
 PackedInt8Matrix pack_int8_matrix(const int8_t* b, int64_t n, int64_t k, CpuIsa isa = cpu_isa());
+// The same into `packed`, whose storage is reused when large enough.
+void repack_int8_matrix(PackedInt8Matrix& packed, const int8_t* b, int64_t n, int64_t k, CpuIsa isa = cpu_isa());
 
 // c = a · bᵀ with b's packing's kernel; a: (m, b.cols()), c: (m, b.rows()).
 void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c);

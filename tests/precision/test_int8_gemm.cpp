@@ -3,6 +3,7 @@
 // partial k-groups, several row blocks and panels, and the extreme values; exact equality.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <random>
 
 #include "precision/quant/int8_gemm.h"
@@ -70,6 +71,33 @@ TEST_CASE("int8 GEMM: packed weights are reused across products and keep their i
     int8_gemm_reference(a.data(), b.data(), expected.data(), m, n, k);
     int8_gemm(a.data(), m, packed, got.data());
     CHECK(got == expected);
+  }
+}
+
+TEST_CASE("int8 GEMM: storage reused for a smaller B holds nothing of the larger one") {
+  // The per-product B and repack_int8_matrix reuse storage without clearing it: the padding of a
+  // partial k-group and of K must be written afresh after a B of -127.
+  std::mt19937 rng(11);
+  const int64_t big_n = 100, big_k = 300;
+  const std::vector<int8_t> big_a(3 * big_k, 127), big_b(big_n * big_k, -127);
+  std::vector<int32_t> big_c(3 * big_n);
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    CpuIsaGuard guard(isa);
+    PackedInt8Matrix reused = pack_int8_matrix(big_b.data(), big_n, big_k);
+    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{5, 33, 37}, {2, 1, 5}, {40, 64, 130}}) {
+      int8_gemm(big_a.data(), big_b.data(), big_c.data(), 3, big_n, big_k);  // fills the thread's storage
+      const auto a = random_int8(m * k, rng), b = random_int8(n * k, rng);
+      std::vector<int32_t> expected(m * n), got(m * n), got_repacked(m * n);
+      int8_gemm_reference(a.data(), b.data(), expected.data(), m, n, k);
+      int8_gemm(a.data(), b.data(), got.data(), m, n, k);
+      repack_int8_matrix(reused, b.data(), n, k);
+      int8_gemm(a.data(), m, reused, got_repacked.data());
+      INFO("isa ", cpu_isa_name(isa), " M=", m, " N=", n, " K=", k);
+      CHECK(got == expected);
+      CHECK(got_repacked == expected);
+      CHECK(reused.rows() == n);
+      CHECK(reused.cols() == k);
+    }
   }
 }
 
