@@ -4,7 +4,7 @@
 // Bias corrections are computed in double from the step count, as PyTorch computes them in Python;
 // per-element scalars are then rounded to the compute type once, and each line of the loop is one
 // PyTorch op of _single_tensor_adam(w), in the same order. Those Eigen expressions are also the
-// scalar reference of the AVX2 kernel (optim/adam_update_avx2.cpp) that float32 blocks take on
+// scalar reference of the AVX2 kernel (optim/update_avx2.cpp) that float32 blocks take on
 // CPUs that have it: the same operations in the same order, so the same bits.
 #include "optim/adam.h"
 
@@ -14,7 +14,7 @@
 #include <string>
 #include <type_traits>
 
-#include "optim/adam_kernels.h"
+#include "optim/update_kernels.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cuda.h"
 #include "tensor/ops.h"

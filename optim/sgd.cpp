@@ -1,13 +1,19 @@
 // SGD's option checks, its step (one kernel launch per device and group, optim/fused_kernels.h)
 // and the CPU kernel (formulas in optim/sgd.h). Scalars are rounded to the
 // compute type once, as PyTorch rounds a Python float to the tensor's dtype, and each line below
-// is one PyTorch op of _single_tensor_sgd, in the same order.
+// is one PyTorch op of _single_tensor_sgd, in the same order. Those Eigen expressions are also the
+// scalar reference of the AVX2 kernel (optim/update_avx2.cpp) that float32 blocks take on CPUs
+// that have it, which keeps a momentum buffer decayed into denormals from costing a microcode
+// assist per operation (Note [Denormal moments]).
 #include "optim/sgd.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "optim/fused_kernels.h"
 #include "optim/fused_update.h"
+#include "optim/update_kernels.h"
+#include "tensor/cpu/isa.h"
 #include "tensor/cuda.h"
 
 namespace weft::optim {
@@ -42,8 +48,16 @@ void sgd_update(const SgdParam& a, const SgdLaunch& o) {
   const C one_minus_dampening = static_cast<C>(1.0 - o.dampening);
   const C neg_lr = static_cast<C>(-o.lr);
   const bool decay = o.weight_decay != 0.0;
+  const bool avx2 = std::is_same_v<C, float> && cpu_isa() >= CpuIsa::Avx2;
   detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), a.param.numel(),
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
+    if constexpr (std::is_same_v<C, float>) {
+      if (avx2) {
+        detail::sgd_block_f32_avx2({p_data, g_data, buffer_data ? buffer_data + offset : nullptr, length, first_step,
+                                    o.nesterov, decay, weight_decay, momentum, one_minus_dampening, neg_lr});
+        return;
+      }
+    }
     Block<C> p(p_data, length);
     alignas(64) C d_data[detail::kBlock];
     Block<C> d(d_data, length);

@@ -1,5 +1,5 @@
-// The vector kernels of Adam's and AdamW's fused update (optim/adam.cpp), chosen at run time
-// (Note [ISA kernel units] in tensor/cpu/simd.h). Plain declarations, for the kernel units.
+// The vector kernels of the optimizers' fused updates (optim/adam.cpp, optim/sgd.cpp), chosen at
+// run time (Note [ISA kernel units] in tensor/cpu/simd.h). Plain declarations, for the kernel units.
 #pragma once
 
 #include <cstdint>
@@ -25,5 +25,21 @@ struct AdamBlockF32 {
 };
 
 void adam_block_f32_avx2(const AdamBlockF32& block);
+
+// One block of n float32 elements of SGD: parameter p, gradient g, and the momentum buffer (null
+// without momentum), with the step's scalars rounded to float32. The formulas and the scalar
+// reference are sgd_update in optim/sgd.cpp, performed in the same order.
+struct SgdBlockF32 {
+  float* p;
+  const float* g;
+  float* buf;
+  int64_t n;
+  bool first_step;  // buf = d (the buffer's first step)
+  bool nesterov;
+  bool decay;       // d = g + weight_decay · p
+  float weight_decay, momentum, one_minus_dampening, neg_lr;
+};
+
+void sgd_block_f32_avx2(const SgdBlockF32& block);
 
 }  // namespace weft::optim::detail

@@ -1,38 +1,40 @@
-// Adam's and AdamW's update on AVX2 (ISA kernel unit: Note [ISA kernel units] in
-// tensor/cpu/simd.h), eight float32 lanes at a time. Each line is one operation of adam_update's
-// Eigen expressions in optim/adam.cpp, in the same order and without fused multiply-adds, so the
-// result is bit for bit the scalar path's (tests/optim/test_optim.cpp checks it). The update is
-// bound by the vector divider and square root; this path runs them on 8 lanes where a build
-// without -march=native gets 4.
-//   per element: g' = g (+ wd·p);  p = p·decay;  m = m·β1 + (1−β1)·g';  v = v·β2 + ((1−β2)·g')·g'
-//                v̂ = max(v_max, v) under amsgrad;  p = p + (−lr/bc1 · m) / (√v̂ · 1/√bc2 + eps)
+// The optimizers' updates on AVX2 (ISA kernel unit: Note [ISA kernel units] in
+// tensor/cpu/simd.h), eight float32 lanes at a time: Adam's and AdamW's, and SGD's. Each line is
+// one operation of the scalar path's Eigen expressions (adam_update in optim/adam.cpp, sgd_update
+// in optim/sgd.cpp), in the same order and without fused multiply-adds, so the result is bit for
+// bit the scalar path's (tests/optim/test_optim.cpp checks it). Adam's update is bound by the
+// vector divider and square root; this path runs them on 8 lanes where a build without
+// -march=native gets 4.
+//   Adam:  g' = g (+ wd·p);  p = p·decay;  m = m·β1 + (1−β1)·g';  v = v·β2 + ((1−β2)·g')·g'
+//          v̂ = max(v_max, v) under amsgrad;  p = p + (−lr/bc1 · m) / (√v̂ · 1/√bc2 + eps)
+//   SGD:   d = g (+ wd·p);  buf = d on its first step, else buf·μ + (1−dampening)·d
+//          d = d + μ·buf (nesterov) or buf;  p = p + (−lr)·d
 //
 // Note [Denormal moments]: an element whose gradient stays zero (a pixel that is blank in a whole
-// batch, a dead ReLU unit) has its first moment multiplied by β1 every step, down into float32's
-// denormal range, where k·2^-149 · 0.9 rounds back to itself for k ≤ 4: it stays there for good.
+// batch, a dead ReLU unit) has its first moment (SGD: its momentum buffer) multiplied by β1 (μ)
+// every step, down into float32's denormal range, where k·2^-149 · 0.9 rounds back to itself for
+// k ≤ 4: it stays there for good.
 // A multiply, divide or square root that reads or produces a denormal costs a microcode assist of
 // ~130 cycles on Intel cores (measured on an AMX Xeon: 33 ns per 8-lane instruction against 0.3;
 // adds, maxima and float64 <-> float32 conversions run at full speed either way): the example
-// MLP's AdamW step took 5× its time, and its bf16-mixed run 2.4 s instead of 1.9. Flushing
-// denormals to zero (MXCSR FTZ/DAZ) would change the results.
+// MLP's AdamW step took 5× its time, and its bf16-mixed run 2.4 s instead of 1.9; an SGD step
+// with momentum over 670k parameters, half of them without gradient, 35× (11 ms against 0.31).
+// Flushing denormals to zero (MXCSR FTZ/DAZ) would change the results.
 // Instead a vector with a tiny nonzero input lane takes the careful path: the operations such an
 // input reaches are carried out in float64 and rounded once to float32. A product of two floats is
 // exact in float64, and a float64 quotient or square root rounded to float32 equals the correctly
 // rounded float32 one (53 ≥ 2·24 + 2 bits), so the bits are the float32 path's, and which vectors
 // take the careful path decides only the speed, never the result.
-#include "optim/adam_kernels.h"
+#include "optim/update_kernels.h"
 #include "tensor/cpu/simd.h"
 
 namespace weft::optim::detail {
 namespace {
 
-struct Lanes {
-  __m256 weight_decay, decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, inv_bc2_sqrt, eps;
-};
-
-// Below this magnitude an input could make a product, quotient or square root of the update
-// denormal with ordinary hyperparameters: the smallest product of the update, (1−β2)·g·g, stays
-// above 2^-124 for |g| ≥ 2^-50 and 1−β2 ≥ 2^-24. NaN and infinity compare above it.
+// Below this magnitude an input could make a product, quotient or square root of an update
+// denormal with ordinary hyperparameters: Adam's smallest product, (1−β2)·g·g, stays above 2^-124
+// for |g| ≥ 2^-50 and 1−β2 ≥ 2^-24, and SGD's, lr·d, for |d| ≥ 2^-50 and lr ≥ 2^-70. NaN and
+// infinity compare above it.
 constexpr int kTinyBits = 0x26800000;  // 2^-50 as float32 bits
 
 // Magnitude − 1 as unsigned lanes: a nonzero x is tiny when this is below kTinyBits − 1, and
@@ -79,13 +81,17 @@ struct Access {
   }
 };
 
-// The update of 8 elements from their loaded values. On the careful path the first moment's
+struct AdamLanes {
+  __m256 weight_decay, decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, inv_bc2_sqrt, eps;
+};
+
+// Adam's update of 8 elements from their loaded values. On the careful path the first moment's
 // operations always go through float64 (a decaying moment is the common reason to be here, and a
 // branch per operation would be mispredicted wherever stuck and live lanes mix), the others' only
 // when p, g or v has a tiny lane (`tiny_others`: rare); on the fast path every operation is one
 // float32 instruction.
 template <bool kCareful>
-[[gnu::always_inline]] inline void update8(const AdamBlockF32& b, const Lanes& k, Access at, __m256 p, __m256 g,
+[[gnu::always_inline]] inline void adam_update8(const AdamBlockF32& b, const AdamLanes& k, Access at, __m256 p, __m256 g,
                                            __m256 m, __m256 v, __m256 v_max, bool tiny_others) {
   const bool others = kCareful && tiny_others;
   if (b.coupled_decay) g = _mm256_add_ps(g, mul(k.weight_decay, p, others));
@@ -107,33 +113,73 @@ template <bool kCareful>
   at.store(b.v, v);
 }
 
-// The update of the 8 elements `at` names, careful where an input lane is tiny. (v_max ≥ v, so a
+// Adam's update of the 8 elements `at` names, careful where an input lane is tiny. (v_max ≥ v, so a
 // tiny v_max comes with a tiny v, or with v = 0, whose square root still takes an assist: rare.)
-[[gnu::always_inline]] inline void update8(const AdamBlockF32& b, const Lanes& k, Access at) {
+[[gnu::always_inline]] inline void adam_update8(const AdamBlockF32& b, const AdamLanes& k, Access at) {
   const __m256 p = at.load(b.p), g = at.load(b.g), m = at.load(b.m), v = at.load(b.v);
   const __m256 v_max = b.v_max ? at.load(b.v_max) : _mm256_setzero_ps();
   const bool tiny_m = any_tiny(m);
   const bool tiny_others = any_tiny(_mm256_min_epu32(_mm256_min_epu32(magnitude_minus_one(p), magnitude_minus_one(g)),
                                                      magnitude_minus_one(v)));
-  if (tiny_m || tiny_others) update8<true>(b, k, at, p, g, m, v, v_max, tiny_others);
-  else update8<false>(b, k, at, p, g, m, v, v_max, false);
+  if (tiny_m || tiny_others) adam_update8<true>(b, k, at, p, g, m, v, v_max, tiny_others);
+  else adam_update8<false>(b, k, at, p, g, m, v, v_max, false);
+}
+
+struct SgdLanes {
+  __m256 weight_decay, momentum, one_minus_dampening, neg_lr;
+};
+
+// SGD's update of 8 elements. Careful: every multiply through float64 (an update has no divide or
+// square root, so this costs little).
+template <bool kCareful>
+[[gnu::always_inline]] inline void sgd_update8(const SgdBlockF32& b, const SgdLanes& k, Access at, __m256 p,
+                                               __m256 g, __m256 buf) {
+  __m256 d = b.decay ? _mm256_add_ps(g, mul(k.weight_decay, p, kCareful)) : g;
+  if (b.buf) {
+    if (b.first_step) buf = d;
+    else buf = _mm256_add_ps(mul(buf, k.momentum, kCareful), mul(k.one_minus_dampening, d, kCareful));
+    at.store(b.buf, buf);
+    d = b.nesterov ? _mm256_add_ps(d, mul(k.momentum, buf, kCareful)) : buf;
+  }
+  at.store(b.p, _mm256_add_ps(p, mul(k.neg_lr, d, kCareful)));
+}
+
+[[gnu::always_inline]] inline void sgd_update8(const SgdBlockF32& b, const SgdLanes& k, Access at) {
+  const __m256 p = at.load(b.p), g = at.load(b.g);
+  const __m256 buf = b.buf ? at.load(b.buf) : _mm256_setzero_ps();
+  const __m256i smallest = _mm256_min_epu32(_mm256_min_epu32(magnitude_minus_one(p), magnitude_minus_one(g)),
+                                            magnitude_minus_one(buf));
+  if (any_tiny(smallest)) sgd_update8<true>(b, k, at, p, g, buf);
+  else sgd_update8<false>(b, k, at, p, g, buf);
+}
+
+// Runs update(at) over n elements, 8 at a time, the last few masked.
+template <class Update>
+[[gnu::always_inline]] inline void for_each_8(int64_t n, Update&& update) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) update(Access{i, _mm256_setzero_si256(), true});
+  if (i < n) {
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    update(Access{i, mask, false});
+  }
 }
 
 }  // namespace
 
 void adam_block_f32_avx2(const AdamBlockF32& b) {
-  const Lanes k{_mm256_set1_ps(b.weight_decay),    _mm256_set1_ps(b.decay_factor),
+  const AdamLanes k{_mm256_set1_ps(b.weight_decay),    _mm256_set1_ps(b.decay_factor),
                 _mm256_set1_ps(b.beta1),           _mm256_set1_ps(b.one_minus_beta1),
                 _mm256_set1_ps(b.beta2),           _mm256_set1_ps(b.one_minus_beta2),
                 _mm256_set1_ps(b.neg_step_size),   _mm256_set1_ps(b.inv_bias_correction2_sqrt),
                 _mm256_set1_ps(b.eps)};
-  int64_t i = 0;
-  for (; i + 8 <= b.n; i += 8) update8(b, k, {i, _mm256_setzero_si256(), true});
-  if (i < b.n) {
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(b.n - i)),
-                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    update8(b, k, {i, mask, false});
-  }
+  for_each_8(b.n, [&](Access at) { adam_update8(b, k, at); });
+}
+
+void sgd_block_f32_avx2(const SgdBlockF32& b) {
+  const SgdLanes k{_mm256_set1_ps(b.weight_decay), _mm256_set1_ps(b.momentum), _mm256_set1_ps(b.one_minus_dampening),
+                   _mm256_set1_ps(b.neg_lr)};
+  for_each_8(b.n, [&](Access at) { sgd_update8(b, k, at); });
 }
 
 }  // namespace weft::optim::detail
