@@ -31,17 +31,25 @@
 namespace weft::optim::detail {
 namespace {
 
-// Below this magnitude an input could make a product, quotient or square root of an update
-// denormal with ordinary hyperparameters: Adam's smallest product, (1−β2)·g·g, stays above 2^-124
-// for |g| ≥ 2^-50 and 1−β2 ≥ 2^-24, and SGD's, lr·d, for |d| ≥ 2^-50 and lr ≥ 2^-70. NaN and
-// infinity compare above it.
-constexpr int kTinyBits = 0x26800000;  // 2^-50 as float32 bits
+// Below these magnitudes an input could make a product, quotient or square root of an update
+// denormal with ordinary hyperparameters (factors such as β, 1−β, lr and weight decay ≥ 2^-24):
+// p, m, v and SGD's buffer below 2^-100, and the gradient below 2^-50, since Adam squares it:
+// (1−β2)·g·g stays above 2^-124 for |g| ≥ 2^-50. Small gradients (v ≈ 10^-19) are common and
+// ordinary; a gradient or moment this tiny is mostly a decayed one. NaN and infinity compare above.
+constexpr int kTinyBits = 0x0d800000;            // 2^-100 as float32 bits
+constexpr int kGradientShift = 0x19000000;       // 2^-50 / 2^-100: 50 binary orders of magnitude
 
 // Magnitude − 1 as unsigned lanes: a nonzero x is tiny when this is below kTinyBits − 1, and
 // zero wraps to the largest value, so one unsigned minimum finds a tiny lane among several inputs.
 __m256i magnitude_minus_one(__m256 x) {
   const __m256i magnitude = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
   return _mm256_sub_epi32(magnitude, _mm256_set1_epi32(1));
+}
+// The same for a gradient, shifted down 50 orders so that it is tiny below 2^-50: anything
+// smaller (but nonzero) becomes 0, zero stays the largest value.
+__m256i gradient_magnitude_minus_one(__m256 g) {
+  const __m256i shift = _mm256_set1_epi32(kGradientShift);
+  return _mm256_sub_epi32(_mm256_max_epu32(magnitude_minus_one(g), shift), shift);
 }
 bool any_tiny(__m256i magnitude_minus_one) {
   const __m256i limit = _mm256_set1_epi32(kTinyBits - 1);
@@ -119,8 +127,8 @@ template <bool kCareful>
   const __m256 p = at.load(b.p), g = at.load(b.g), m = at.load(b.m), v = at.load(b.v);
   const __m256 v_max = b.v_max ? at.load(b.v_max) : _mm256_setzero_ps();
   const bool tiny_m = any_tiny(m);
-  const bool tiny_others = any_tiny(_mm256_min_epu32(_mm256_min_epu32(magnitude_minus_one(p), magnitude_minus_one(g)),
-                                                     magnitude_minus_one(v)));
+  const bool tiny_others = any_tiny(_mm256_min_epu32(
+      _mm256_min_epu32(magnitude_minus_one(p), gradient_magnitude_minus_one(g)), magnitude_minus_one(v)));
   if (tiny_m || tiny_others) adam_update8<true>(b, k, at, p, g, m, v, v_max, tiny_others);
   else adam_update8<false>(b, k, at, p, g, m, v, v_max, false);
 }
@@ -147,8 +155,8 @@ template <bool kCareful>
 [[gnu::always_inline]] inline void sgd_update8(const SgdBlockF32& b, const SgdLanes& k, Access at) {
   const __m256 p = at.load(b.p), g = at.load(b.g);
   const __m256 buf = b.buf ? at.load(b.buf) : _mm256_setzero_ps();
-  const __m256i smallest = _mm256_min_epu32(_mm256_min_epu32(magnitude_minus_one(p), magnitude_minus_one(g)),
-                                            magnitude_minus_one(buf));
+  const __m256i smallest = _mm256_min_epu32(
+      _mm256_min_epu32(magnitude_minus_one(p), gradient_magnitude_minus_one(g)), magnitude_minus_one(buf));
   if (any_tiny(smallest)) sgd_update8<true>(b, k, at, p, g, buf);
   else sgd_update8<false>(b, k, at, p, g, buf);
 }
@@ -173,13 +181,13 @@ void adam_block_f32_avx2(const AdamBlockF32& b) {
                 _mm256_set1_ps(b.beta2),           _mm256_set1_ps(b.one_minus_beta2),
                 _mm256_set1_ps(b.neg_step_size),   _mm256_set1_ps(b.inv_bias_correction2_sqrt),
                 _mm256_set1_ps(b.eps)};
-  for_each_8(b.n, [&](Access at) { adam_update8(b, k, at); });
+  for_each_8(b.n, [&](Access at) __attribute__((always_inline)) { adam_update8(b, k, at); });
 }
 
 void sgd_block_f32_avx2(const SgdBlockF32& b) {
   const SgdLanes k{_mm256_set1_ps(b.weight_decay), _mm256_set1_ps(b.momentum), _mm256_set1_ps(b.one_minus_dampening),
                    _mm256_set1_ps(b.neg_lr)};
-  for_each_8(b.n, [&](Access at) { sgd_update8(b, k, at); });
+  for_each_8(b.n, [&](Access at) __attribute__((always_inline)) { sgd_update8(b, k, at); });
 }
 
 }  // namespace weft::optim::detail

@@ -365,7 +365,7 @@ TEST_CASE("moments that decay into denormals give the scalar path's bits at ever
     g0[i] = std::ldexp(1.0f + 0.01f * static_cast<float>(i % 17), -static_cast<int>(i % 160));
     if (i % 3 == 1) g0[i] = -g0[i];
   }
-  p0[7] = denormal, p0[8] = smallest, p0[9] = -std::ldexp(1.0f, -70), p0[10] = 0.0f;
+  p0[7] = denormal, p0[8] = smallest, p0[9] = -std::ldexp(1.0f, -110), p0[10] = 0.0f;
   g0[11] = std::nanf(""), g0[12] = 1e-30f, g0[13] = -denormal, g0[14] = 0.0f;
   const Tensor init = from_vector(p0, {203}), grad = from_vector(g0, {203});
   const std::vector<int> zero_after{1, 400};  // steps with the first gradient, then zeros
@@ -420,7 +420,7 @@ TEST_CASE("SGD gives the same bits at every instruction-set level, denormal mome
     g0[i] = std::ldexp(1.0f + 0.01f * static_cast<float>(i % 17), -static_cast<int>(i % 150));
     if (i % 3 == 1) g0[i] = -g0[i];
   }
-  p0[7] = denormal, p0[9] = -std::ldexp(1.0f, -70), g0[11] = std::nanf(""), g0[13] = -denormal, g0[14] = 0.0f;
+  p0[7] = denormal, p0[9] = -std::ldexp(1.0f, -110), g0[11] = std::nanf(""), g0[13] = -denormal, g0[14] = 0.0f;
   const Tensor init = from_vector(p0, {1037}), grad = from_vector(g0, {1037});
   struct Config {
     double momentum, dampening, weight_decay;
