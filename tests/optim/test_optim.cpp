@@ -352,6 +352,21 @@ TEST_CASE("Adam and AdamW give the same bits at every instruction-set level") {
       }
 }
 
+namespace {
+
+// Tensors (parameter, then optimizer state) with exactly the same bits as the reference's.
+void check_same_bits(const std::vector<Tensor>& got, const std::vector<Tensor>& reference) {
+  REQUIRE(got.size() == reference.size());
+  for (size_t t = 0; t < got.size(); ++t) {
+    CAPTURE(t);
+    CHECK(std::memcmp(got[t].data_ptr(), reference[t].data_ptr(), got[t].nbytes()) == 0);
+  }
+}
+
+bool is_denormal(float x) { return x != 0.0f && std::fabs(x) < std::ldexp(1.0f, -126); }
+
+}  // namespace
+
 TEST_CASE("moments that decay into denormals give the scalar path's bits at every level") {
   // Note [Denormal moments] (optim/update_avx2.cpp): vectors with a tiny lane compute through
   // float64 and must round exactly as float32 does. The gradient goes to zero after the first step,
@@ -383,7 +398,6 @@ TEST_CASE("moments that decay into denormals give the scalar path's bits at ever
     const optim::OptimizerState state = opt->state_dict();
     return std::vector<Tensor>{p.detach(), state.tensors.at("state.0.exp_avg"), state.tensors.at("state.0.exp_avg_sq")};
   };
-  auto is_denormal = [](float x) { return x != 0.0f && std::fabs(x) < std::ldexp(1.0f, -126); };
   for (const bool decoupled : {false, true})
     for (const bool amsgrad : {false, true})
       for (const int steps : {1, 2, 60, 130, 220, 400}) {
@@ -400,10 +414,7 @@ TEST_CASE("moments that decay into denormals give the scalar path's bits at ever
           CAPTURE(amsgrad);
           CAPTURE(steps);
           const auto got = run(isa, decoupled, amsgrad, steps);
-          for (size_t t = 0; t < got.size(); ++t) {
-            CAPTURE(t);
-            CHECK(std::memcmp(got[t].data_ptr(), reference[t].data_ptr(), got[t].nbytes()) == 0);
-          }
+          check_same_bits(got, reference);
         }
       }
 }
@@ -440,7 +451,6 @@ TEST_CASE("SGD gives the same bits at every instruction-set level, denormal mome
     if (c.momentum != 0.0) out.push_back(state.tensors.at("state.0.momentum_buffer"));
     return out;
   };
-  auto is_denormal = [](float x) { return x != 0.0f && std::fabs(x) < std::ldexp(1.0f, -126); };
   for (const Config& c : {Config{0.0, 0.0, 0.0, false}, Config{0.7, 0.0, 0.0, false}, Config{0.5, 0.3, 0.0, false},
                           Config{0.7, 0.0, 0.1, true}, Config{0.7, 0.0, 0.0, true}})
     for (const DType dtype : {kFloat32, kBFloat16})
@@ -458,10 +468,7 @@ TEST_CASE("SGD gives the same bits at every instruction-set level, denormal mome
           CAPTURE(dtype);
           CAPTURE(steps);
           const auto got = run(isa, c, dtype, steps);
-          for (size_t t = 0; t < got.size(); ++t) {
-            CAPTURE(t);
-            CHECK(std::memcmp(got[t].data_ptr(), reference[t].data_ptr(), got[t].nbytes()) == 0);
-          }
+          check_same_bits(got, reference);
         }
       }
 }
