@@ -38,6 +38,7 @@ class PackedInt8Matrix {
  private:
   friend void repack_int8_matrix(PackedInt8Matrix& packed, const int8_t* b, int64_t n, int64_t k, CpuIsa isa);
   friend void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c);
+  friend void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k);
   int64_t n_ = 0, k_ = 0;
   CpuIsa isa_ = CpuIsa::Scalar;
   std::vector<int8_t> data_;          // panels (or B itself for the scalar reference), maybe more

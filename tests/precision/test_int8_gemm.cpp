@@ -32,7 +32,10 @@ TEST_CASE("int8 GEMM: every supported instruction set equals the scalar referenc
                            {65, 40, 66}, {130, 70, 100}, {8, 300, 257}, {2, 1, 1000},
                            // AMX: whole 32×32 tiles stored in place, K a multiple of 64; two row
                            // blocks of 256 with a partial tile; B large enough to pack on threads.
-                           {64, 64, 128}, {300, 45, 130}, {40, 1100, 1000}};
+                           {64, 64, 128}, {300, 45, 130}, {40, 1100, 1000},
+                           // Each thread packing its own copy of A (Note [Each thread its own copy
+                           // of A]): a partial k-group and panel, two row blocks.
+                           {33, 520, 203}, {257, 300, 100}};
   for (const CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);
     for (const auto& s : shapes) {
@@ -84,7 +87,8 @@ TEST_CASE("int8 GEMM: storage reused for a smaller B holds nothing of the larger
   for (const CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);
     PackedInt8Matrix reused = pack_int8_matrix(big_b.data(), big_n, big_k);
-    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{5, 33, 37}, {2, 1, 5}, {40, 64, 130}}) {
+    for (const auto& shape : std::vector<std::array<int64_t, 3>>{{5, 33, 37}, {2, 1, 5}, {40, 64, 130}}) {
+      const int64_t m = shape[0], n = shape[1], k = shape[2];
       int8_gemm(big_a.data(), big_b.data(), big_c.data(), 3, big_n, big_k);  // fills the thread's storage
       const auto a = random_int8(m * k, rng), b = random_int8(n * k, rng);
       std::vector<int32_t> expected(m * n), got(m * n), got_repacked(m * n);
