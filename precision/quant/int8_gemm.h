@@ -11,9 +11,10 @@
 // reference below them; all give identical results. B is packed into the chosen kernel's panel
 // layout (Note [Packed int8 operands] in int8_gemm_kernels.h); a layer whose weights do not change
 // packs them once (PackedInt8Matrix). The product runs on weft's threads, split over blocks of
-// rows and panels of columns. The packed copy of A lives in a buffer each calling thread keeps
-// (it grows to the largest A the thread has multiplied), and so does B's when it is packed for
-// one product (int8_gemm with an unpacked b).
+// rows and panels of columns. The packed copy of A lives in a buffer each thread that packs one
+// keeps (it grows to the largest A the thread has packed), and so does B's when it is packed for
+// one product (int8_gemm with an unpacked b, where each thread may pack its own copy of a small
+// A: Note [Each thread its own copy of A] in int8_gemm.cpp).
 #pragma once
 
 #include <cstdint>
