@@ -2,6 +2,7 @@
 #include "precision/quant/int8_gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "precision/quant/int8_gemm_kernels.h"
@@ -41,6 +42,13 @@ Kernel kernel_for(CpuIsa isa) {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
+// Whether p[0, count) holds -128; no early exit, so the scan vectorises.
+bool holds_minus_128(const int8_t* p, int64_t count) {
+  uint8_t any = 0;
+  for (int64_t i = 0; i < count; ++i) any |= static_cast<uint8_t>(p[i] == -128);
+  return any != 0;
+}
+
 // One panel of B: columns src[0 .. cols) (rows of b, k bytes each) into dst, whose K padding is
 // already zero. The loop runs along the destination, so each of its cache lines is written once,
 // whole; four k-groups at a time, one 16-byte read per column feeds four 4-byte writes. Sizes are
@@ -66,12 +74,15 @@ void pack_b_panel(const int8_t* src, int64_t k, int64_t cols, int64_t nr, int8_t
 // Group `group` of mr rows of A (m × k) in its packed form at dst, padding included (zero, or 128
 // for VNNI: a zero shifted), so the buffer needs no clearing first. Rows follow each other, kp
 // bytes apart, or (tiled A) the group is a run of tiles, mr rows × 64 bytes each, so that the AMX
-// kernel reads it front to back.
-void pack_a_group(const Kernel& kernel, const int8_t* a, int64_t m, int64_t k, int64_t kp, int64_t group,
+// kernel reads it front to back. Returns whether the rows hold -128 (checked while they are in
+// cache, instead of in a pass of its own).
+bool pack_a_group(const Kernel& kernel, const int8_t* a, int64_t m, int64_t k, int64_t kp, int64_t group,
                   uint8_t* dst) {
+  bool minus_128 = false;
   for (int64_t r = 0; r < kernel.mr; ++r) {
     const int64_t row = group * kernel.mr + r;
     const int8_t* src = row < m ? a + row * k : nullptr;
+    if (src) minus_128 |= holds_minus_128(src, k);
     if (kernel.tiled_a) {
       for (int64_t l = 0; l < kp; l += kAmxTileBytes) {
         uint8_t* out = dst + (l / kAmxTileBytes * kernel.mr + r) * kAmxTileBytes;
@@ -95,6 +106,7 @@ void pack_a_group(const Kernel& kernel, const int8_t* a, int64_t m, int64_t k, i
     if (kernel.unsigned_a)
       for (int64_t l = 0; l < k; ++l) out[l] ^= 0x80;  // a + 128
   }
+  return minus_128;
 }
 
 void check_sizes(int64_t m, int64_t n, int64_t k) {
@@ -119,22 +131,24 @@ void for_items(int64_t items, int64_t work, Fn&& fn) {
   }
 }
 
-void check_range(const int8_t* p, int64_t count, const char* operand) {
-  // No early exit, so the scan vectorises; in parts on weft's threads when there are several.
-  constexpr int64_t kPart = int64_t{1} << 20;
-  std::vector<uint8_t> found(static_cast<size_t>((count + kPart - 1) / kPart), 0);
-  const auto scan = [&](int64_t part) {
-    uint8_t any = 0;
-    for (int64_t i = part * kPart, end = std::min(count, (part + 1) * kPart); i < end; ++i)
-      any |= static_cast<uint8_t>(p[i] == -128);
-    found[static_cast<size_t>(part)] = any;
-  };
-  if (found.size() > 1) parallel_for(static_cast<int64_t>(found.size()), scan);
-  else if (found.size() == 1) scan(0);
-  if (std::find(found.begin(), found.end(), uint8_t{1}) == found.end()) return;
+[[noreturn]] void fail_minus_128(const int8_t* p, int64_t count, const char* operand) {
   const int64_t at = std::find(p, p + count, int8_t{-128}) - p;
   WEFT_FAIL("[int8_gemm] operands must lie in [-127, 127] (vector-wise int8 codes); ", operand, " holds -128 at element ",
             at);
+}
+
+// Operands the packers do not read (the scalar reference's) are scanned on their own, in parts on
+// weft's threads when there are several; packed ones are checked by their packers.
+void check_range(const int8_t* p, int64_t count, const char* operand) {
+  constexpr int64_t kPart = int64_t{1} << 20;
+  std::vector<uint8_t> found(static_cast<size_t>((count + kPart - 1) / kPart), 0);
+  const auto scan = [&](int64_t part) {
+    const int64_t begin = part * kPart;
+    found[static_cast<size_t>(part)] = holds_minus_128(p + begin, std::min(count, begin + kPart) - begin);
+  };
+  if (found.size() > 1) parallel_for(static_cast<int64_t>(found.size()), scan);
+  else if (found.size() == 1) scan(0);
+  if (std::find(found.begin(), found.end(), uint8_t{1}) != found.end()) fail_minus_128(p, count, operand);
 }
 
 }  // namespace
@@ -170,10 +184,12 @@ struct PanelLayout {
 // words; AVX-512 levels transpose 16 × 16 words at a time (int8_pack_avx512.cpp). The packers
 // write the columns' whole groups and the bytes of a partial one; the rest of that group and the
 // groups padding K are cleared first. Columns past N in the last panel are left as they are:
-// they only feed columns of C that are never stored.
-void pack_panels(const Kernel& kernel, CpuIsa isa, const PanelLayout& layout, const int8_t* b, int64_t n, int64_t k,
+// they only feed columns of C that are never stored. Returns whether the panels' rows of b hold
+// -128 (checked while they are in cache).
+bool pack_panels(const Kernel& kernel, CpuIsa isa, const PanelLayout& layout, const int8_t* b, int64_t n, int64_t k,
                  int64_t first, int64_t count, int8_t* data, int32_t* compensation) {
   const bool wide = isa >= CpuIsa::Avx512 && kernel.nr == 32;
+  bool minus_128 = false;
   for (int64_t panel = first; panel < first + count; ++panel) {
     const int8_t* src = b + panel * kernel.nr * k;
     const int64_t cols = std::min(kernel.nr, n - panel * kernel.nr);
@@ -182,6 +198,7 @@ void pack_panels(const Kernel& kernel, CpuIsa isa, const PanelLayout& layout, co
                 static_cast<size_t>((layout.groups - layout.whole_groups) * kernel.nr * 4));
     if (wide) kernels::int8_pack_b_panel_avx512(src, k, cols, dst);
     else pack_b_panel(src, k, cols, kernel.nr, dst);
+    minus_128 |= holds_minus_128(src, cols * k);
     if (compensation == nullptr) continue;
     for (int64_t j = 0; j < cols; ++j) {
       int64_t sum = 0;
@@ -190,6 +207,7 @@ void pack_panels(const Kernel& kernel, CpuIsa isa, const PanelLayout& layout, co
       compensation[panel * kernel.nr + j] = static_cast<int32_t>(static_cast<uint32_t>(sum * 128));
     }
   }
+  return minus_128;
 }
 
 // The storage of each calling thread for its packed copy of A: a fresh buffer would be cleared and
@@ -232,11 +250,16 @@ void repack_int8_matrix(PackedInt8Matrix& packed, const int8_t* b, int64_t n, in
   check_sizes(0, n, k);
   WEFT_CHECK(isa <= cpu_isa_supported(), "[int8_gemm] cannot pack for ", cpu_isa_name(isa), ": this CPU supports up to ",
              cpu_isa_name(cpu_isa_supported()));
-  check_range(b, n * k, "B");
+  const Kernel kernel = kernel_for(isa);
+  // A refused B leaves `packed` empty, never a packing that skipped its check. The scalar
+  // reference keeps B as it is, so it is scanned here; the packers check what they pack.
+  if (kernel.panel == nullptr && holds_minus_128(b, n * k)) {
+    packed = PackedInt8Matrix();
+    fail_minus_128(b, n * k, "B");
+  }
   packed.n_ = n;
   packed.k_ = k;
   packed.isa_ = isa;
-  const Kernel kernel = kernel_for(isa);
   if (kernel.panel == nullptr) {
     packed.data_.assign(b, b + n * k);
     return;
@@ -248,9 +271,14 @@ void repack_int8_matrix(PackedInt8Matrix& packed, const int8_t* b, int64_t n, in
   int32_t* compensation = kernel.unsigned_a ? packed.compensation_.data() : nullptr;
   // Panel by panel on weft's threads (a 4096 × 4096 B is 16 MB, packed on every call of
   // int8_linear_matmul).
+  std::atomic<bool> minus_128{false};
   for_items(layout.panels, n * k * kPackWorkPerByte, [&](int64_t panel) {
-    pack_panels(kernel, isa, layout, b, n, k, panel, 1, packed.data_.data(), compensation);
+    if (pack_panels(kernel, isa, layout, b, n, k, panel, 1, packed.data_.data(), compensation)) minus_128 = true;
   });
+  if (minus_128) {
+    packed = PackedInt8Matrix();
+    fail_minus_128(b, n * k, "B");
+  }
 }
 
 PackedInt8Matrix pack_int8_matrix(const int8_t* b, int64_t n, int64_t k, CpuIsa isa) {
@@ -262,7 +290,6 @@ PackedInt8Matrix pack_int8_matrix(const int8_t* b, int64_t n, int64_t k, CpuIsa 
 void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c) {
   const int64_t n = b.n_, k = b.k_;
   check_sizes(m, n, k);
-  check_range(a, m * k, "A");
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum
     std::fill(c, c + m * n, 0);
@@ -273,6 +300,7 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
              ", which this CPU does not support");
   const int64_t row_block = kernel.row_block;
   if (kernel.panel == nullptr) {
+    check_range(a, m * k, "A");
     for_items((m + row_block - 1) / row_block, m * n * k, [&](int64_t block) {
       const int64_t row0 = block * row_block, rows = std::min(row_block, m - row0);
       int8_gemm_reference(a + row0 * k, b.data_.data(), c + row0 * n, rows, n, k);
@@ -283,8 +311,11 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
   const int64_t kp = round_up(k, kernel.k_align), mp = round_up(m, kernel.mr);
   uint8_t* ap = thread_a_buffer(mp * kp);  // the lambdas below run on other threads too: they use this one
   const int64_t group_stride = kernel.mr * kp;
-  for_items(mp / kernel.mr, m * k * kPackWorkPerByte,
-            [&](int64_t group) { pack_a_group(kernel, a, m, k, kp, group, ap + group * group_stride); });
+  std::atomic<bool> minus_128{false};
+  for_items(mp / kernel.mr, m * k * kPackWorkPerByte, [&](int64_t group) {
+    if (pack_a_group(kernel, a, m, k, kp, group, ap + group * group_stride)) minus_128 = true;
+  });
+  if (minus_128) fail_minus_128(a, m * k, "A");
   const PanelLayout layout(kernel, n, k);
   const int64_t panel_blocks = (layout.panels + kernel.panel_block - 1) / kernel.panel_block;
   const int64_t row_blocks = (mp + row_block - 1) / row_block;
@@ -318,8 +349,6 @@ void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t 
     repack_int8_matrix(packed_b, b, n, k, isa);
     return int8_gemm(a, m, packed_b, c);
   }
-  check_range(a, m * k, "A");
-  check_range(b, n * k, "B");
   packed_b.n_ = n;
   packed_b.k_ = k;
   packed_b.isa_ = isa;
@@ -329,14 +358,20 @@ void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t 
   int8_t* b_data = packed_b.data_.data();
   int32_t* compensation = kernel.unsigned_a ? packed_b.compensation_.data() : nullptr;
   const int64_t row_blocks = (mp + kernel.row_block - 1) / kernel.row_block;
+  // The operands are checked for -128 by the packers; a part that finds one computes nothing, and
+  // the error (B first, as repack_int8_matrix reports it) comes after the region.
+  std::atomic<bool> minus_128_a{false}, minus_128_b{false};
   parallel_for(parts, [&](int64_t part) {
     const int64_t first = layout.panels * part / parts, count = layout.panels * (part + 1) / parts - first;
-    pack_panels(kernel, isa, layout, b, n, k, first, count, b_data, compensation);
+    bool bad = pack_panels(kernel, isa, layout, b, n, k, first, count, b_data, compensation);
+    if (bad) minus_128_b = true;
     uint8_t* ap = thread_a_buffer(mp * kp);
     for (int64_t group = 0; group < mp / kernel.mr; ++group)
-      pack_a_group(kernel, a, m, k, kp, group, ap + group * kernel.mr * kp);
-    multiply_panels(kernel, ap, kp, b_data, compensation, layout.groups, m, n, first, count, 0, row_blocks, c);
+      if (pack_a_group(kernel, a, m, k, kp, group, ap + group * kernel.mr * kp)) bad = minus_128_a = true;
+    if (!bad) multiply_panels(kernel, ap, kp, b_data, compensation, layout.groups, m, n, first, count, 0, row_blocks, c);
   });
+  if (minus_128_b) fail_minus_128(b, n * k, "B");
+  if (minus_128_a) fail_minus_128(a, m * k, "A");
 }
 
 }  // namespace weft::precision::quant

@@ -47,12 +47,13 @@ class PackedInt8Matrix {
 };
 
 // Packs b: (n, k) for `isa`'s kernel (which must be supported). Throws weft::Error on -128, on
-// k > kInt8GemmMaxK, or on negative sizes.
+// k > kInt8GemmMaxK, or on negative sizes (repack_int8_matrix then leaves `packed` empty).
 PackedInt8Matrix pack_int8_matrix(const int8_t* b, int64_t n, int64_t k, CpuIsa isa = cpu_isa());
 // The same into `packed`, whose storage is reused when large enough.
 void repack_int8_matrix(PackedInt8Matrix& packed, const int8_t* b, int64_t n, int64_t k, CpuIsa isa = cpu_isa());
 
-// c = a · bᵀ with b's packing's kernel; a: (m, b.cols()), c: (m, b.rows()).
+// c = a · bᵀ with b's packing's kernel; a: (m, b.cols()), c: (m, b.rows()). Throws weft::Error on
+// -128 in a (or b), found while packing: c may then have been partly written.
 void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c);
 // The same, packing b for cpu_isa() first.
 void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k);

@@ -115,6 +115,29 @@ TEST_CASE("int8 GEMM refuses -128, oversized K, and packing above the CPU's leve
                          Error);
     CHECK_THROWS_WITH_AS(int8_gemm(b.data(), a.data(), c.data(), 1, 1, 3), doctest::Contains("B holds -128"), Error);
   }
+  // The packers find -128 on every path: each thread its own A (m ≤ n), the shared split (m > n),
+  // B packed once; the first element is named, B before A.
+  std::mt19937 rng(3);
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    CpuIsaGuard guard(isa);
+    for (const auto& shape : std::vector<std::array<int64_t, 3>>{{40, 1100, 1000}, {600, 45, 130}}) {
+      const int64_t m = shape[0], n = shape[1], k = shape[2];
+      auto big_a = random_int8(m * k, rng), big_b = random_int8(n * k, rng);
+      std::vector<int32_t> big_c(static_cast<size_t>(m * n));
+      INFO("isa ", cpu_isa_name(isa), " M=", m, " N=", n, " K=", k);
+      big_a[static_cast<size_t>(m * k - 5)] = -128;
+      CHECK_THROWS_WITH_AS(int8_gemm(big_a.data(), big_b.data(), big_c.data(), m, n, k),
+                           doctest::Contains(("A holds -128 at element " + std::to_string(m * k - 5)).c_str()), Error);
+      const PackedInt8Matrix packed = pack_int8_matrix(big_b.data(), n, k);
+      CHECK_THROWS_WITH_AS(int8_gemm(big_a.data(), m, packed, big_c.data()), doctest::Contains("A holds -128"), Error);
+      big_b[static_cast<size_t>(n * k / 2)] = -128;
+      CHECK_THROWS_WITH_AS(int8_gemm(big_a.data(), big_b.data(), big_c.data(), m, n, k),
+                           doctest::Contains(("B holds -128 at element " + std::to_string(n * k / 2)).c_str()), Error);
+      PackedInt8Matrix refused = pack_int8_matrix(big_a.data(), 2, k);  // not empty before
+      CHECK_THROWS_WITH_AS(repack_int8_matrix(refused, big_b.data(), n, k), doctest::Contains("B holds -128"), Error);
+      CHECK(refused.empty());
+    }
+  }
   CHECK_THROWS_WITH_AS(pack_int8_matrix(b.data(), 1, kInt8GemmMaxK + 1), doctest::Contains("K must be at most"), Error);
   if (cpu_isa_supported() < CpuIsa::Amx)
     CHECK_THROWS_WITH_AS(pack_int8_matrix(b.data(), 1, 3, CpuIsa::Amx), doctest::Contains("cannot pack for"),
