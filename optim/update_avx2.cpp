@@ -13,13 +13,12 @@
 // Note [Denormal moments]: an element whose gradient stays zero (a pixel that is blank in a whole
 // batch, a dead ReLU unit) has its first moment (SGD: its momentum buffer) multiplied by β1 (μ)
 // every step, down into float32's denormal range, where k·2^-149 · 0.9 rounds back to itself for
-// k ≤ 4: it stays there for good.
-// A multiply, divide or square root that reads or produces a denormal costs a microcode assist of
-// ~130 cycles on Intel cores (measured on an AMX Xeon: 33 ns per 8-lane instruction against 0.3;
-// adds, maxima and float64 <-> float32 conversions run at full speed either way): the example
-// MLP's AdamW step took 5× its time, and its bf16-mixed run 2.4 s instead of 1.9; an SGD step
-// with momentum over 670k parameters, half of them without gradient, 35× (11 ms against 0.31).
-// Flushing denormals to zero (MXCSR FTZ/DAZ) would change the results.
+// k ≤ 4: it stays there for good. A multiply, divide or square root that reads or produces a
+// denormal costs a microcode assist of ~130 cycles on Intel cores (measured on an AMX Xeon: 33 ns
+// per 8-lane instruction against 0.3; adds, maxima and float64 <-> float32 conversions run at full
+// speed either way): the example MLP's AdamW step took 5× its time, and its bf16-mixed run 2.4 s
+// instead of 1.9; an SGD step with momentum over 670k parameters, half of them without gradient,
+// 35× (11 ms against 0.31). Flushing denormals to zero (MXCSR FTZ/DAZ) would change the results.
 // Instead a vector with a tiny nonzero input lane takes the careful path: the operations such an
 // input reaches are carried out in float64 and rounded once to float32. A product of two floats is
 // exact in float64, and a float64 quotient or square root rounded to float32 equals the correctly
@@ -77,7 +76,7 @@ __m256 sqrt(__m256 a, bool through_float64) {
   return narrow(_mm256_sqrt_pd(low(a)), _mm256_sqrt_pd(high(a)));
 }
 
-// Loads or stores 8 elements at i (masked to the first `count` when not full).
+// Loads or stores the 8 elements at i (masked to the ragged end's lanes when not full).
 struct Access {
   int64_t i;
   __m256i mask;
@@ -99,8 +98,8 @@ struct AdamLanes {
 // when p, g or v has a tiny lane (`tiny_others`: rare); on the fast path every operation is one
 // float32 instruction.
 template <bool kCareful>
-[[gnu::always_inline]] inline void adam_update8(const AdamBlockF32& b, const AdamLanes& k, Access at, __m256 p, __m256 g,
-                                           __m256 m, __m256 v, __m256 v_max, bool tiny_others) {
+[[gnu::always_inline]] inline void adam_update8(const AdamBlockF32& b, const AdamLanes& k, Access at, __m256 p,
+                                                __m256 g, __m256 m, __m256 v, __m256 v_max, bool tiny_others) {
   const bool others = kCareful && tiny_others;
   if (b.coupled_decay) g = _mm256_add_ps(g, mul(k.weight_decay, p, others));
   if (b.decoupled) p = mul(p, k.decay_factor, others);
@@ -176,11 +175,11 @@ template <class Update>
 }  // namespace
 
 void adam_block_f32_avx2(const AdamBlockF32& b) {
-  const AdamLanes k{_mm256_set1_ps(b.weight_decay),    _mm256_set1_ps(b.decay_factor),
-                _mm256_set1_ps(b.beta1),           _mm256_set1_ps(b.one_minus_beta1),
-                _mm256_set1_ps(b.beta2),           _mm256_set1_ps(b.one_minus_beta2),
-                _mm256_set1_ps(b.neg_step_size),   _mm256_set1_ps(b.inv_bias_correction2_sqrt),
-                _mm256_set1_ps(b.eps)};
+  const AdamLanes k{_mm256_set1_ps(b.weight_decay),  _mm256_set1_ps(b.decay_factor),
+                    _mm256_set1_ps(b.beta1),         _mm256_set1_ps(b.one_minus_beta1),
+                    _mm256_set1_ps(b.beta2),         _mm256_set1_ps(b.one_minus_beta2),
+                    _mm256_set1_ps(b.neg_step_size), _mm256_set1_ps(b.inv_bias_correction2_sqrt),
+                    _mm256_set1_ps(b.eps)};
   for_each_8(b.n, [&](Access at) __attribute__((always_inline)) { adam_update8(b, k, at); });
 }
 

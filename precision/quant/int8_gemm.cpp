@@ -368,7 +368,8 @@ void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t 
     uint8_t* ap = thread_a_buffer(mp * kp);
     for (int64_t group = 0; group < mp / kernel.mr; ++group)
       if (pack_a_group(kernel, a, m, k, kp, group, ap + group * kernel.mr * kp)) bad = minus_128_a = true;
-    if (!bad) multiply_panels(kernel, ap, kp, b_data, compensation, layout.groups, m, n, first, count, 0, row_blocks, c);
+    if (!bad)
+      multiply_panels(kernel, ap, kp, b_data, compensation, layout.groups, m, n, first, count, 0, row_blocks, c);
   });
   if (minus_128_b) fail_minus_128(b, n * k, "B");
   if (minus_128_a) fail_minus_128(a, m * k, "A");

@@ -389,8 +389,12 @@ TEST_CASE("moments that decay into denormals give the scalar path's bits at ever
     Tensor p = init.clone().requires_grad_();
     std::unique_ptr<optim::Optimizer> opt;
     const std::pair<double, double> betas{0.5, 0.7};
-    if (decoupled) opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamWOptions{.lr = 0.01, .betas = betas, .amsgrad = amsgrad});
-    else opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01, .betas = betas, .weight_decay = 0.1, .amsgrad = amsgrad});
+    if (decoupled)
+      opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p},
+                                           optim::AdamWOptions{.lr = 0.01, .betas = betas, .amsgrad = amsgrad});
+    else
+      opt = std::make_unique<optim::Adam>(
+          std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01, .betas = betas, .weight_decay = 0.1, .amsgrad = amsgrad});
     for (int k = 0; k < steps; ++k) {
       p.set_grad(k == 0 ? grad : zeros({203}));
       opt->step();
