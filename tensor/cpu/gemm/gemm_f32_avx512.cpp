@@ -109,6 +109,74 @@ void dot_rows_avx512(const float* w, int64_t ldw, const float* x, int64_t k, int
   }
 }
 
+// Rows r[0..15] become columns: on return r[q] holds element q of each original row.
+//   1. unpack 32-bit pairs of rows within 128-bit lanes;  2. unpack 64-bit pairs: lane L of
+//   u[4i+j] is column 4L+j of rows 4i..4i+3;  3-4. gather each column's four lanes from u[j],
+//   u[4+j], u[8+j], u[12+j].
+void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 4) {
+    t[i + 0] = _mm512_unpacklo_ps(r[i + 0], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i + 0], r[i + 1]);
+    t[i + 2] = _mm512_unpacklo_ps(r[i + 2], r[i + 3]);
+    t[i + 3] = _mm512_unpackhi_ps(r[i + 2], r[i + 3]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    u[i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 0]), _mm512_castps_pd(t[i + 2])));
+    u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 0]), _mm512_castps_pd(t[i + 2])));
+    u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512 a0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44), a1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
+    const __m512 b0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512 b1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
+    r[0 + j] = _mm512_shuffle_f32x4(a0, b0, 0x88);
+    r[4 + j] = _mm512_shuffle_f32x4(a0, b0, 0xDD);
+    r[8 + j] = _mm512_shuffle_f32x4(a1, b1, 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(a1, b1, 0xDD);
+  }
+}
+
+// One panel of B whose steps are rows of the source (B row-major): per step, its cols ≤ 32 values
+// and zeros past them, two zmm stores.
+void pack_b_panel_rows(const float* b, int64_t rs, int cols, int64_t kc, float* dst) {
+  const __mmask16 lo = lane_mask(cols), hi = lane_mask(cols - 16);
+  for (int64_t p = 0; p < kc; ++p, dst += kNr) {
+    _mm512_storeu_ps(dst, _mm512_maskz_loadu_ps(lo, b + p * rs));
+    _mm512_storeu_ps(dst + 16, _mm512_maskz_loadu_ps(hi, b + p * rs + 16));
+  }
+}
+
+// One panel of B whose columns are contiguous in the source (x·Wᵀ: B's columns are W's rows, cs
+// apart): 16 columns × 16 steps are one load per column and, transposed, one store per step.
+void pack_b_panel_columns(const float* b, int64_t cs, int cols, int64_t kc, float* dst) {
+  for (int half = 0; half < 2; ++half) {
+    const int first = half * 16, count = cols - first;
+    for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+      const int steps = kc - p0 < 16 ? static_cast<int>(kc - p0) : 16;
+      __m512 r[16];
+      for (int c = 0; c < 16; ++c)
+        r[c] = c < count ? _mm512_maskz_loadu_ps(lane_mask(steps), b + (first + c) * cs + p0) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int q = 0; q < steps; ++q) _mm512_storeu_ps(dst + (p0 + q) * kNr + first, r[q]);
+    }
+  }
+}
+
+// B(p, j) = src[p·rs + j·cs], float32 with either stride 1; dst: panels of kc×32, columns past nc
+// zero. The portable packer (packing.cpp) is the reference and takes bfloat16 and other strides.
+bool pack_b_avx512(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* dst) {
+  if (bf16 || (cs != 1 && rs != 1)) return false;
+  const auto* b = static_cast<const float*>(src);
+  for (int64_t j0 = 0; j0 < nc; j0 += kNr, dst += kc * kNr) {
+    const int cols = nc - j0 < kNr ? static_cast<int>(nc - j0) : kNr;
+    if (cs == 1) pack_b_panel_rows(b + j0, rs, cols, kc, dst);
+    else pack_b_panel_columns(b + j0 * cs, cs, cols, kc, dst);
+  }
+  return true;
+}
+
 }  // namespace
 
 const GemmKernel kGemmF32Avx512 = {
@@ -118,7 +186,7 @@ const GemmKernel kGemmF32Avx512 = {
     .bf16_pairs = false,
     .micro_f32 = micro_avx512,
     .micro_bf16 = nullptr,
-    .pack_b = nullptr,
+    .pack_b = pack_b_avx512,
     .pack_a = nullptr,
     .dot_rows = dot_rows_avx512,
 };
