@@ -16,36 +16,6 @@ namespace {
 constexpr int64_t kNr = 32;
 constexpr int64_t kBlock = 16;
 
-// r[c] holds 16 words of row c; afterwards r[w] holds word w of the 16 rows.
-//   1. unpack 32-bit pairs of rows within 128-bit lanes;  2. unpack 64-bit pairs: lane L of u[4i+j]
-//   is column 4L+j of rows 4i..4i+3;  3-4. gather the four lanes of each column across u[j],
-//   u[4+j], u[8+j], u[12+j].
-void transpose16(__m512i r[16]) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 16; i += 4) {
-    t[i + 0] = _mm512_unpacklo_epi32(r[i + 0], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i + 0], r[i + 1]);
-    t[i + 2] = _mm512_unpacklo_epi32(r[i + 2], r[i + 3]);
-    t[i + 3] = _mm512_unpackhi_epi32(r[i + 2], r[i + 3]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    u[i + 0] = _mm512_unpacklo_epi64(t[i + 0], t[i + 2]);
-    u[i + 1] = _mm512_unpackhi_epi64(t[i + 0], t[i + 2]);
-    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-  }
-  for (int j = 0; j < 4; ++j) {
-    const __m512i a0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);  // lanes 0, 1 of each
-    const __m512i a1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);  // lanes 2, 3
-    const __m512i b0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
-    const __m512i b1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
-    r[0 + j] = _mm512_shuffle_i32x4(a0, b0, 0x88);   // lane 0 of the four
-    r[4 + j] = _mm512_shuffle_i32x4(a0, b0, 0xDD);   // lane 1
-    r[8 + j] = _mm512_shuffle_i32x4(a1, b1, 0x88);   // lane 2
-    r[12 + j] = _mm512_shuffle_i32x4(a1, b1, 0xDD);  // lane 3
-  }
-}
-
 void copy_word(const int8_t* src, int8_t* dst) { __builtin_memcpy(dst, src, 4); }
 
 }  // namespace
@@ -60,7 +30,7 @@ void int8_pack_b_panel_avx512(const int8_t* src, int64_t k, int64_t cols, int8_t
       for (; g0 < blocked_groups; g0 += kBlock) {
         __m512i r[16];
         for (int c = 0; c < 16; ++c) r[c] = _mm512_loadu_si512(src + (c0 + c) * k + 4 * g0);
-        transpose16(r);
+        transpose16x16_epi32(r);
         for (int w = 0; w < 16; ++w) _mm512_storeu_si512(dst + ((g0 + w) * kNr + c0) * 4, r[w]);
       }
     }

@@ -31,3 +31,36 @@
 #else
 #include <immintrin.h>
 #endif
+
+#if defined(__AVX512F__) || defined(WEFT_SIMD_EMULATE_UNIT)
+// Sixteen rows of sixteen 32-bit words transposed in registers, for the AVX-512 units' packers
+// (the int8 and float32 GEMMs'): r[c] holds row c; afterwards r[w] holds word w of every row.
+//   1. unpack 32-bit pairs of rows within 128-bit lanes;  2. unpack 64-bit pairs: lane L of
+//   u[4i+j] is column 4L+j of rows 4i..4i+3;  3-4. gather each column's four lanes from u[j],
+//   u[4+j], u[8+j], u[12+j].
+static inline void transpose16x16_epi32(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 4) {
+    t[i + 0] = _mm512_unpacklo_epi32(r[i + 0], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i + 0], r[i + 1]);
+    t[i + 2] = _mm512_unpacklo_epi32(r[i + 2], r[i + 3]);
+    t[i + 3] = _mm512_unpackhi_epi32(r[i + 2], r[i + 3]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    u[i + 0] = _mm512_unpacklo_epi64(t[i + 0], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i + 0], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512i a0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);  // lanes 0, 1 of each
+    const __m512i a1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);  // lanes 2, 3
+    const __m512i b0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512i b1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+    r[0 + j] = _mm512_shuffle_i32x4(a0, b0, 0x88);   // lane 0 of the four
+    r[4 + j] = _mm512_shuffle_i32x4(a0, b0, 0xDD);   // lane 1
+    r[8 + j] = _mm512_shuffle_i32x4(a1, b1, 0x88);   // lane 2
+    r[12 + j] = _mm512_shuffle_i32x4(a1, b1, 0xDD);  // lane 3
+  }
+}
+#endif

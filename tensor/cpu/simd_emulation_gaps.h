@@ -164,8 +164,3 @@ static inline simde__m256i cvtepi32_epi16(simde__m512i v) {
 // SIMDe 0.7's native alias for vpmaddwd takes the masked form's four arguments.
 #undef _mm512_madd_epi16
 #define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
-
-// ---- GEMM packing (tensor/cpu/gemm/) ----
-// SIMDe 0.7 defines vshuff32x4 but no native alias for it.
-#undef _mm512_shuffle_f32x4
-#define _mm512_shuffle_f32x4(a, b, imm8) simde_mm512_shuffle_f32x4(a, b, imm8)

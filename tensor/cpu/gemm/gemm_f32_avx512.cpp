@@ -109,35 +109,6 @@ void dot_rows_avx512(const float* w, int64_t ldw, const float* x, int64_t k, int
   }
 }
 
-// Rows r[0..15] become columns: on return r[q] holds element q of each original row.
-//   1. unpack 32-bit pairs of rows within 128-bit lanes;  2. unpack 64-bit pairs: lane L of
-//   u[4i+j] is column 4L+j of rows 4i..4i+3;  3-4. gather each column's four lanes from u[j],
-//   u[4+j], u[8+j], u[12+j].
-void transpose16(__m512 r[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 16; i += 4) {
-    t[i + 0] = _mm512_unpacklo_ps(r[i + 0], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i + 0], r[i + 1]);
-    t[i + 2] = _mm512_unpacklo_ps(r[i + 2], r[i + 3]);
-    t[i + 3] = _mm512_unpackhi_ps(r[i + 2], r[i + 3]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    u[i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 0]), _mm512_castps_pd(t[i + 2])));
-    u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 0]), _mm512_castps_pd(t[i + 2])));
-    u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-    u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-  }
-  for (int j = 0; j < 4; ++j) {
-    const __m512 a0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44), a1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
-    const __m512 b0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44);
-    const __m512 b1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
-    r[0 + j] = _mm512_shuffle_f32x4(a0, b0, 0x88);
-    r[4 + j] = _mm512_shuffle_f32x4(a0, b0, 0xDD);
-    r[8 + j] = _mm512_shuffle_f32x4(a1, b1, 0x88);
-    r[12 + j] = _mm512_shuffle_f32x4(a1, b1, 0xDD);
-  }
-}
-
 // One panel of B whose steps are rows of the source (B row-major): per step, its cols ≤ 32 values
 // and zeros past them, two zmm stores.
 void pack_b_panel_rows(const float* b, int64_t rs, int cols, int64_t kc, float* dst) {
@@ -155,11 +126,12 @@ void pack_b_panel_columns(const float* b, int64_t cs, int cols, int64_t kc, floa
     const int first = half * 16, count = cols - first;
     for (int64_t p0 = 0; p0 < kc; p0 += 16) {
       const int steps = kc - p0 < 16 ? static_cast<int>(kc - p0) : 16;
-      __m512 r[16];
+      __m512i r[16];
       for (int c = 0; c < 16; ++c)
-        r[c] = c < count ? _mm512_maskz_loadu_ps(lane_mask(steps), b + (first + c) * cs + p0) : _mm512_setzero_ps();
-      transpose16(r);
-      for (int q = 0; q < steps; ++q) _mm512_storeu_ps(dst + (p0 + q) * kNr + first, r[q]);
+        r[c] = c < count ? _mm512_castps_si512(_mm512_maskz_loadu_ps(lane_mask(steps), b + (first + c) * cs + p0))
+                         : _mm512_setzero_si512();
+      transpose16x16_epi32(r);
+      for (int q = 0; q < steps; ++q) _mm512_storeu_si512(dst + (p0 + q) * kNr + first, r[q]);
     }
   }
 }
