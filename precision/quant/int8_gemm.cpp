@@ -137,20 +137,6 @@ void for_items(int64_t items, int64_t work, Fn&& fn) {
             at);
 }
 
-// Operands the packers do not read (the scalar reference's) are scanned on their own, in parts on
-// weft's threads when there are several; packed ones are checked by their packers.
-void check_range(const int8_t* p, int64_t count, const char* operand) {
-  constexpr int64_t kPart = int64_t{1} << 20;
-  std::vector<uint8_t> found(static_cast<size_t>((count + kPart - 1) / kPart), 0);
-  const auto scan = [&](int64_t part) {
-    const int64_t begin = part * kPart;
-    found[static_cast<size_t>(part)] = holds_minus_128(p + begin, std::min(count, begin + kPart) - begin);
-  };
-  if (found.size() > 1) parallel_for(static_cast<int64_t>(found.size()), scan);
-  else if (found.size() == 1) scan(0);
-  if (std::find(found.begin(), found.end(), uint8_t{1}) != found.end()) fail_minus_128(p, count, operand);
-}
-
 }  // namespace
 
 void int8_gemm_reference(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k) {
@@ -257,17 +243,13 @@ void repack_int8_matrix(PackedInt8Matrix& packed, const int8_t* b, int64_t n, in
     packed = PackedInt8Matrix();
     fail_minus_128(b, n * k, "B");
   }
-  packed.n_ = n;
-  packed.k_ = k;
-  packed.isa_ = isa;
   if (kernel.panel == nullptr) {
+    packed.prepare(n, k, isa, 0, 0);
     packed.data_.assign(b, b + n * k);
     return;
   }
   const PanelLayout layout(kernel, n, k);
-  if (packed.data_.size() < static_cast<size_t>(layout.panels * layout.panel_bytes))
-    packed.data_.resize(static_cast<size_t>(layout.panels * layout.panel_bytes));
-  packed.compensation_.assign(kernel.unsigned_a ? static_cast<size_t>(layout.panels * kernel.nr) : 0, 0);
+  packed.prepare(n, k, isa, layout.panels * layout.panel_bytes, kernel.unsigned_a ? layout.panels * kernel.nr : 0);
   int32_t* compensation = kernel.unsigned_a ? packed.compensation_.data() : nullptr;
   // Panel by panel on weft's threads (a 4096 × 4096 B is 16 MB, packed on every call of
   // int8_linear_matmul).
@@ -299,8 +281,8 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
   WEFT_CHECK(b.isa_ <= cpu_isa_supported(), "[int8_gemm] B was packed for ", cpu_isa_name(b.isa_),
              ", which this CPU does not support");
   const int64_t row_block = kernel.row_block;
-  if (kernel.panel == nullptr) {
-    check_range(a, m * k, "A");
+  if (kernel.panel == nullptr) {  // the scalar reference reads A as it is: scanned here
+    if (holds_minus_128(a, m * k)) fail_minus_128(a, m * k, "A");
     for_items((m + row_block - 1) / row_block, m * n * k, [&](int64_t block) {
       const int64_t row0 = block * row_block, rows = std::min(row_block, m - row0);
       int8_gemm_reference(a + row0 * k, b.data_.data(), c + row0 * n, rows, n, k);
@@ -351,12 +333,7 @@ void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t 
     repack_int8_matrix(packed_b, b, n, k, isa);
     return int8_gemm(a, m, packed_b, c);
   }
-  packed_b.n_ = n;
-  packed_b.k_ = k;
-  packed_b.isa_ = isa;
-  if (packed_b.data_.size() < static_cast<size_t>(layout.panels * layout.panel_bytes))
-    packed_b.data_.resize(static_cast<size_t>(layout.panels * layout.panel_bytes));
-  packed_b.compensation_.assign(kernel.unsigned_a ? static_cast<size_t>(layout.panels * kernel.nr) : 0, 0);
+  packed_b.prepare(n, k, isa, layout.panels * layout.panel_bytes, kernel.unsigned_a ? layout.panels * kernel.nr : 0);
   int8_t* b_data = packed_b.data_.data();
   int32_t* compensation = kernel.unsigned_a ? packed_b.compensation_.data() : nullptr;
   const int64_t row_blocks = (mp + kernel.row_block - 1) / kernel.row_block;
@@ -365,12 +342,14 @@ void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t 
   std::atomic<bool> minus_128_a{false}, minus_128_b{false};
   parallel_for(parts, [&](int64_t part) {
     const int64_t first = layout.panels * part / parts, count = layout.panels * (part + 1) / parts - first;
-    bool bad = pack_panels(kernel, isa, layout, b, n, k, first, count, b_data, compensation);
-    if (bad) minus_128_b = true;
+    const bool bad_b = pack_panels(kernel, isa, layout, b, n, k, first, count, b_data, compensation);
     uint8_t* ap = thread_a_buffer(mp * kp);
+    bool bad_a = false;
     for (int64_t group = 0; group < mp / kernel.mr; ++group)
-      if (pack_a_group(kernel, a, m, k, kp, group, ap + group * kernel.mr * kp)) bad = minus_128_a = true;
-    if (!bad)
+      bad_a |= pack_a_group(kernel, a, m, k, kp, group, ap + group * kernel.mr * kp);
+    if (bad_b) minus_128_b = true;
+    if (bad_a) minus_128_a = true;
+    if (!bad_a && !bad_b)
       multiply_panels(kernel, ap, kp, b_data, compensation, layout.groups, m, n, first, count, 0, row_blocks, c);
   });
   if (minus_128_b) fail_minus_128(b, n * k, "B");

@@ -40,6 +40,15 @@ class PackedInt8Matrix {
   friend void repack_int8_matrix(PackedInt8Matrix& packed, const int8_t* b, int64_t n, int64_t k, CpuIsa isa);
   friend void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c);
   friend void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k);
+  // Takes the shape of a packing of b: (n, k) into `bytes` of panels (and, for VNNI,
+  // `compensation_values` zeroed entries), reusing the storage when it is large enough.
+  void prepare(int64_t n, int64_t k, CpuIsa isa, int64_t bytes, int64_t compensation_values) {
+    n_ = n;
+    k_ = k;
+    isa_ = isa;
+    if (data_.size() < static_cast<size_t>(bytes)) data_.resize(static_cast<size_t>(bytes));
+    compensation_.assign(static_cast<size_t>(compensation_values), 0);
+  }
   int64_t n_ = 0, k_ = 0;
   CpuIsa isa_ = CpuIsa::Scalar;
   std::vector<int8_t> data_;          // panels (or B itself for the scalar reference), maybe more

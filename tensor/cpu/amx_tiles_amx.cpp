@@ -32,7 +32,8 @@ void amx_configure_tiles() {
   _tile_storeconfig(&current);
   memory_barrier();
   bool ours = current.palette == 1;
-  for (int t = 0; t < kTiles && ours; ++t) ours = current.rows[t] == kRows && current.bytes_per_row[t] == kBytesPerRow;
+  for (int t = 0; t < kTiles && ours; ++t)
+    ours = current.rows[t] == kRows && current.bytes_per_row[t] == kBytesPerRow;
   if (ours) return;
   TileConfig config = {};
   config.palette = 1;
@@ -71,7 +72,8 @@ void amx_load_c(const void* c, int64_t row_bytes, int64_t rows, int64_t cols) {
   const auto* p = static_cast<const char*>(c);
   if (rows == kBlock && cols == kBlock) return load_block(p, row_bytes);
   alignas(64) char padded[kBlock * kBlock * 4] = {};
-  for (int64_t r = 0; r < rows; ++r) __builtin_memcpy(padded + r * kBlock * 4, p + r * row_bytes, static_cast<size_t>(cols) * 4);
+  for (int64_t r = 0; r < rows; ++r)
+    __builtin_memcpy(padded + r * kBlock * 4, p + r * row_bytes, static_cast<size_t>(cols) * 4);
   load_block(padded, kBlock * 4);
 }
 
@@ -80,7 +82,8 @@ void amx_store_c(void* c, int64_t row_bytes, int64_t rows, int64_t cols) {
   if (rows == kBlock && cols == kBlock) return store_block(p, row_bytes);
   alignas(64) char padded[kBlock * kBlock * 4];
   store_block(padded, kBlock * 4);
-  for (int64_t r = 0; r < rows; ++r) __builtin_memcpy(p + r * row_bytes, padded + r * kBlock * 4, static_cast<size_t>(cols) * 4);
+  for (int64_t r = 0; r < rows; ++r)
+    __builtin_memcpy(p + r * row_bytes, padded + r * kBlock * 4, static_cast<size_t>(cols) * 4);
 }
 
 }  // namespace weft::detail
