@@ -89,6 +89,8 @@ std::vector<Case> cases(DType dtype) {
   out.push_back({"tiles one column wider than half a tile (9 of 16, 17 of 32)", r({30, 40}, 49), r({40, 25}, 50)});
   out.push_back({"tiles one column wider than half a tile, AVX-512 width", r({30, 40}, 51), r({40, 49}, 52)});
   out.push_back({"more columns than one N block", r({8, 64}, 13), r({64, 8200}, 14)});
+  out.push_back({"row strips sweeping a wide block of B in parts, the last ones partial (AMX)", r({70, 100}, 64),
+                 r({100, 1100}, 65)});
   out.push_back({"more columns than one N block, B transposed", r({8, 64}, 15), r({8200, 64}, 16).t()});
   out.push_back({"odd K, small", r({13, 19}, 17), r({19, 37}, 18)});
   out.push_back({"odd K, threaded", r({130, 301}, 19), r({301, 70}, 20)});

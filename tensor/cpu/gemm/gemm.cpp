@@ -200,8 +200,15 @@ void c_block(const GemmKernel& ker, const GemmMatrix& a, int64_t ic, int64_t mc,
   // place is six strided rows instead, so it is the one kept in L1, and the packed B panels (one
   // contiguous stream) pass by it. AMX (a_rows) also goes row strip by row strip: its 32-row C
   // tiles finished down a column would touch a new page per row for every tile (the int8 kernel's
-  // lesson), and its B block is kept small enough for L2 (nc).
-  if (a_in_place || ker.a_rows) {
+  // lesson). Its strips sweep the B block a part of nc_sweep columns at a time, a part small
+  // enough to stay in L2 beside A's block, while the block itself is wide: every block of B makes
+  // A be packed again (2048³ with 512-column blocks spent 16 % of its time copying A).
+  if (ker.a_rows) {
+    const int64_t sweep = ker.nc_sweep > 0 ? ker.nc_sweep : nc;
+    for (int64_t j0 = 0; j0 < nc; j0 += sweep)
+      for (int64_t ir = 0; ir < mc; ir += ker.mr)
+        for (int64_t jr = j0; jr < std::min(nc, j0 + sweep); jr += ker.nr) tile(ir, jr);
+  } else if (a_in_place) {
     for (int64_t ir = 0; ir < mc; ir += ker.mr)
       for (int64_t jr = 0; jr < nc; jr += ker.nr) tile(ir, jr);
   } else {
@@ -231,8 +238,12 @@ void for_each_part(int64_t n, int64_t threads, Fn&& fn) {
 // are the barriers (a product has few blocks: 2048³ has 8).
 void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
                   float* c, int64_t ldc, bool accumulate, bool a_in_place, int64_t threads) {
-  // At least one block of rows per thread, even when C is shorter than threads × mc.
-  const Blocking bl = blocking_for(ker, m, n, k, std::min<int64_t>(ker.mc, (m + threads - 1) / threads));
+  // Row blocks of at most mc, as many as a multiple of the threads so that none waits for the
+  // others at the end of a block of B (1024 rows in blocks of 348 would be 3: one thread takes 2).
+  const int64_t rows_most = std::min<int64_t>(ker.mc, (m + threads - 1) / threads);
+  const int64_t row_blocks_wanted = (m + rows_most - 1) / rows_most;
+  const int64_t balanced_blocks = (row_blocks_wanted + threads - 1) / threads * threads;
+  const Blocking bl = blocking_for(ker, m, n, k, (m + balanced_blocks - 1) / balanced_blocks);
   void* packed_b = ker.bf16_pairs ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
                                   : static_cast<void*>(t_pack_b.get<float>(bl.b_size));
   const int64_t row_blocks = (m + bl.mc_step - 1) / bl.mc_step;

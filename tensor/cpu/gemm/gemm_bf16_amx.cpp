@@ -59,7 +59,8 @@ void micro_bf16(const GemmTileBf16& t) {
 const GemmKernel kGemmBf16Amx = {
     .name = "amx 32x32",
     .mr = kMr, .nr = kNr,
-    .mc = 256, .kc = 512, .nc = 512,  // kc counts bf16 steps (256 pairs, 16 tiles); B block 512 KB
+    .mc = 256, .kc = 512, .nc = 4096,  // kc counts bf16 steps (256 pairs, 16 tiles)
+    .nc_sweep = 512,                    // 512 KB of B against 256 KB of A in L2
     .bf16_pairs = true,
     .micro_f32 = nullptr,
     .micro_bf16 = micro_bf16,

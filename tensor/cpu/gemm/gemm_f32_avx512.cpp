@@ -34,6 +34,17 @@ void tile(const GemmTileF32& t) {
   const int64_t rs = PACKED_A ? 1 : t.rs_a, cs = PACKED_A ? kMr : t.cs_a, ldb = t.ldb;
   const __mmask16 m0 = lane_mask(t.n), m1 = lane_mask(t.n - 16);
 
+  // With A packed the driver runs the tiles down a column of C: each tile's rows are new, far
+  // apart and last touched a whole K chunk ago, so they are fetched now and arrive while the FMAs
+  // run instead of stalling the stores at the end (2048³: ~8 % faster). Tiles along a row of C
+  // (A read in place) are streams the hardware prefetcher follows.
+  if constexpr (PACKED_A) {
+#pragma GCC unroll 12
+    for (int r = 0; r < ROWS; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(t.c + r * t.ldc), _MM_HINT_T0);
+      if constexpr (HALVES == 2) _mm_prefetch(reinterpret_cast<const char*>(t.c + r * t.ldc + 16), _MM_HINT_T0);
+    }
+  }
   const float* a = t.a;
   const float* b = t.b;
 #pragma GCC unroll 2

@@ -73,6 +73,7 @@ struct GemmKernel {
   const char* name;
   int mr, nr;      // register tile
   int mc, kc, nc;  // cache blocks: an mc×kc block of A in L2, a kc×nr panel of B in L1, kc×nc in L3
+  int nc_sweep = 0;  // a_rows sets: columns of the packed B block one row strip of A sweeps (in L2)
   bool bf16_pairs;            // packs bf16 in K-pairs and runs micro_bf16 (else fp32 panels, micro_f32)
   GemmMicroF32 micro_f32;
   GemmMicroBf16 micro_bf16;
