@@ -22,7 +22,11 @@ constexpr auto kTimeout = 2000ms;
 test::RunOptions fault_options() {
   test::RunOptions o;
   o.group_timeout = kTimeout;
-  o.grace = 1000ms;
+  // The survivors must fail on their own, not be killed: the last of them to notice may start
+  // its own timeout after the first has failed, and then diagnoses for up to 3 heartbeats, so
+  // the launcher waits a second timeout before killing what is left (a 1 s grace once killed a
+  // slow survivor of the FSDP case before it had logged).
+  o.grace = 2 * kTimeout;
   o.deadline = 60'000ms;
   return o;
 }
