@@ -160,6 +160,45 @@ bool pack_b_avx512(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t k
   return true;
 }
 
+// Packing A (float32) into panels of kc×12 by the two layouts the portable packer would copy one
+// value at a time; each step's 12 lanes go out as one masked store.
+//
+// One panel of `rows` ≤ 12 rows whose columns are contiguous (A(i, p) = a[i + p·cs]: dYᵀ of the
+// weight gradients): each step is one masked load.
+void pack_a_panel_columns(const float* a, int64_t cs, int rows, int64_t kc, float* dst) {
+  const __mmask16 live = lane_mask(rows), twelve = lane_mask(kMr);
+  for (int64_t p = 0; p < kc; ++p) _mm512_mask_storeu_ps(dst + p * kMr, twelve, _mm512_maskz_loadu_ps(live, a + p * cs));
+}
+
+// One panel whose rows are contiguous along K (A(i, p) = a[i·rs + p]: a row-major A taller than
+// the in-place limit, the squares): 16 steps of the 12 rows are transposed in registers, as 16
+// rows of which the last four are zero.
+void pack_a_panel_rows(const float* a, int64_t rs, int rows, int64_t kc, float* dst) {
+  const __mmask16 twelve = lane_mask(kMr);
+  for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+    const int steps = kc - p0 < 16 ? static_cast<int>(kc - p0) : 16;
+    __m512i r[16];
+    for (int i = 0; i < 16; ++i)
+      r[i] = i < rows ? _mm512_castps_si512(_mm512_maskz_loadu_ps(lane_mask(steps), a + i * rs + p0))
+                      : _mm512_setzero_si512();
+    transpose16x16_epi32(r);
+    for (int q = 0; q < steps; ++q) _mm512_mask_storeu_epi32(dst + (p0 + q) * kMr, twelve, r[q]);
+  }
+}
+
+// A(i, p) = src[i·rs + p·cs], float32 with either stride 1; dst: panels of kc×12, rows past mc
+// zero. The portable packer (packing.cpp) is the reference and takes bfloat16 and other strides.
+bool pack_a_avx512(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst) {
+  if (bf16 || (cs != 1 && rs != 1)) return false;
+  const auto* a = static_cast<const float*>(src);
+  for (int64_t i0 = 0; i0 < mc; i0 += kMr, dst += kc * kMr) {
+    const int rows = mc - i0 < kMr ? static_cast<int>(mc - i0) : kMr;
+    if (cs == 1) pack_a_panel_rows(a + i0 * rs, rs, rows, kc, dst);
+    else pack_a_panel_columns(a + i0, cs, rows, kc, dst);
+  }
+  return true;
+}
+
 }  // namespace
 
 const GemmKernel kGemmF32Avx512 = {
@@ -170,7 +209,7 @@ const GemmKernel kGemmF32Avx512 = {
     .micro_f32 = micro_avx512,
     .micro_bf16 = nullptr,
     .pack_b = pack_b_avx512,
-    .pack_a = nullptr,
+    .pack_a = pack_a_avx512,
     .dot_rows = dot_rows_avx512,
 };
 
