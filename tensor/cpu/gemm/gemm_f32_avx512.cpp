@@ -45,7 +45,14 @@ void tile(const GemmTileF32& t) {
       if constexpr (HALVES == 2) _mm_prefetch(reinterpret_cast<const char*>(t.c + r * t.ldc + 16), _MM_HINT_T0);
     }
   }
-  const float* a = t.a;
+  // A read in place is up to twelve rows rs apart. Addressed from one pointer, each row needs
+  // its own offset register, more than x86 has: GCC spilled them to the stack and to vector
+  // registers (moves that took FMA ports). From a pointer per three rows, rows 3j, 3j+1, 3j+2
+  // are base_j + {0, 1, 2}·rs, which the addressing modes' scales reach from one register.
+  constexpr int kBases = PACKED_A ? 1 : (ROWS + 2) / 3;
+  const float* base[kBases];
+#pragma GCC unroll 4
+  for (int j = 0; j < kBases; ++j) base[j] = t.a + 3 * j * rs;
   const float* b = t.b;
 #pragma GCC unroll 2
   for (int64_t p = 0; p < t.kc; ++p) {
@@ -54,11 +61,12 @@ void tile(const GemmTileF32& t) {
     if constexpr (HALVES == 2) b1 = FULL_B ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(m1, b + 16);
 #pragma GCC unroll 12
     for (int r = 0; r < ROWS; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r * rs]);
+      const __m512 ar = _mm512_set1_ps(PACKED_A ? base[0][r] : base[r / 3][(r % 3) * rs]);
       c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
       if constexpr (HALVES == 2) c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
     }
-    a += cs;
+#pragma GCC unroll 4
+    for (int j = 0; j < kBases; ++j) base[j] += cs;
     b += ldb;
   }
 
