@@ -190,7 +190,7 @@ void pack_a_panel_rows(const float* a, int64_t rs, int rows, int64_t kc, float* 
       r[i] = i < rows ? _mm512_castps_si512(_mm512_maskz_loadu_ps(lane_mask(steps), a + i * rs + p0))
                       : _mm512_setzero_si512();
     transpose16x16_epi32(r);
-    for (int q = 0; q < steps; ++q) _mm512_mask_storeu_epi32(dst + (p0 + q) * kMr, twelve, r[q]);
+    for (int q = 0; q < steps; ++q) _mm512_mask_storeu_ps(dst + (p0 + q) * kMr, twelve, _mm512_castsi512_ps(r[q]));
   }
 }
 
