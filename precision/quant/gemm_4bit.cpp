@@ -8,8 +8,8 @@
 
 #include "precision/quant/codebooks.h"
 #include "precision/quant/gemm_4bit_kernels.h"
+#include "tensor/cpu/gemm/gemm.h"
 #include "tensor/error.h"
-#include "tensor/ops.h"
 #include "tensor/parallel.h"
 
 namespace weft::precision::quant {
@@ -182,22 +182,59 @@ void dequantize_reference(const kernels::Dequant4bitArgs& p) {
   }
 }
 
-// Float32 bytes of one dequantized tile in the compute-bound regime: a few MiB, so the tile stays
-// in the last-level cache between being written and being multiplied.
-constexpr int64_t kTileValues = int64_t{1} << 20;
+using DequantizeKernel = void (*)(const kernels::Dequant4bitArgs&);
 
-// Each tile's product is computed transposed, tile · xᵀ, with xᵀ made contiguous once: x · tileᵀ
-// would read x down its columns and pack it again for every tile (37 % of a batch-32 forward).
-void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
-  const int64_t tile_rows = std::max<int64_t>(1, std::min(w.n, kTileValues / w.k));
-  Tensor tile = empty({tile_rows, w.k}, kFloat32);
-  const Tensor xt = from_blob(const_cast<float*>(x), {m, w.k}, kFloat32).t().contiguous();
-  const Tensor ys = from_blob(y, {m, w.n}, kFloat32);
-  for (int64_t n0 = 0; n0 < w.n; n0 += tile_rows) {
-    const int64_t rows = std::min(tile_rows, w.n - n0);
-    dequantize_4bit_rows(w, n0, rows, tile.data<float>(), isa);
-    ys.narrow(1, n0, rows).copy_(matmul(tile.narrow(0, 0, rows), xt).t());
+DequantizeKernel dequantize_kernel(CpuIsa isa) {
+  return isa >= CpuIsa::Avx512 ? kernels::dequantize_4bit_avx512
+         : isa == CpuIsa::Avx2 ? kernels::dequantize_4bit_avx2
+                               : dequantize_reference;
+}
+
+// W as the GEMM's A, made block by block (GemmBlockSource in tensor/cpu/gemm/gemm.h).
+struct DequantizedWeights {
+  const Weights4bit* w;
+  DequantizeKernel kernel;
+};
+
+// out[r·kc + p] = W(r0 + r, p0 + p) for r < rows, p < kc.
+void fill_dequantized(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out) {
+  const auto& source = *static_cast<const DequantizedWeights*>(context);
+  const Weights4bit& w = *source.w;
+  const float* table = decode_table(w.type).data();
+  // Each row's run is a few cache lines 2·K bytes after the previous one's: too far apart for the
+  // hardware prefetcher, so the decoding waited on memory for most of its time. The run two rows
+  // ahead is fetched while this one is decoded.
+  constexpr int64_t kAhead = 2, kLine = 64;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r + kAhead < rows) {
+      const int64_t ahead = (r0 + r + kAhead) * w.k + p0;
+      for (int64_t byte = ahead / 2; byte <= (ahead + kc - 1) / 2; byte += kLine) __builtin_prefetch(w.packed + byte);
+    }
+    const int64_t begin = (r0 + r) * w.k + p0;
+    source.kernel({w.packed, w.absmax, table, w.blocksize, begin, begin + kc, out + r * kc});
   }
+}
+
+// Note [Dequantized block by block]: the compute-bound regime is weft's float32 GEMM computing
+// yᵀ = W · xᵀ, with W as its A made block by block: each cache block of W's rows is dequantized,
+// exactly, into a scratch of its thread and read there in place (twelve rows of it in L1 at a
+// time while xᵀ's packed panels pass by), so W never exists in float32 beyond a block and each
+// value is dequantized once. yᵀ is then transposed into y. (Dequantizing 4 MiB tiles of W and
+// multiplying them read the tiles back from beyond L2: batch 32, 4096², 2 threads, 6.3 ms,
+// twice weft's float32 linear.)
+void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  const DequantizedWeights source{&w, dequantize_kernel(isa)};
+  thread_local std::vector<float> yt;
+  yt.resize(static_cast<size_t>(w.n * m));
+  // Runs of W's rows from a multiple of 64 values: whole bytes, 16 values at a time from a block's
+  // start (a run from value 373 decoded its ends one value at a time and took twice the product).
+  const weft::detail::GemmBlockSource rows{fill_dequantized, &source, 64};
+  weft::detail::gemm(w.n, m, w.k, rows, {x, 1, w.k, false}, yt.data(), m, false);
+  constexpr int64_t kBlock = 16;  // 16 × 16 blocks, so both sides stay in L1
+  for (int64_t n0 = 0; n0 < w.n; n0 += kBlock)
+    for (int64_t i0 = 0; i0 < m; i0 += kBlock)
+      for (int64_t i = i0; i < std::min(m, i0 + kBlock); ++i)
+        for (int64_t n = n0; n < std::min(w.n, n0 + kBlock); ++n) y[i * w.n + n] = yt[static_cast<size_t>(n * m + i)];
 }
 
 }  // namespace
@@ -229,9 +266,7 @@ void dequantize_4bit_rows(const Weights4bit& w, int64_t row0, int64_t rows, floa
   check(w, 0);
   WEFT_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= w.n, "[dequantize_4bit_rows] rows [", row0, ", ", row0 + rows,
              ") are not within the ", w.n, " rows of the weight");
-  auto kernel = isa >= CpuIsa::Avx512 ? kernels::dequantize_4bit_avx512
-                : isa == CpuIsa::Avx2 ? kernels::dequantize_4bit_avx2
-                                      : dequantize_reference;
+  const DequantizeKernel kernel = dequantize_kernel(isa);
   // Split into chunks of whole blocks for the threads.
   const int64_t begin = row0 * w.k, end = (row0 + rows) * w.k;
   const int64_t chunk = std::max<int64_t>(w.blocksize, (int64_t{1} << 16) / w.blocksize * w.blocksize);

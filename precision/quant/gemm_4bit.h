@@ -14,9 +14,9 @@
 //     by the two int8 roundings: about 1 % of max|y| at worst on random data, 0.3 % typically (an
 //     NF4 weight's own quantization error is ~20 times larger, and bitsandbytes' bfloat16 CPU
 //     kernel rounds comparably). It needs K a multiple of the block size and blocks of a multiple of 64 values.
-//   otherwise (compute-bound) — tiles of W's rows are dequantized into a cache-sized float32
-//     buffer, exactly, and multiplied with weft's float32 GEMM: as exact as dequantize-then-
-//     multiply, without the full float32 matrix.
+//   otherwise (compute-bound) — weft's float32 GEMM, W dequantized exactly a cache block at a
+//     time (Note [Dequantized block by block]): as exact as dequantize-then-multiply, without the
+//     float32 matrix.
 // The vector kernels differ from their scalar references only in the order of float32 additions
 // (the fused one) or not at all (dequantization).
 #pragma once

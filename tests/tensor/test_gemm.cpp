@@ -6,12 +6,14 @@
 // (M = 128 over 6-row tiles, N = 10, K = 784 in equal chunks, odd K for bf16 pairs, more columns
 // than one column block), both the small (unpacked, one thread) and the blocked, threaded path,
 // the transposed product of few rows times a transposed B (Note [Few rows times a transposed B]:
-// whole rows of W streamed, or K cut into chunks), and linear's fused bias.
+// whole rows of W streamed, or K cut into chunks), linear's fused bias, and A made block by block
+// by a source (GemmBlockSource: how the 4-bit product multiplies a weight it dequantizes).
 //
 // Error bound: each C element is a dot product, so it is compared with |got − exact| ≤
 // tol · Σ_p |a_ip·b_pj|, the standard bound for a sum computed in floating point.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -19,6 +21,7 @@
 
 #include "tensor_test_helpers.h"
 #include "tensor/all.h"
+#include "tensor/cpu/gemm/gemm.h"
 
 using namespace weft;
 using testing::random;
@@ -207,4 +210,65 @@ TEST_CASE("the kernel in use is named for each dtype and level") {
     CHECK(cpu_gemm_kernel(kBFloat16) == "weft avx512_bf16 12x32 bf16 pairs");
   }
   CHECK(cpu_gemm_kernel(kFloat64) == "eigen");
+}
+
+namespace {
+
+// A matrix in memory served to the GEMM as a GemmBlockSource, counting the blocks asked for at a
+// K offset off the requested alignment (there must be none).
+struct RowsSource {
+  const float* data;
+  int64_t ld, k_align;
+};
+std::atomic<int64_t> g_misaligned_blocks{0};
+
+void fill_rows(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out) {
+  const auto& s = *static_cast<const RowsSource*>(context);
+  if (p0 % s.k_align != 0) ++g_misaligned_blocks;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t p = 0; p < kc; ++p) out[r * kc + p] = s.data[(r0 + r) * s.ld + p0 + p];
+}
+
+}  // namespace
+
+TEST_CASE("weft's GEMM with A from a block source matches the exact product at every level") {
+  struct Shape {
+    int64_t m, n, k, k_align;
+    bool b_transposed, accumulate;
+  };
+  // Taller than wide (threads sharing packed B, row blocks, K in aligned chunks), wider than tall
+  // (column parts, the source read in place), many row blocks, a tiny product, B read down its
+  // columns (x·Wᵀ computed as W·xᵀ, how the 4-bit product uses it), and accumulating into C.
+  const Shape shapes[] = {{300, 40, 500, 64, false, false}, {50, 700, 130, 1, false, false},
+                          {4100, 8, 70, 64, true, false},   {7, 5, 3, 1, false, false},
+                          {400, 32, 1000, 64, true, true}};
+  for (const Shape& s : shapes) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    const Tensor a = random({s.m, s.k}, 70, kFloat32);
+    const Tensor b_store = s.b_transposed ? random({s.n, s.k}, 71, kFloat32) : random({s.k, s.n}, 71, kFloat32);
+    const Tensor b = s.b_transposed ? b_store.t() : b_store;
+    const Tensor c0 = random({s.m, s.n}, 72, kFloat32);
+    Reference ref = reference(a, b);
+    if (s.accumulate) {
+      const auto start = c0.to_vector<double>();
+      for (size_t i = 0; i < ref.value.size(); ++i) {
+        ref.value[i] += start[i];
+        ref.magnitude[i] += std::abs(start[i]);
+      }
+    }
+    const RowsSource rows{a.data<float>(), s.k, s.k_align};
+    const detail::GemmBlockSource source{fill_rows, &rows, s.k_align};
+    const detail::GemmMatrix bm{b_store.data<float>(), s.b_transposed ? 1 : s.n, s.b_transposed ? s.k : 1, false};
+    for (const CpuIsa isa : cpu_isas_supported()) {
+      CAPTURE(cpu_isa_name(isa));
+      CpuIsaGuard guard(isa);
+      std::vector<float> c = c0.to_vector<float>();
+      g_misaligned_blocks = 0;
+      detail::gemm(s.m, s.n, s.k, source, bm, c.data(), s.n, s.accumulate);
+      CHECK(g_misaligned_blocks == 0);
+      CHECK(worst_error(std::vector<double>(c.begin(), c.end()), ref.value, ref.magnitude) <= kFloat32Tol);
+    }
+  }
 }

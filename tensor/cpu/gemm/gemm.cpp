@@ -122,9 +122,24 @@ PartRange part_of(int64_t n, int64_t unit, int64_t parts, int64_t part) {
   return {first, std::min(units * (part + 1) / parts * unit, n) - first};
 }
 
-// Whether a block of C with m rows reads A in place rather than packing it (kInPlaceRows).
-bool a_read_in_place(const GemmKernel& ker, const GemmMatrix& a, int64_t m) {
-  return !ker.bf16_pairs && !a.bf16 && a.cs == 1 && m <= kInPlaceRows;
+// A as the blocked loops read it: strided memory, or a GemmBlockSource (gemm.h) whose rows are
+// made block by block; then (row0, col0) is where this operand starts in the source's A.
+struct AOperand {
+  AOperand(const GemmMatrix& m) : matrix(m) {}  // NOLINT(google-explicit-constructor): memory is the usual A
+  AOperand(const GemmBlockSource* s, int64_t r, int64_t c) : matrix{nullptr, 0, 0, false}, source(s), row0(r), col0(c) {}
+
+  AOperand at(int64_t i, int64_t j) const { return source ? AOperand(source, row0 + i, col0 + j) : AOperand(matrix.at(i, j)); }
+
+  GemmMatrix matrix;
+  const GemmBlockSource* source = nullptr;
+  int64_t row0 = 0, col0 = 0;
+};
+
+// Whether a block of C with m rows reads A in place rather than packing it (kInPlaceRows). A
+// source's rows are read in place from the scratch they are made into, whatever their number.
+bool a_read_in_place(const GemmKernel& ker, const AOperand& a, int64_t m) {
+  if (a.source) return true;
+  return !ker.bf16_pairs && !a.matrix.bf16 && a.matrix.cs == 1 && m <= kInPlaceRows;
 }
 
 // K-pairs of a packed bf16 panel over kc steps of K: padded to the kernel set's pair block.
@@ -139,9 +154,9 @@ struct Blocking {
   int64_t a_size, b_size;  // elements of the pack buffers, padded to whole panels
 };
 
-Blocking blocking_for(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, int64_t mc_most) {
+Blocking blocking_for(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, int64_t mc_most, int64_t k_align) {
   Blocking bl;
-  bl.kc_step = even_step(k, ker.kc, ker.bf16_pairs ? 2 * ker.pair_block : 1);
+  bl.kc_step = even_step(k, ker.kc, ker.bf16_pairs ? 2 * ker.pair_block : k_align);
   bl.mc_step = even_step(m, mc_most, ker.mr);
   bl.nc_step = std::min<int64_t>(ker.nc, (n + ker.nr - 1) / ker.nr * ker.nr);
   const int64_t kc_packed = ker.bf16_pairs ? packed_pairs(ker, bl.kc_step) * 2 : bl.kc_step;
@@ -165,12 +180,17 @@ void pack_b_columns(const GemmKernel& ker, const GemmMatrix& b_block, int64_t kc
 
 // Rows [ic, ic + mc) of C's block at columns [jc, jc + nc), K chunk [pc, pc + kc), against the
 // packed block of B: packs this part of A (unless read in place) and runs its tiles.
-void c_block(const GemmKernel& ker, const GemmMatrix& a, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
              const void* packed_b, int64_t jc, int64_t nc, float* c, int64_t ldc, bool add, bool a_in_place,
              int64_t a_size) {
   const bool pairs = ker.bf16_pairs;
   const int64_t kpairs = pairs ? packed_pairs(ker, kc) : 0;
-  const GemmMatrix a_block = a.at(ic, pc);
+  GemmMatrix a_block = a.matrix.at(ic, pc);
+  if (a.source) {  // the block's rows, made into this thread's scratch and read in place there
+    float* rows = t_pack_a.get<float>(mc * kc);
+    a.source->fill(a.source->context, a.row0 + ic, mc, a.col0 + pc, kc, rows);
+    a_block = GemmMatrix{rows, kc, 1, false};
+  }
   const auto* bf = static_cast<const float*>(packed_b);
   const auto* bp = static_cast<const uint16_t*>(packed_b);
   float* af = nullptr;
@@ -192,8 +212,8 @@ void c_block(const GemmKernel& ker, const GemmMatrix& a, int64_t ic, int64_t mc,
     if (pairs) {
       ker.micro_bf16({kpairs, ap + ir * kpairs * 2, bp + jr * kpairs * 2, tile_c, ldc, rows, cols, add});
     } else {
-      const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + ir * a.rs : af + ir * kc;
-      ker.micro_f32({kc, tile_a, a.rs, 1, !a_in_place, bf + jr * kc, ker.nr, true, tile_c, ldc, rows, cols, add});
+      const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + ir * a_block.rs : af + ir * kc;
+      ker.micro_f32({kc, tile_a, a_block.rs, 1, !a_in_place, bf + jr * kc, ker.nr, true, tile_c, ldc, rows, cols, add});
     }
   };
   // BLIS order keeps a panel of B in L1 while the packed panels of A stream from L2. A read in
@@ -236,14 +256,15 @@ void for_each_part(int64_t n, int64_t threads, Fn&& fn) {
 // blocks are many small tasks, so when one vCPU is slowed by a neighbour on its host core the
 // other takes more of them instead of waiting for it at the end. The two parallel loops per block
 // are the barriers (a product has few blocks: 2048³ has 8).
-void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
+void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AOperand& a, const GemmMatrix& b,
                   float* c, int64_t ldc, bool accumulate, bool a_in_place, int64_t threads) {
   // Row blocks of at most mc, as many as a multiple of the threads so that none waits for the
   // others at the end of a block of B (1024 rows in blocks of 348 would be 3: one thread takes 2).
   const int64_t rows_most = std::min<int64_t>(ker.mc, (m + threads - 1) / threads);
   const int64_t row_blocks_wanted = (m + rows_most - 1) / rows_most;
   const int64_t balanced_blocks = (row_blocks_wanted + threads - 1) / threads * threads;
-  const Blocking bl = blocking_for(ker, m, n, k, (m + balanced_blocks - 1) / balanced_blocks);
+  const Blocking bl = blocking_for(ker, m, n, k, (m + balanced_blocks - 1) / balanced_blocks,
+                                   a.source ? std::max<int64_t>(1, a.source->k_align) : 1);
   void* packed_b = ker.bf16_pairs ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
                                   : static_cast<void*>(t_pack_b.get<float>(bl.b_size));
   const int64_t row_blocks = (m + bl.mc_step - 1) / bl.mc_step;
@@ -345,6 +366,36 @@ void gemm_transposed(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, con
   parallel_for(parts, run);
 }
 
+// The products past the small and transposed paths, A in memory or from a source.
+//
+// Along M (C taller than wide) the threads share each packed block of B (Note [Threads sharing
+// one packed B]). Along N, C is split into contiguous column blocks, a few per thread when A is
+// read in place (each block packs only its own columns of B, so smaller blocks cost nothing and
+// let the pool's tail stealing move the unstarted ones of a preempted thread to a running one).
+void gemm_large(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AOperand& a, const GemmMatrix& b,
+                float* c, int64_t ldc, bool accumulate) {
+  const int64_t threads = std::clamp<int64_t>(2 * m * n * k / kWorkPerThread, 1, num_threads());
+  if (m >= n) {
+    // A is read in place where each thread's share of the rows would be short enough (kInPlaceRows).
+    const bool in_place = a_read_in_place(ker, a, (m + threads - 1) / threads);
+    return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, threads);
+  }
+  const int64_t units = (n + ker.nr - 1) / ker.nr;
+  const bool fine = a_read_in_place(ker, a, m);
+  const int64_t parts = std::clamp<int64_t>(fine ? threads * kPartsPerThreadAlongN : threads, 1, units);
+  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, fine, 1);
+  parallel_for(parts, [&](int64_t part) {
+    const PartRange r = part_of(n, ker.nr, parts, part);
+    gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c + r.first, ldc, accumulate, fine, 1);
+  });
+}
+
+// c = 0 for a product over K = 0 (nothing to add when accumulating).
+void zero_unless_accumulating(int64_t m, int64_t n, float* c, int64_t ldc, bool accumulate) {
+  if (!accumulate)
+    for (int64_t i = 0; i < m; ++i) std::memset(c + i * ldc, 0, static_cast<size_t>(n) * sizeof(float));
+}
+
 }  // namespace
 
 const char* gemm_kernel_name(CpuIsa isa, bool bf16) {
@@ -363,11 +414,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
           bool accumulate) {
   WEFT_CHECK(a.bf16 == b.bf16, "[gemm] internal: operands of one product must share a dtype");
   if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < m; ++i) std::memset(c + i * ldc, 0, static_cast<size_t>(n) * sizeof(float));
-    return;
-  }
+  if (k <= 0) return zero_unless_accumulating(m, n, c, ldc, accumulate);
   const CpuIsa isa = cpu_isa();
   const GemmKernel& ker = kernel_for(isa, a.bf16);
   const int64_t work = 2 * m * n * k;
@@ -405,24 +452,15 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
     return;
   }
 
-  // Along M (C taller than wide) the threads share each packed block of B (Note [Threads sharing
-  // one packed B]). Along N, C is split into contiguous column blocks, a few per thread when A is
-  // read in place (each block packs only its own columns of B, so smaller blocks cost nothing and
-  // let the pool's tail stealing move the unstarted ones of a preempted thread to a running one).
-  const int64_t threads = std::min<int64_t>(num_threads(), work / kWorkPerThread);
-  if (m >= n) {
-    // A is read in place where each thread's share of the rows would be short enough (kInPlaceRows).
-    const bool in_place = a_read_in_place(ker, a, (m + threads - 1) / threads);
-    return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, threads);
-  }
-  const int64_t units = (n + ker.nr - 1) / ker.nr;
-  const bool fine = a_read_in_place(ker, a, m);
-  const int64_t parts = std::clamp<int64_t>(fine ? threads * kPartsPerThreadAlongN : threads, 1, units);
-  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, fine, 1);
-  parallel_for(parts, [&](int64_t part) {
-    const PartRange r = part_of(n, ker.nr, parts, part);
-    gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c + r.first, ldc, accumulate, fine, 1);
-  });
+  gemm_large(ker, m, n, k, a, b, c, ldc, accumulate);
+}
+
+void gemm(int64_t m, int64_t n, int64_t k, const GemmBlockSource& a, const GemmMatrix& b, float* c, int64_t ldc,
+          bool accumulate) {
+  WEFT_CHECK(!b.bf16, "[gemm] internal: a product with A from a source takes a float32 B");
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return zero_unless_accumulating(m, n, c, ldc, accumulate);
+  gemm_large(kernel_for(cpu_isa(), false), m, n, k, AOperand(&a, 0, 0), b, c, ldc, accumulate);
 }
 
 }  // namespace weft::detail
