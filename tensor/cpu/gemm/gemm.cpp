@@ -123,16 +123,13 @@ PartRange part_of(int64_t n, int64_t unit, int64_t parts, int64_t part) {
 }
 
 // A as the blocked loops read it: strided memory, or a GemmBlockSource (gemm.h) whose rows are
-// made block by block; then (row0, col0) is where this operand starts in the source's A.
+// made block by block.
 struct AOperand {
   AOperand(const GemmMatrix& m) : matrix(m) {}  // NOLINT(google-explicit-constructor): memory is the usual A
-  AOperand(const GemmBlockSource* s, int64_t r, int64_t c) : matrix{nullptr, 0, 0, false}, source(s), row0(r), col0(c) {}
-
-  AOperand at(int64_t i, int64_t j) const { return source ? AOperand(source, row0 + i, col0 + j) : AOperand(matrix.at(i, j)); }
+  explicit AOperand(const GemmBlockSource* s) : matrix{nullptr, 0, 0, false}, source(s) {}
 
   GemmMatrix matrix;
   const GemmBlockSource* source = nullptr;
-  int64_t row0 = 0, col0 = 0;
 };
 
 // Whether a block of C with m rows reads A in place rather than packing it (kInPlaceRows). A
@@ -188,7 +185,7 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
   GemmMatrix a_block = a.matrix.at(ic, pc);
   if (a.source) {  // the block's rows, made into this thread's scratch and read in place there
     float* rows = t_pack_a.get<float>(mc * kc);
-    a.source->fill(a.source->context, a.row0 + ic, mc, a.col0 + pc, kc, rows);
+    a.source->fill(a.source->context, ic, mc, pc, kc, rows);
     a_block = GemmMatrix{rows, kc, 1, false};
   }
   const auto* bf = static_cast<const float*>(packed_b);
@@ -460,7 +457,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmBlockSource& a, const GemmM
   WEFT_CHECK(!b.bf16, "[gemm] internal: a product with A from a source takes a float32 B");
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return zero_unless_accumulating(m, n, c, ldc, accumulate);
-  gemm_large(kernel_for(cpu_isa(), false), m, n, k, AOperand(&a, 0, 0), b, c, ldc, accumulate);
+  gemm_large(kernel_for(cpu_isa(), false), m, n, k, AOperand(&a), b, c, ldc, accumulate);
 }
 
 }  // namespace weft::detail
