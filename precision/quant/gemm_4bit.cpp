@@ -222,7 +222,29 @@ void fill_dequantized(const void* context, int64_t r0, int64_t rows, int64_t p0,
 // value is dequantized once. yᵀ is then transposed into y. (Dequantizing 4 MiB tiles of W and
 // multiplying them read the tiles back from beyond L2: batch 32, 4096², 2 threads, 6.3 ms,
 // twice weft's float32 linear.)
+// Values of W one work item of dequantized_rows dequantizes: 512 KiB of float32, in the core's L2.
+constexpr int64_t kItemValues = int64_t{1} << 17;
+
+// A few rows of x against a W the fused kernel does not take (K not a multiple of the block): each
+// thread dequantizes a few rows of W at a time into its own buffer and multiplies x by them there
+// with weft's GEMM, whose few-rows paths (dot products for one row, W read in place) suit this
+// shape; the blocked path would spend a 32-wide tile on a single column of yᵀ (nf4 512×784, batch
+// 1: 145 µs against 20 µs for the float32 linear).
+void dequantized_rows(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  const int64_t threads = num_threads();
+  const int64_t rows_per_item = std::clamp<int64_t>(kItemValues / w.k, 1, (w.n + threads - 1) / threads);
+  const int64_t items = (w.n + rows_per_item - 1) / rows_per_item;
+  parallel_for(items, [&](int64_t item) {
+    thread_local std::vector<float> tile;
+    const int64_t n0 = item * rows_per_item, rows = std::min(rows_per_item, w.n - n0);
+    tile.resize(static_cast<size_t>(rows * w.k));
+    dequantize_4bit_rows(w, n0, rows, tile.data(), isa);  // inside parallel_for: on this thread
+    weft::detail::gemm(m, rows, w.k, {x, w.k, 1, false}, {tile.data(), 1, w.k, false}, y + n0, w.n, false);
+  });
+}
+
 void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  if (m <= kFusedMaxRows) return dequantized_rows(x, m, w, y, isa);
   const DequantizedWeights source{&w, dequantize_kernel(isa)};
   thread_local std::vector<float> yt;
   yt.resize(static_cast<size_t>(w.n * m));

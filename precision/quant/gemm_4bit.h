@@ -16,7 +16,8 @@
 //     kernel rounds comparably). It needs K a multiple of the block size and blocks of a multiple of 64 values.
 //   otherwise (compute-bound) — weft's float32 GEMM, W dequantized exactly a cache block at a
 //     time (Note [Dequantized block by block]): as exact as dequantize-then-multiply, without the
-//     float32 matrix.
+//     float32 matrix. A few rows whose K the fused kernel refuses are exact the same way, with a
+//     few rows of W dequantized per thread and multiplied by the GEMM's few-rows paths.
 // The vector kernels differ from their scalar references only in the order of float32 additions
 // (the fused one) or not at all (dequantization).
 #pragma once

@@ -100,15 +100,18 @@ TEST_CASE("4-bit product: up to 16 rows the int8 kernel stays within 2% of max|y
   for (size_t i = 0; i < e.size(); ++i) CHECK(y[i] == doctest::Approx(e[i]).epsilon(1e-5));
 }
 
-TEST_CASE("4-bit product above 16 rows: W dequantized block by block inside the GEMM, exact at every level") {
+TEST_CASE("4-bit product through weft's GEMM (above 16 rows, or a K the fused kernel refuses): exact at every level") {
   manual_seed(23);
   struct Shape3 {
     int64_t m, n, k, bs;
   };
   // Several K chunks and row blocks of W (K = 4096, N = 300 not a multiple of the 12-row tiles);
   // K = 100 in blocks of 32, so runs end mid-block (the fused kernel refuses it at any M); more
-  // activation rows than weight rows (the GEMM's other split).
-  const Shape3 shapes[] = {{40, 300, 4096, 64}, {17, 33, 100, 32}, {70, 5, 1152, 128}};
+  // activation rows than weight rows (the GEMM's other split). Up to 16 rows with K = 784 or 100
+  // (not whole blocks of 64 / a multiple of 64: the fused kernel refuses them), rows of W
+  // dequantized per thread and multiplied by dot products (one row) or in place (three).
+  const Shape3 shapes[] = {{40, 300, 4096, 64}, {17, 33, 100, 32}, {70, 5, 1152, 128}, {1, 300, 784, 64},
+                           {3, 40, 100, 32}};
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
     for (const auto& s : shapes) {
       const Case c = quantized(s.n, s.k, s.bs, type);
