@@ -110,8 +110,9 @@ TEST_CASE("4-bit product through weft's GEMM (above 16 rows, or a K the fused ke
   // activation rows than weight rows (the GEMM's other split). Up to 16 rows with K = 784 or 100
   // (not whole blocks of 64 / a multiple of 64: the fused kernel refuses them), rows of W
   // dequantized per thread and multiplied by dot products (one row) or in place (three).
+  // 130 × 200 outputs are transposed into y by the threads, 16 rows of y each, the last part short.
   const Shape3 shapes[] = {{40, 300, 4096, 64}, {17, 33, 100, 32}, {70, 5, 1152, 128}, {1, 300, 784, 64},
-                           {3, 40, 100, 32}};
+                           {3, 40, 100, 32},    {130, 200, 256, 64}};
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
     for (const auto& s : shapes) {
       const Case c = quantized(s.n, s.k, s.bs, type);
