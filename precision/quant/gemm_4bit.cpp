@@ -39,14 +39,6 @@ struct Prepared {
   std::vector<float> scale;
 };
 
-// x rounded to an integer, ties to even, for |x| < 2²²: adding and subtracting 1.5 · 2²³ leaves
-// x's integer part rounded in the default rounding mode, as std::nearbyint does, but without its
-// library call, so the loop that uses it vectorises.
-inline float round_half_even(float x) {
-  constexpr float kShift = 12582912.0f;
-  return (x + kShift) - kShift;
-}
-
 Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
   const int64_t blocks = k / blocksize;
   Prepared p;

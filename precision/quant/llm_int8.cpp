@@ -39,15 +39,20 @@ Int8Rows int8_vectorwise_quant(const Tensor& a, double threshold) {
   Tensor values = a.to(kFloat32).reshape({rows, k}).clone();
   float* x = values.data<float>();
 
-  std::vector<bool> outlier_col(static_cast<size_t>(k), false);
+  // Row by row, so the loop vectorises (a modulo and a std::vector<bool> per value were most of
+  // an int8 layer's time at batch 128).
+  std::vector<uint8_t> outlier_col(static_cast<size_t>(k), 0);
   if (threshold > 0) {
     // PyTorch compares |a| >= threshold in a's dtype, so the threshold is rounded to it first.
     const float t = scalar_tensor(threshold, a.dtype()).item<float>();
-    for (int64_t i = 0; i < rows * k; ++i)
-      if (std::fabs(x[i]) >= t) {
-        outlier_col[static_cast<size_t>(i % k)] = true;
-        x[i] = 0.0f;  // left out of the row's absmax and quantized as 0
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = x + r * k;
+      for (int64_t c = 0; c < k; ++c) {
+        const bool outlier = std::fabs(row[c]) >= t;
+        outlier_col[static_cast<size_t>(c)] |= static_cast<uint8_t>(outlier);
+        row[c] = outlier ? 0.0f : row[c];  // left out of the row's absmax and quantized as 0
       }
+    }
   }
   Int8Rows out;
   out.codes = empty({rows, k}, kInt8);

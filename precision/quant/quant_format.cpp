@@ -163,10 +163,10 @@ void quantize_int8_rows(const float* x, int64_t n, int64_t row, uint8_t* codes, 
       std::fill(codes + start, codes + start + len, uint8_t{0});
       continue;
     }
-    // |x| <= absmax, so every product lies in [-127, 127] (to within rounding).
+    // |x| <= absmax, so every product lies in [-127, 127] (to within rounding), well inside
+    // round_half_even's range.
     for (int64_t i = 0; i < len; ++i) {
-      const float scaled = x[start + i] * scale;
-      const float q = std::nearbyint(scaled);  // the default rounding mode: half to even
+      const float q = round_half_even(x[start + i] * scale);
       codes[start + i] = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int32_t>(q)));
     }
   }
