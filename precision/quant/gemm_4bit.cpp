@@ -209,13 +209,6 @@ void fill_dequantized(const void* context, int64_t r0, int64_t rows, int64_t p0,
   }
 }
 
-// Note [Dequantized block by block]: the compute-bound regime is weft's float32 GEMM computing
-// yᵀ = W · xᵀ, with W as its A made block by block: each cache block of W's rows is dequantized,
-// exactly, into a scratch of its thread and read there in place (twelve rows of it in L1 at a
-// time while xᵀ's packed panels pass by), so W never exists in float32 beyond a block and each
-// value is dequantized once. yᵀ is then transposed into y. (Dequantizing 4 MiB tiles of W and
-// multiplying them read the tiles back from beyond L2: batch 32, 4096², 2 threads, 6.3 ms,
-// twice weft's float32 linear.)
 // Values of W one work item of dequantized_rows dequantizes: 512 KiB of float32, in the core's L2.
 constexpr int64_t kItemValues = int64_t{1} << 17;
 
@@ -237,6 +230,13 @@ void dequantized_rows(const float* x, int64_t m, const Weights4bit& w, float* y,
   });
 }
 
+// Note [Dequantized block by block]: the compute-bound regime is weft's float32 GEMM computing
+// yᵀ = W · xᵀ, with W as its A made block by block: each cache block of W's rows is dequantized,
+// exactly, into a scratch of its thread and read there in place (twelve rows of it in L1 at a
+// time while xᵀ's packed panels pass by), so W never exists in float32 beyond a block and each
+// value is dequantized once. yᵀ is then transposed into y. (Dequantizing 4 MiB tiles of W and
+// multiplying them read the tiles back from beyond L2: batch 32, 4096², 2 threads, 6.3 ms,
+// twice weft's float32 linear.)
 void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
   if (m <= kFusedMaxRows) return dequantized_rows(x, m, w, y, isa);
   const DequantizedWeights source{&w, dequantize_kernel(isa)};
