@@ -10,6 +10,7 @@
 #include "precision/quant/gemm_4bit_kernels.h"
 #include "tensor/cpu/gemm/gemm.h"
 #include "tensor/error.h"
+#include "tensor/ops.h"
 #include "tensor/parallel.h"
 
 namespace weft::precision::quant {
@@ -240,16 +241,15 @@ void dequantized_rows(const float* x, int64_t m, const Weights4bit& w, float* y,
 void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
   if (m <= kFusedMaxRows) return dequantized_rows(x, m, w, y, isa);
   const DequantizedWeights source{&w, dequantize_kernel(isa)};
-  thread_local std::vector<float> yt;
-  yt.resize(static_cast<size_t>(w.n * m));
+  const Tensor yt = empty({w.n, m}, kFloat32);  // from the caching allocator: reused, and released by empty_cache
   // Runs of W's rows from a multiple of 64 values: whole bytes, 16 values at a time from a block's
   // start (a run from value 373 decoded its ends one value at a time and took twice the product).
   const weft::detail::GemmBlockSource rows{fill_dequantized, &source, 64};
-  weft::detail::gemm(w.n, m, w.k, rows, {x, 1, w.k, false}, yt.data(), m, false);
+  weft::detail::gemm(w.n, m, w.k, rows, {x, 1, w.k, false}, yt.data<float>(), m, false);
   // y = (yᵀ)ᵀ by 16 × 16 blocks, so both sides stay in L1; the threads take 16 rows of y each (on
   // one thread the other waited for it: 4 % of a 512×512 product at batch 128).
   constexpr int64_t kBlock = 16;
-  const float* from = yt.data();
+  const float* from = yt.data<float>();
   auto rows_of_y = [&](int64_t part) {
     const int64_t i0 = part * kBlock, i1 = std::min(m, i0 + kBlock);
     for (int64_t n0 = 0; n0 < w.n; n0 += kBlock)
