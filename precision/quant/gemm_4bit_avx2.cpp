@@ -73,6 +73,7 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
     __m256i acc[kRows];
     for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
     for (int64_t c = 0; c < chunks; ++c, w += 32) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + kWeightPrefetchBytes), _MM_HINT_T0);
       const ChunkValues t = look_up(w, table);
       for (int r = 0; r < kRows; ++r) {
         acc[r] = dot(acc[r], t.even, q[r], q_abs[r], ones);
@@ -125,6 +126,7 @@ void row_gemv(const Gemm4bitArgs& p, int64_t n, int64_t i) {
   auto block_dot = [&] {
     __m256i acc = _mm256_setzero_si256();
     for (int64_t c = 0; c < chunks; ++c, w += 32, q += 64, q_abs += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + kWeightPrefetchBytes), _MM_HINT_T0);
       const ChunkValues t = look_up(w, table);
       acc = dot(acc, t.even, q, q_abs, ones);
       acc = dot(acc, t.odd, q + 32, q_abs + 32, ones);

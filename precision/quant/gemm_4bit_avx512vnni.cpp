@@ -45,6 +45,7 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
     __m512i acc[kRows];
     for (int r = 0; r < kRows; ++r) acc[r] = _mm512_maskz_set1_epi32(1, -128 * q_sum[r][b]);
     for (int64_t c = 0; c < chunks; ++c, w += 32) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + kWeightPrefetchBytes), _MM_HINT_T0);
       const __m512i t = lookup(w, table);
       for (int r = 0; r < kRows; ++r) {
         acc[r] = _mm512_dpbusd_epi32(acc[r], t, _mm512_loadu_si512(q[r]));
