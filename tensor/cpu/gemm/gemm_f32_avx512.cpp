@@ -128,83 +128,56 @@ void dot_rows_avx512(const float* w, int64_t ldw, const float* x, int64_t k, int
   }
 }
 
-// One panel of B whose steps are rows of the source (B row-major): per step, its cols ≤ 32 values
-// and zeros past them, two zmm stores.
-void pack_b_panel_rows(const float* b, int64_t rs, int cols, int64_t kc, float* dst) {
-  const __mmask16 lo = lane_mask(cols), hi = lane_mask(cols - 16);
-  for (int64_t p = 0; p < kc; ++p, dst += kNr) {
-    _mm512_storeu_ps(dst, _mm512_maskz_loadu_ps(lo, b + p * rs));
-    _mm512_storeu_ps(dst + 16, _mm512_maskz_loadu_ps(hi, b + p * rs + 16));
-  }
+// The fast packers: one panel of `width` lanes per step (B: 32 columns, A: 12 rows) from a
+// source whose lanes are `lane_stride` apart and steps `step_stride` apart, zeros past `lanes`.
+//
+// Each step's lanes contiguous in the source (a row-major B, dYᵀ as A): masked loads, one masked
+// store per 16 lanes.
+void pack_panel_by_steps(const float* src, int64_t step_stride, int lanes, int64_t steps, int width, float* dst) {
+  for (int64_t p = 0; p < steps; ++p, dst += width)
+    for (int first = 0; first < width; first += 16)
+      _mm512_mask_storeu_ps(dst + first, lane_mask(width - first),
+                            _mm512_maskz_loadu_ps(lane_mask(lanes - first), src + p * step_stride + first));
 }
 
-// One panel of B whose columns are contiguous in the source (x·Wᵀ: B's columns are W's rows, cs
-// apart): 16 columns × 16 steps are one load per column and, transposed, one store per step.
-void pack_b_panel_columns(const float* b, int64_t cs, int cols, int64_t kc, float* dst) {
-  for (int half = 0; half < 2; ++half) {
-    const int first = half * 16, count = cols - first;
-    for (int64_t p0 = 0; p0 < kc; p0 += 16) {
-      const int steps = kc - p0 < 16 ? static_cast<int>(kc - p0) : 16;
+// Each lane's steps contiguous in the source (x·Wᵀ's B, a row-major A): 16 lanes × 16 steps are
+// one load per lane and, transposed in registers, one store per step.
+void pack_panel_by_lanes(const float* src, int64_t lane_stride, int lanes, int64_t steps, int width, float* dst) {
+  for (int first = 0; first < width; first += 16) {
+    const int count = lanes - first;
+    const __mmask16 store = lane_mask(width - first);
+    for (int64_t p0 = 0; p0 < steps; p0 += 16) {
+      const int run = steps - p0 < 16 ? static_cast<int>(steps - p0) : 16;
       __m512i r[16];
-      for (int c = 0; c < 16; ++c)
-        r[c] = c < count ? _mm512_castps_si512(_mm512_maskz_loadu_ps(lane_mask(steps), b + (first + c) * cs + p0))
+      for (int l = 0; l < 16; ++l)
+        r[l] = l < count ? _mm512_castps_si512(_mm512_maskz_loadu_ps(lane_mask(run), src + (first + l) * lane_stride + p0))
                          : _mm512_setzero_si512();
       transpose16x16_epi32(r);
-      for (int q = 0; q < steps; ++q) _mm512_storeu_si512(dst + (p0 + q) * kNr + first, r[q]);
+      for (int q = 0; q < run; ++q) _mm512_mask_storeu_ps(dst + (p0 + q) * width + first, store, _mm512_castsi512_ps(r[q]));
     }
   }
 }
 
-// B(p, j) = src[p·rs + j·cs], float32 with either stride 1; dst: panels of kc×32, columns past nc
-// zero. The portable packer (packing.cpp) is the reference and takes bfloat16 and other strides.
+// Panels of `width` lanes over all `lanes`, float32 with either stride 1; false for other layouts
+// and bfloat16 (the portable packer in packing.cpp, the reference, takes those).
+bool pack_panels(const void* src, bool bf16, int64_t lane_stride, int64_t step_stride, int64_t lanes, int64_t steps,
+                 int width, float* dst) {
+  if (bf16 || (lane_stride != 1 && step_stride != 1)) return false;
+  const auto* x = static_cast<const float*>(src);
+  for (int64_t l0 = 0; l0 < lanes; l0 += width, dst += steps * width) {
+    const int count = lanes - l0 < width ? static_cast<int>(lanes - l0) : width;
+    if (lane_stride == 1) pack_panel_by_steps(x + l0, step_stride, count, steps, width, dst);
+    else pack_panel_by_lanes(x + l0 * lane_stride, lane_stride, count, steps, width, dst);
+  }
+  return true;
+}
+
+// B(p, j) = src[p·rs + j·cs] into panels of kc×32; A(i, p) = src[i·rs + p·cs] into panels of kc×12.
 bool pack_b_avx512(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* dst) {
-  if (bf16 || (cs != 1 && rs != 1)) return false;
-  const auto* b = static_cast<const float*>(src);
-  for (int64_t j0 = 0; j0 < nc; j0 += kNr, dst += kc * kNr) {
-    const int cols = nc - j0 < kNr ? static_cast<int>(nc - j0) : kNr;
-    if (cs == 1) pack_b_panel_rows(b + j0, rs, cols, kc, dst);
-    else pack_b_panel_columns(b + j0 * cs, cs, cols, kc, dst);
-  }
-  return true;
+  return pack_panels(src, bf16, cs, rs, nc, kc, kNr, dst);
 }
-
-// Packing A (float32) into panels of kc×12 by the two layouts the portable packer would copy one
-// value at a time; each step's 12 lanes go out as one masked store.
-//
-// One panel of `rows` ≤ 12 rows whose columns are contiguous (A(i, p) = a[i + p·cs]: dYᵀ of the
-// weight gradients): each step is one masked load.
-void pack_a_panel_columns(const float* a, int64_t cs, int rows, int64_t kc, float* dst) {
-  const __mmask16 live = lane_mask(rows), twelve = lane_mask(kMr);
-  for (int64_t p = 0; p < kc; ++p) _mm512_mask_storeu_ps(dst + p * kMr, twelve, _mm512_maskz_loadu_ps(live, a + p * cs));
-}
-
-// One panel whose rows are contiguous along K (A(i, p) = a[i·rs + p]: a row-major A taller than
-// the in-place limit, the squares): 16 steps of the 12 rows are transposed in registers, as 16
-// rows of which the last four are zero.
-void pack_a_panel_rows(const float* a, int64_t rs, int rows, int64_t kc, float* dst) {
-  const __mmask16 twelve = lane_mask(kMr);
-  for (int64_t p0 = 0; p0 < kc; p0 += 16) {
-    const int steps = kc - p0 < 16 ? static_cast<int>(kc - p0) : 16;
-    __m512i r[16];
-    for (int i = 0; i < 16; ++i)
-      r[i] = i < rows ? _mm512_castps_si512(_mm512_maskz_loadu_ps(lane_mask(steps), a + i * rs + p0))
-                      : _mm512_setzero_si512();
-    transpose16x16_epi32(r);
-    for (int q = 0; q < steps; ++q) _mm512_mask_storeu_ps(dst + (p0 + q) * kMr, twelve, _mm512_castsi512_ps(r[q]));
-  }
-}
-
-// A(i, p) = src[i·rs + p·cs], float32 with either stride 1; dst: panels of kc×12, rows past mc
-// zero. The portable packer (packing.cpp) is the reference and takes bfloat16 and other strides.
 bool pack_a_avx512(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst) {
-  if (bf16 || (cs != 1 && rs != 1)) return false;
-  const auto* a = static_cast<const float*>(src);
-  for (int64_t i0 = 0; i0 < mc; i0 += kMr, dst += kc * kMr) {
-    const int rows = mc - i0 < kMr ? static_cast<int>(mc - i0) : kMr;
-    if (cs == 1) pack_a_panel_rows(a + i0 * rs, rs, rows, kc, dst);
-    else pack_a_panel_columns(a + i0, cs, rows, kc, dst);
-  }
-  return true;
+  return pack_panels(src, bf16, rs, cs, mc, kc, kMr, dst);
 }
 
 }  // namespace
