@@ -239,11 +239,11 @@ void repack_int8_matrix(PackedInt8Matrix& packed, const int8_t* b, int64_t n, in
   const Kernel kernel = kernel_for(isa);
   // A refused B leaves `packed` empty, never a packing that skipped its check. The scalar
   // reference keeps B as it is, so it is scanned here; the packers check what they pack.
-  if (kernel.panel == nullptr && holds_minus_128(b, n * k)) {
-    packed = PackedInt8Matrix();
-    fail_minus_128(b, n * k, "B");
-  }
   if (kernel.panel == nullptr) {
+    if (holds_minus_128(b, n * k)) {
+      packed = PackedInt8Matrix();
+      fail_minus_128(b, n * k, "B");
+    }
     packed.prepare(n, k, isa, 0, 0);
     packed.data_.assign(b, b + n * k);
     return;
