@@ -6,7 +6,9 @@
 //        steps, or --steps) and bytes sent per step per rank, counted by the process group and measured as the
 //        bytes the process wrote to sockets and files (/proc/self/io wchar, which is what Gloo's
 //        writev calls count in; PyTorch's peer reads the same counter); `--bucket-view on` gives DDP
-//        gradient_as_bucket_view, `--comm-hook fp16|bf16` its 16-bit compressing comm hook
+//        gradient_as_bucket_view, `--comm-hook fp16|bf16` its 16-bit compressing comm hook,
+//        `--bucket-launch auto|as_ready|at_end` when its buckets travel (the JSON's bucket_launch
+//        says what auto chose)
 //   weft-run -n N bench_distributed memory --strategy ddp|fsdp|zero2   an MLP of `--layers` square
 //        layers of `--width` (Ψ parameters), bf16-mixed parameters under AdamW: the model-state
 //        bytes each rank keeps between steps (parameters + gradients + optimizer state, summed over
@@ -43,6 +45,7 @@ struct Args {
   bool low_precision_grads = true;  // memory: the sharded stages' keep_low_precision_grads
   bool bucket_view = false;         // step, ddp: gradient_as_bucket_view
   std::string comm_hook = "none";   // step, ddp: none, fp16 or bf16 (DDPCommHook)
+  std::string bucket_launch = "auto";  // step, ddp: auto, as_ready or at_end (DDPBucketLaunch)
 };
 
 Args parse(int argc, char** argv) {
@@ -63,6 +66,11 @@ Args parse(int argc, char** argv) {
                  "[bench_distributed] expected --comm-hook none, fp16 or bf16, got ", value);
       a.comm_hook = value;
     }
+    else if (flag == "--bucket-launch") {
+      WEFT_CHECK(value == "auto" || value == "as_ready" || value == "at_end",
+                 "[bench_distributed] expected --bucket-launch auto, as_ready or at_end, got ", value);
+      a.bucket_launch = value;
+    }
     else if (flag == "--grads") {
       WEFT_CHECK(value == "bf16" || value == "fp32", "[bench_distributed] expected --grads bf16 or fp32, got ", value);
       a.low_precision_grads = value == "bf16";
@@ -70,8 +78,9 @@ Args parse(int argc, char** argv) {
     else throw Error("[bench_distributed] unknown option " + flag);
   }
   WEFT_CHECK(a.mode == "step" || a.mode == "memory", "[bench_distributed] expected mode step or memory, got ", a.mode);
-  WEFT_CHECK((!a.bucket_view && a.comm_hook == "none") || (a.mode == "step" && a.strategy == "ddp"),
-             "[bench_distributed] --bucket-view and --comm-hook are DDP options of step mode, got mode ", a.mode,
+  WEFT_CHECK((!a.bucket_view && a.comm_hook == "none" && a.bucket_launch == "auto") ||
+                 (a.mode == "step" && a.strategy == "ddp"),
+             "[bench_distributed] --bucket-view, --comm-hook and --bucket-launch are DDP options of step mode, got mode ", a.mode,
              " with strategy ", a.strategy);
   return a;
 }
@@ -126,7 +135,10 @@ distributed::DDPOptions ddp_options(const Args& a) {
   const auto hook = a.comm_hook == "fp16"   ? distributed::DDPCommHook::Fp16Compress
                     : a.comm_hook == "bf16" ? distributed::DDPCommHook::Bf16Compress
                                             : distributed::DDPCommHook::AllReduce;
-  return {.gradient_as_bucket_view = a.bucket_view, .comm_hook = hook};
+  const auto launch = a.bucket_launch == "as_ready" ? distributed::DDPBucketLaunch::AsReady
+                      : a.bucket_launch == "at_end" ? distributed::DDPBucketLaunch::AtEnd
+                                                    : distributed::DDPBucketLaunch::Auto;
+  return {.gradient_as_bucket_view = a.bucket_view, .comm_hook = hook, .bucket_launch = launch};
 }
 
 void step_mode(const Args& a) {
@@ -157,14 +169,17 @@ void step_mode(const Args& a) {
   written = (bytes_written() - written) / a.steps;
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2], p90 = ms[ms.size() * 9 / 10];
+  const auto* ddp = dynamic_cast<const distributed::DistributedDataParallelImpl*>(wrapped.get());
+  const std::string launch = ddp ? distributed::bucket_launch_name(ddp->bucket_launch()) : "none";
   if (pg->rank() == 0) {
     std::printf("weft %-5s %d ranks: %.2f ms/step (p90 %.2f), %lld bytes sent per step (counted), %lld written\n",
                 a.strategy.c_str(), world, median, p90, static_cast<long long>(sent), static_cast<long long>(written));
     std::printf("{\"program\": \"weft bench_distributed\", \"mode\": \"step\", \"strategy\": \"%s\", \"ranks\": %d, "
-                "\"cpus_per_rank\": %zu, \"bucket_view\": %s, \"comm_hook\": \"%s\", \"median_ms\": %.3f, "
+                "\"cpus_per_rank\": %zu, \"bucket_view\": %s, \"comm_hook\": \"%s\", \"bucket_launch\": \"%s\", "
+                "\"median_ms\": %.3f, "
                 "\"p90_ms\": %.3f, \"bytes_sent_per_step\": %lld, \"bytes_written_per_step\": %lld}\n",
                 a.strategy.c_str(), world, distributed::allowed_cpus().size(), a.bucket_view ? "true" : "false",
-                a.comm_hook.c_str(), median, p90, static_cast<long long>(sent), static_cast<long long>(written));
+                a.comm_hook.c_str(), launch.c_str(), median, p90, static_cast<long long>(sent), static_cast<long long>(written));
   }
 }
 

@@ -3,25 +3,52 @@
 
 #include <algorithm>
 #include <optional>
+#include <thread>
+#include <utility>
 
 #include "distributed/coalesce.h"
+#include "distributed/launcher.h"
 #include "distributed/reduce_kernels.h"
+#include "distributed/rendezvous.h"
 #include "nn/lazy.h"
 #include "tensor/autograd.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
+#include "tensor/parallel.h"
 
 namespace weft::distributed {
 namespace {
 
+// One all-reduce of gradients: a bucket's (AsReady) or every bucket of one dtype at once (AtEnd).
+// With a compressing comm hook the values travel in `wire`, cast and divided before they leave.
+struct Transfer {
+  Tensor buffer;
+  Tensor wire;  // the buffer as a compressing comm hook sends it (undefined without one)
+  std::shared_ptr<Work> work;
+
+  void start(ProcessGroup& pg) {
+    if (!wire.defined()) {
+      work = pg.all_reduce(buffer, ReduceOp::Avg);
+      return;
+    }
+    detail::cast_and_divide(buffer.dtype(), buffer.data_ptr(), wire.dtype(), wire.data_ptr(),
+                            static_cast<size_t>(buffer.numel()), static_cast<double>(pg.size()));
+    work = pg.all_reduce(wire, ReduceOp::Sum);
+  }
+  void complete() {
+    if (!work) return;
+    work->wait();
+    work.reset();
+    if (wire.defined()) buffer.copy_(wire);
+  }
+};
+
 struct Bucket {
-  std::vector<size_t> params;  // indices into Reducer::params, in their order in `buffer`
+  std::vector<size_t> params;  // indices into Reducer::params, in their order in its buffer
   DType dtype = kFloat32;
   int64_t numel = 0;
   size_t pending = 0;  // parameters not ready yet in this backward
-  Tensor buffer;
-  Tensor wire;  // the bucket as a compressing comm hook sends it (undefined without one)
-  std::shared_ptr<Work> work;
+  Transfer transfer;   // views of its place in the flat buffer of its dtype
 };
 
 // The dtype a compressing comm hook sends buckets in; none for the plain all-reduce.
@@ -34,7 +61,43 @@ std::optional<DType> wire_dtype(DDPCommHook hook) {
   return std::nullopt;
 }
 
+// The CPUs of this machine one rank can count on: its affinity mask, or its share of the machine
+// when the ranks on this host share it.
+int cpus_per_rank(int local_ranks) {
+  const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int allowed = static_cast<int>(allowed_cpus().size());
+  return std::max(1, std::min(allowed, machine / std::max(1, local_ranks)));
+}
+
 }  // namespace
+
+// Note [When buckets travel]: PyTorch's DDP starts a bucket's all-reduce as soon as its
+// gradients are in, so that sending overlaps the rest of backward. That hides the time a network
+// takes, and costs nothing where a spare core (or a GPU's copy engines) moves the bytes. A Gloo
+// group whose ranks share one host has neither: every byte is copied through the kernel's sockets
+// by this machine's CPUs, and when the ranks' compute threads already fill them, an early
+// all-reduce only takes CPU time from backward, preempts it at each wake-up of the communication
+// threads and adds a collective. Measured on a 2-core Xeon, the example MLP on 2 ranks (2.68 MB of
+// gradients, PyTorch's bucket sizes: a 1 MB bucket launched early, the rest at the end): 5.5–6.5 ms
+// per step; the same two buckets both sent at the end, one after the other, 5.9–7.1 ms; one
+// all-reduce of all of them at the end, 4.8–5.4 ms. So Auto sends everything in one all-reduce per
+// dtype after backward where the group is on the CPU, on one host, and the ranks have no CPU beyond
+// their compute threads; anywhere else it launches as PyTorch does. Bucket boundaries never change
+// a value: both modes average the same elements, bit for bit.
+DDPBucketLaunch resolve_bucket_launch(DDPBucketLaunch requested, bool cpu_group, bool one_host, int cpus_per_rank,
+                                      int compute_threads) {
+  if (requested != DDPBucketLaunch::Auto) return requested;
+  return cpu_group && one_host && cpus_per_rank <= compute_threads ? DDPBucketLaunch::AtEnd : DDPBucketLaunch::AsReady;
+}
+
+std::string bucket_launch_name(DDPBucketLaunch launch) {
+  switch (launch) {
+    case DDPBucketLaunch::Auto: return "auto";
+    case DDPBucketLaunch::AsReady: return "as_ready";
+    case DDPBucketLaunch::AtEnd: return "at_end";
+  }
+  return "?";
+}
 
 // Note [DDP reducer state]: `armed` is set by a forward that synchronises and cleared by finish();
 // hooks of a backward that was not armed (no_sync) do nothing. finish() runs once per armed
@@ -44,9 +107,11 @@ struct DistributedDataParallelImpl::Reducer {
   std::vector<Tensor> params;
   std::vector<Tensor> slots;  // each parameter's place in its bucket, shaped as the parameter
   bool grads_are_slots = false;
+  bool at_end = false;  // DDPBucketLaunch::AtEnd
   std::vector<size_t> bucket_of;
   std::vector<bool> ready;
   std::vector<Bucket> buckets;
+  std::vector<Transfer> flats;  // per dtype, in order of first appearance: its buckets back to back
   size_t next_to_launch = 0;
   bool armed = false;
   bool finish_queued = false;
@@ -55,10 +120,18 @@ struct DistributedDataParallelImpl::Reducer {
     std::fill(ready.begin(), ready.end(), false);
     for (auto& b : buckets) {
       b.pending = b.params.size();
-      b.work.reset();
+      b.transfer.work.reset();
     }
+    for (auto& f : flats) f.work.reset();
     next_to_launch = 0;
     finish_queued = false;
+  }
+
+  // Waits for every transfer in flight (a backward that threw before its end leaves some).
+  void settle() {
+    for (auto& b : buckets) b.transfer.complete();
+    for (auto& f : flats) f.complete();
+    reset();
   }
 
   bool grad_is_slot(size_t i) const {
@@ -66,22 +139,19 @@ struct DistributedDataParallelImpl::Reducer {
     return g.defined() && g.data_ptr() == slots[i].data_ptr();
   }
 
-  void launch(Bucket& b) {
+  void gather(const Bucket& b) {
     NoGradGuard no_grad;
     for (const size_t i : b.params)
       if (!grad_is_slot(i)) slots[i].copy_(params[i].grad());
-    if (!b.wire.defined()) {
-      b.work = pg->all_reduce(b.buffer, ReduceOp::Avg);
-      return;
-    }
-    detail::cast_and_divide(b.dtype, b.buffer.data_ptr(), b.wire.dtype(), b.wire.data_ptr(),
-                            static_cast<size_t>(b.numel), static_cast<double>(pg->size()));
-    b.work = pg->all_reduce(b.wire, ReduceOp::Sum);
   }
 
   // Launches full buckets in index order, so every rank issues the same sequence.
   void launch_ready() {
-    while (next_to_launch < buckets.size() && buckets[next_to_launch].pending == 0) launch(buckets[next_to_launch++]);
+    while (next_to_launch < buckets.size() && buckets[next_to_launch].pending == 0) {
+      Bucket& b = buckets[next_to_launch++];
+      gather(b);
+      b.transfer.start(*pg);
+    }
   }
 
   void on_grad_ready(size_t i) {
@@ -92,11 +162,11 @@ struct DistributedDataParallelImpl::Reducer {
     }
     ready[i] = true;
     --buckets[bucket_of[i]].pending;
-    launch_ready();
+    if (!at_end) launch_ready();
   }
 
-  // End of backward: parameters without a gradient count as zeros; wait for every bucket and
-  // copy the averages back (or point the gradients at them).
+  // End of backward: parameters without a gradient count as zeros; send what has not left yet,
+  // wait for every transfer and copy the averages back (or point the gradients at them).
   void finish() {
     armed = false;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -106,17 +176,21 @@ struct DistributedDataParallelImpl::Reducer {
       ready[i] = true;
       --buckets[bucket_of[i]].pending;
     }
-    launch_ready();
     NoGradGuard no_grad;
-    for (auto& b : buckets) {
-      b.work->wait();
-      if (b.wire.defined()) b.buffer.copy_(b.wire);
+    if (at_end) {
+      for (const auto& b : buckets) gather(b);
+      for (auto& f : flats) f.start(*pg);
+      for (auto& f : flats) f.complete();
+    } else {
+      launch_ready();
+      for (auto& b : buckets) b.transfer.complete();
+    }
+    for (const auto& b : buckets)
       for (const size_t i : b.params) {
         if (grad_is_slot(i)) continue;
         if (grads_are_slots) params[i].set_grad(slots[i]);
         else params[i].grad().copy_(slots[i]);
       }
-    }
     reset();
   }
 };
@@ -162,17 +236,46 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<nn::Mod
     b.numel += p.numel();
     r.bucket_of[k] = r.buckets.size() - 1;
   }
+  // One flat buffer per dtype holds its buckets back to back, so that AtEnd sends it whole.
   r.slots.resize(r.params.size());
   const std::optional<DType> wire = wire_dtype(options.comm_hook);
-  for (auto& b : r.buckets) {
-    b.buffer = zeros({b.numel}, TensorOptions(b.dtype));
-    if (wire) b.wire = empty({b.numel}, TensorOptions(*wire));
+  std::vector<int64_t> flat_of(r.buckets.size()), offset_in_flat(r.buckets.size());
+  std::vector<std::pair<DType, int64_t>> flat_sizes;
+  for (size_t j = 0; j < r.buckets.size(); ++j) {
+    const Bucket& b = r.buckets[j];
+    auto it = std::find_if(flat_sizes.begin(), flat_sizes.end(), [&](const auto& f) { return f.first == b.dtype; });
+    if (it == flat_sizes.end()) it = flat_sizes.insert(flat_sizes.end(), {b.dtype, 0});
+    flat_of[j] = it - flat_sizes.begin();
+    offset_in_flat[j] = it->second;
+    it->second += b.numel;
+  }
+  for (const auto& [dtype, numel] : flat_sizes) {
+    Transfer& f = r.flats.emplace_back();
+    f.buffer = zeros({numel}, TensorOptions(dtype));
+    if (wire) f.wire = empty({numel}, TensorOptions(*wire));
+  }
+  for (size_t j = 0; j < r.buckets.size(); ++j) {
+    Bucket& b = r.buckets[j];
+    const Transfer& f = r.flats[static_cast<size_t>(flat_of[j])];
+    b.transfer.buffer = f.buffer.narrow(0, offset_in_flat[j], b.numel);
+    if (wire) b.transfer.wire = f.wire.narrow(0, offset_in_flat[j], b.numel);
     int64_t offset = 0;
     for (const size_t i : b.params) {
-      r.slots[i] = b.buffer.narrow(0, offset, r.params[i].numel()).view(r.params[i].shape());
+      r.slots[i] = b.transfer.buffer.narrow(0, offset, r.params[i].numel()).view(r.params[i].shape());
       offset += r.params[i].numel();
     }
   }
+  // The ranks on this host, as the launcher tells them; a group made without one runs here.
+  int local_ranks = pg_->size();
+  bool one_host = true;
+  if (launched_by_launcher()) {
+    const DistEnv env = read_dist_env(false);
+    local_ranks = env.local_world_size;
+    one_host = env.local_world_size == env.world_size;
+  }
+  launch_ = resolve_bucket_launch(options.bucket_launch, pg_->device().is_cpu(), one_host, cpus_per_rank(local_ranks),
+                                  num_threads());
+  r.at_end = launch_ == DDPBucketLaunch::AtEnd;
   r.grads_are_slots = options.gradient_as_bucket_view;
   r.reset();
   std::weak_ptr<Reducer> weak = reducer_;
@@ -189,11 +292,7 @@ Tensor DistributedDataParallelImpl::forward(const Tensor& input) {
     const auto buffers = module_->buffers();
     if (!buffers.empty()) broadcast_coalesced(*pg_, buffers, 0);
   }
-  if (reducer_->finish_queued) {  // the last backward threw before its end: settle, then start afresh
-    for (auto& b : reducer_->buckets)
-      if (b.work) b.work->wait();
-    reducer_->reset();
-  }
+  if (reducer_->finish_queued) reducer_->settle();  // the last backward threw before its end
   reducer_->armed = autograd::grad_mode_enabled() && sync_enabled_;
   return module_->call(input);
 }
@@ -203,5 +302,7 @@ std::vector<std::vector<size_t>> DistributedDataParallelImpl::bucket_layout() co
   for (const auto& b : reducer_->buckets) layout.push_back(b.params);
   return layout;
 }
+
+DDPBucketLaunch DistributedDataParallelImpl::bucket_launch() const { return launch_; }
 
 }  // namespace weft::distributed

@@ -31,6 +31,13 @@
 // network, and every averaged gradient carries the 16-bit roundings (a float16 gradient below
 // 2^-25 · world size becomes zero, so Bf16Compress is the safer choice without loss scaling).
 //
+// When the buckets travel (bucket_launch): AsReady starts each bucket's all-reduce as soon as its
+// gradients are in, overlapping backward, as PyTorch's DDP does. AtEnd waits for the end of
+// backward and sends every bucket of a dtype in one all-reduce. Auto, the default, picks AtEnd
+// for CPU process groups whose ranks all share this host and have no CPU beyond their compute
+// threads, and AsReady otherwise (Note [When buckets travel] in ddp.cpp says why);
+// bucket_launch() tells which one a DDP uses.
+//
 // Gradient accumulation: forward passes run under no_sync() leave their backward passes local;
 // the first forward after it synchronises the accumulated sums.
 //
@@ -51,13 +58,24 @@ namespace weft::distributed {
 // PyTorch's allreduce_hook, fp16_compress_hook and bf16_compress_hook.
 enum class DDPCommHook { AllReduce, Fp16Compress, Bf16Compress };
 
+enum class DDPBucketLaunch { Auto, AsReady, AtEnd };
+
 struct DDPOptions {
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;
   bool broadcast_buffers = true;  // rank 0's buffers at every forward (parameters only at construction)
   bool gradient_as_bucket_view = false;
   DDPCommHook comm_hook = DDPCommHook::AllReduce;
+  DDPBucketLaunch bucket_launch = DDPBucketLaunch::Auto;
 };
+
+// Auto's rule, from the facts the constructor reads (cpu_group: the process group reduces in CPU
+// memory; one_host: every rank runs on this machine; cpus_per_rank: this machine's CPUs a rank
+// can count on; compute_threads: num_threads()). Returns AsReady or AtEnd; a requested mode other
+// than Auto is returned as it is.
+DDPBucketLaunch resolve_bucket_launch(DDPBucketLaunch requested, bool cpu_group, bool one_host, int cpus_per_rank,
+                                      int compute_threads);
+std::string bucket_launch_name(DDPBucketLaunch launch);
 
 class DistributedDataParallelImpl : public nn::Module {
  public:
@@ -95,12 +113,15 @@ class DistributedDataParallelImpl : public nn::Module {
   // How the gradients are bucketed: per bucket, indices into the parameters that require grad
   // (in parameters() order).
   std::vector<std::vector<size_t>> bucket_layout() const;
+  // AsReady or AtEnd: what the options' bucket_launch came to on this rank.
+  DDPBucketLaunch bucket_launch() const;
 
  private:
   struct Reducer;
   std::shared_ptr<nn::Module> module_;
   std::shared_ptr<ProcessGroup> pg_;
   DDPOptions options_;
+  DDPBucketLaunch launch_ = DDPBucketLaunch::AsReady;
   bool sync_enabled_ = true;
   std::shared_ptr<Reducer> reducer_;
 };

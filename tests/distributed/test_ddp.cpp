@@ -1,19 +1,28 @@
 // DistributedDataParallel: N ∈ {1, 2, 3, 4} ranks on shares of a global batch end where one
 // process on the whole batch ends, in every precision the CPU runs, with SGD (momentum) and AdamW;
-// gradients are reduced in buckets while backward runs; no_sync accumulates locally; gradients
+// gradients are reduced in buckets while backward runs, or (AtEnd) in one all-reduce per dtype after
+// it, as Auto decides from the machine; no_sync accumulates locally; gradients
 // can live in the buckets (gradient_as_bucket_view); the 16-bit comm hooks average with PyTorch's
 // roundings; rank 0's parameters win at construction; lazy and mismatched models are refused.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <thread>
+
+#include "tensor/all.h"
 #include "train_helpers.h"
 
 using namespace weft;
+using distributed::DDPBucketLaunch;
 using distributed::DistributedDataParallel;
 
 namespace {
 
 const std::vector<std::string> kPrecisions = {"32-true", "64-true", "bf16-true", "16-true", "bf16-mixed"};
 const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
+// Both explicit launch modes, with the prefix their results are saved under.
+const std::vector<std::pair<DDPBucketLaunch, std::string>> kLaunches = {{DDPBucketLaunch::AsReady, "ready_"},
+                                                                         {DDPBucketLaunch::AtEnd, "end_"}};
 constexpr int kSteps = 4;
 
 // One training loop as a precision plugin runs it (what Fabric does for a step).
@@ -38,20 +47,22 @@ void train(precision::Precision& plugin, const std::function<Tensor(const Tensor
 
 WEFT_RANK_WORKER(ddp_equivalence) {
   auto pg = test::init_group();
-  for (const auto& p : kPrecisions)
-    for (const auto& o : kOptimizers) {
-      auto plugin = precision::make_precision(p, "cpu");
-      auto model = test::make_mlp(1234 + static_cast<uint64_t>(pg->rank()));  // rank 0's must win
-      plugin->convert_module(*model);
-      DistributedDataParallel ddp(model, pg, {.bucket_cap_mb = 0.0003, .first_bucket_cap_mb = 0.0001});
-      auto opt = test::make_optimizer(o, ddp->parameters());
-      train(*plugin, [&](const Tensor& x) { return ddp(x); }, ddp.ptr().get(), *opt, pg->rank(), pg->size(), kSteps);
-      test::save_result(pg->rank(), model->state_dict(), p + "_" + o + "_");
-    }
+  for (const auto& [launch, launch_prefix] : kLaunches)
+    for (const auto& p : kPrecisions)
+      for (const auto& o : kOptimizers) {
+        auto plugin = precision::make_precision(p, "cpu");
+        auto model = test::make_mlp(1234 + static_cast<uint64_t>(pg->rank()));  // rank 0's must win
+        plugin->convert_module(*model);
+        DistributedDataParallel ddp(model, pg,
+                                    {.bucket_cap_mb = 0.0003, .first_bucket_cap_mb = 0.0001, .bucket_launch = launch});
+        auto opt = test::make_optimizer(o, ddp->parameters());
+        train(*plugin, [&](const Tensor& x) { return ddp(x); }, ddp.ptr().get(), *opt, pg->rank(), pg->size(), kSteps);
+        test::save_result(pg->rank(), model->state_dict(), launch_prefix + p + "_" + o + "_");
+      }
   return 0;
 }
 
-TEST_CASE("DDP at 1-4 ranks matches one process on the full batch, in every CPU precision") {
+TEST_CASE("DDP at 1-4 ranks matches one process on the full batch, in every CPU precision and launch mode") {
   std::map<std::string, nn::TensorDict> reference;
   for (const auto& p : kPrecisions)
     for (const auto& o : kOptimizers) {
@@ -67,17 +78,21 @@ TEST_CASE("DDP at 1-4 ranks matches one process on the full batch, in every CPU 
     const auto run = test::run_ranks(n, "ddp_equivalence");
     INFO(run.logs());
     REQUIRE(run.ok());
-    for (const auto& entry : reference) {
-      const auto& name = entry.first;  // named: clang 14 refuses bindings in CAPTURE's lambda
-      const auto& ref = entry.second;
-      CAPTURE(name);
-      const nn::TensorDict r0 = run.result(0, name);
-      for (int r = 1; r < n; ++r) CHECK(test::bitwise_equal(run.result(r, name), r0));  // ranks never drift apart
-      const std::string precision = name.substr(0, name.find('_'));
-      const std::string optimizer = name.substr(name.find('_') + 1, name.rfind('_') - name.find('_') - 1);
-      std::string why;
-      CHECK_MESSAGE(test::close_enough(r0, ref, precision, optimizer, kSteps, &why), why);
-    }
+    for (const auto& launch : kLaunches)
+      for (const auto& entry : reference) {
+        const auto& name = entry.first;  // named: clang 14 refuses bindings in CAPTURE's lambda
+        const auto& ref = entry.second;
+        const std::string key = launch.second + name;
+        CAPTURE(key);
+        const nn::TensorDict r0 = run.result(0, key);
+        for (int r = 1; r < n; ++r) CHECK(test::bitwise_equal(run.result(r, key), r0));  // ranks never drift apart
+        // Two ranks add own + peer's whatever the buckets, so both modes give the same bits.
+        if (n == 2) CHECK(test::bitwise_equal(run.result(0, "end_" + name), run.result(0, "ready_" + name)));
+        const std::string precision = name.substr(0, name.find('_'));
+        const std::string optimizer = name.substr(name.find('_') + 1, name.rfind('_') - name.find('_') - 1);
+        std::string why;
+        CHECK_MESSAGE(test::close_enough(r0, ref, precision, optimizer, kSteps, &why), why);
+      }
   }
 }
 
@@ -90,7 +105,8 @@ WEFT_RANK_WORKER(ddp_buckets_overlap) {
   int64_t issued_when_first_layer_ready = -1;
   first->weight.register_post_accumulate_grad_hook(
       [&](Tensor&) { issued_when_first_layer_ready = pg->stats().collectives; });
-  DistributedDataParallel ddp(model, pg, {.bucket_cap_mb = 0.00005, .first_bucket_cap_mb = 0.00001});
+  DistributedDataParallel ddp(
+      model, pg, {.bucket_cap_mb = 0.00005, .first_bucket_cap_mb = 0.00001, .bucket_launch = DDPBucketLaunch::AsReady});
   const size_t buckets = ddp->bucket_layout().size();
   test::require(buckets >= 3, "expected several buckets, got " + std::to_string(buckets));
   const test::Batch b = test::local_rows(test::global_batch(0), pg->rank(), pg->size());
@@ -109,6 +125,119 @@ WEFT_RANK_WORKER(ddp_buckets_overlap) {
 
 TEST_CASE("DDP reduces gradients in buckets, launched while backward still runs") {
   const auto run = test::run_ranks(2, "ddp_buckets_overlap");
+  INFO(run.logs());
+  CHECK(run.ok());
+}
+
+namespace {
+
+// Two layers of different dtypes side by side: DDP keeps one flat buffer per dtype.
+struct TwoDtypesImpl : nn::Module {
+  nn::Linear narrow{nullptr}, wide{nullptr};
+  TwoDtypesImpl() {
+    manual_seed(41);
+    narrow = register_module("narrow", nn::Linear(test::kIn, test::kOut));
+    wide = register_module("wide", nn::Linear(test::kIn, test::kOut));
+    wide->to(kFloat64);
+  }
+  Tensor forward(const Tensor& x) override { return narrow(x) + wide(x.to(kFloat64)).to(kFloat32); }
+};
+
+}  // namespace
+
+// AtEnd: nothing leaves while backward runs; then one all-reduce per dtype carries every bucket,
+// the dtype whose bucket comes first (reverse registration order) first.
+WEFT_RANK_WORKER(ddp_buckets_at_end) {
+  auto pg = test::init_group();
+  const test::Batch b = test::local_rows(test::global_batch(0), pg->rank(), pg->size());
+  for (const auto& [launch, prefix] : kLaunches) {
+    auto model = test::make_mlp(7);
+    int64_t issued_when_first_layer_ready = -1;
+    model->at<nn::LinearImpl>(0)->weight.register_post_accumulate_grad_hook(
+        [&](Tensor&) { issued_when_first_layer_ready = pg->stats().collectives; });
+    DistributedDataParallel ddp(model, pg,
+                                {.bucket_cap_mb = 0.00005, .first_bucket_cap_mb = 0.00001, .bucket_launch = launch});
+    test::require(ddp->bucket_launch() == launch, "bucket_launch() is not the mode asked for");
+    test::require(ddp->bucket_layout().size() >= 3, "expected several buckets");
+    auto mixed = std::make_shared<TwoDtypesImpl>();
+    DistributedDataParallel two(std::static_pointer_cast<nn::Module>(mixed), pg,
+                                {.bucket_cap_mb = 0.00005, .first_bucket_cap_mb = 0.00001, .bucket_launch = launch});
+    pg->reset_stats();
+    pg->set_recording(true);
+    cross_entropy(ddp(b.x), b.y).backward();
+    const auto mlp_records = pg->records();
+    pg->set_recording(false);
+    pg->set_recording(true);
+    cross_entropy(two(b.x), b.y).backward();
+    const auto two_records = pg->records();
+    pg->set_recording(false);
+    test::save_result(pg->rank(), test::gradients_of(*model), prefix + "mlp_");
+    test::save_result(pg->rank(), test::gradients_of(*mixed), prefix + "two_");
+    if (launch != DDPBucketLaunch::AtEnd) continue;
+    test::require(issued_when_first_layer_ready == 0,
+                  std::to_string(issued_when_first_layer_ready) + " collectives left during backward");
+    int64_t mlp_numel = 0;
+    for (const auto& p : model->parameters()) mlp_numel += p.numel();
+    test::require(mlp_records.size() == 1 && mlp_records[0].kind == distributed::CollectiveKind::AllReduce &&
+                      mlp_records[0].dtype == kFloat32 && mlp_records[0].numel == mlp_numel,
+                  "expected one float32 all_reduce of " + std::to_string(mlp_numel) + " elements, got " +
+                      std::to_string(mlp_records.size()) + " collectives");
+    const int64_t layer_numel = (test::kIn + 1) * test::kOut;
+    test::require(two_records.size() == 2 && two_records[0].dtype == kFloat64 && two_records[0].numel == layer_numel &&
+                      two_records[1].dtype == kFloat32 && two_records[1].numel == layer_numel,
+                  "expected a float64 then a float32 all_reduce of " + std::to_string(layer_numel) + " elements each");
+  }
+  return 0;
+}
+
+TEST_CASE("DDP AtEnd sends every bucket after backward, one all-reduce per dtype, averaging as AsReady does") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    const auto run = test::run_ranks(n, "ddp_buckets_at_end");
+    INFO(run.logs());
+    REQUIRE(run.ok());
+    for (const std::string model : {"mlp_", "two_"}) {
+      CAPTURE(model);
+      // Two ranks add own + peer's whatever the buffer; a ring of three sums each element in an
+      // order set by its place in the buffer, so the modes may round apart.
+      if (n == 2) CHECK(test::bitwise_equal(run.result(0, "end_" + model), run.result(0, "ready_" + model)));
+      else CHECK(test::max_relative_difference(run.result(0, "end_" + model), run.result(0, "ready_" + model)) <= 1e-5);
+    }
+  }
+}
+
+// Auto, under the launcher on one host: AtEnd while the compute threads take every CPU this rank
+// can count on (its affinity, or its share of the machine), AsReady with a CPU to spare.
+WEFT_RANK_WORKER(ddp_auto_launch) {
+  auto pg = test::init_group();
+  const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int share = std::max(1, std::min(static_cast<int>(distributed::allowed_cpus().size()), machine / pg->size()));
+  auto model = test::make_mlp(3);
+  set_num_threads(share);
+  test::require(DistributedDataParallel(model, pg)->bucket_launch() == DDPBucketLaunch::AtEnd,
+                "Auto did not choose AtEnd with " + std::to_string(share) + " compute threads on as many CPUs");
+  if (share > 1) {
+    set_num_threads(share - 1);
+    test::require(DistributedDataParallel(model, pg)->bucket_launch() == DDPBucketLaunch::AsReady,
+                  "Auto did not choose AsReady with a CPU to spare");
+  }
+  return 0;
+}
+
+TEST_CASE("DDP's Auto bucket launch: at the end only for CPU groups on one host with no CPU to spare") {
+  using L = DDPBucketLaunch;
+  using distributed::resolve_bucket_launch;
+  // (requested, cpu_group, one_host, cpus_per_rank, compute_threads)
+  CHECK(resolve_bucket_launch(L::Auto, true, true, 1, 1) == L::AtEnd);
+  CHECK(resolve_bucket_launch(L::Auto, true, true, 4, 4) == L::AtEnd);
+  CHECK(resolve_bucket_launch(L::Auto, true, true, 2, 4) == L::AtEnd);
+  CHECK(resolve_bucket_launch(L::Auto, true, true, 2, 1) == L::AsReady);   // a CPU to spare
+  CHECK(resolve_bucket_launch(L::Auto, true, false, 1, 1) == L::AsReady);  // several hosts: hide the network
+  CHECK(resolve_bucket_launch(L::Auto, false, true, 1, 1) == L::AsReady);  // a GPU group: copy engines move the bytes
+  CHECK(resolve_bucket_launch(L::AsReady, true, true, 1, 1) == L::AsReady);
+  CHECK(resolve_bucket_launch(L::AtEnd, false, false, 8, 1) == L::AtEnd);
+  CHECK(distributed::bucket_launch_name(L::AtEnd) == "at_end");
+  const auto run = test::run_ranks(2, "ddp_auto_launch");
   INFO(run.logs());
   CHECK(run.ok());
 }
@@ -213,24 +342,27 @@ WEFT_RANK_WORKER(ddp_comm_hook) {
     DDPCommHook hook;
     bool view;
   };
-  for (const Run& run : {Run{"fp16_", DDPCommHook::Fp16Compress, false}, Run{"bf16_", DDPCommHook::Bf16Compress, false},
-                         Run{"bf16_view_", DDPCommHook::Bf16Compress, true}}) {
-    auto model = test::make_mlp(31);
-    DistributedDataParallel ddp(model, pg,
-                                {.bucket_cap_mb = 0.0003, .first_bucket_cap_mb = 0.0001,
-                                 .gradient_as_bucket_view = run.view, .comm_hook = run.hook});
-    const test::Batch b = test::local_rows(test::global_batch(0), r, n);
-    pg->set_recording(true);
-    cross_entropy(ddp(b.x), b.y).backward();
-    const auto records = pg->records();
-    pg->set_recording(false);
-    test::require(records.size() == ddp->bucket_layout().size(), "expected one all_reduce per bucket");
-    const DType wire = run.hook == DDPCommHook::Fp16Compress ? kFloat16 : kBFloat16;
-    for (const auto& c : records)
-      test::require(c.kind == distributed::CollectiveKind::AllReduce && c.dtype == wire,
-                    run.name + ": a bucket did not travel as " + std::string(dtype_name(wire)));
-    test::save_result(r, test::gradients_of(*model), run.name);
-  }
+  for (const auto& [launch, prefix] : kLaunches)
+    for (const Run& run : {Run{"fp16_", DDPCommHook::Fp16Compress, false}, Run{"bf16_", DDPCommHook::Bf16Compress, false},
+                           Run{"bf16_view_", DDPCommHook::Bf16Compress, true}}) {
+      auto model = test::make_mlp(31);
+      DistributedDataParallel ddp(model, pg,
+                                  {.bucket_cap_mb = 0.0003, .first_bucket_cap_mb = 0.0001, .gradient_as_bucket_view = run.view,
+                                   .comm_hook = run.hook, .bucket_launch = launch});
+      const test::Batch b = test::local_rows(test::global_batch(0), r, n);
+      pg->set_recording(true);
+      cross_entropy(ddp(b.x), b.y).backward();
+      const auto records = pg->records();
+      pg->set_recording(false);
+      const size_t expected = launch == DDPBucketLaunch::AtEnd ? 1 : ddp->bucket_layout().size();
+      test::require(records.size() == expected, prefix + run.name + ": expected " + std::to_string(expected) +
+                                                    " all_reduces, got " + std::to_string(records.size()));
+      const DType wire = run.hook == DDPCommHook::Fp16Compress ? kFloat16 : kBFloat16;
+      for (const auto& c : records)
+        test::require(c.kind == distributed::CollectiveKind::AllReduce && c.dtype == wire,
+                      prefix + run.name + ": a bucket did not travel as " + std::string(dtype_name(wire)));
+      test::save_result(r, test::gradients_of(*model), prefix + run.name);
+    }
   return 0;
 }
 
@@ -262,9 +394,10 @@ TEST_CASE("DDP's fp16 and bf16 comm hooks: cast, divide by the world size, sum i
     INFO(run.logs());
     REQUIRE(run.ok());
     const std::vector<nn::TensorDict> local = local_gradients(n);
-    for (const std::string hook : {"fp16_", "bf16_", "bf16_view_"}) {
+    for (const std::string hook :
+         {"ready_fp16_", "ready_bf16_", "ready_bf16_view_", "end_fp16_", "end_bf16_", "end_bf16_view_"}) {
       CAPTURE(hook);
-      const bool bf16 = hook != "fp16_";
+      const bool bf16 = hook.find("fp16") == std::string::npos;
       for (int r = 0; r < n; ++r) CHECK(test::bitwise_equal(run.result(r, hook), run.result(0, hook)));
       size_t differs_from_float32 = 0;
       for (const auto& [name, got_tensor] : run.result(0, hook)) {
