@@ -44,8 +44,8 @@ struct HalfUsedImpl : nn::Module {
 
 }  // namespace
 
-// T49's third part (DistributedDataParallel / DataParallel refuse a model with uninitialized
-// parameters) does not apply yet: weft has no data-parallel wrapper so far.
+// T49's third part (DistributedDataParallel refuses a model with uninitialized parameters) is in
+// tests/distributed/test_ddp.cpp.
 TEST_CASE("T49 before its first forward a lazy layer has placeholders that refuse shape, numel and data") {
   nn::LazyLinear lazy(3);
   CHECK(lazy->weight.is_uninitialized());
