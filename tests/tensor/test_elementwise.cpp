@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numbers>
 #include <vector>
@@ -281,4 +282,68 @@ TEST_CASE("in-place arithmetic writes through and keeps the dtype") {
   Tensor h = ones({2}, kFloat16);
   h.add_(tensor({1e-3, 1e-4}));  // the sum is rounded to float16 on store
   CHECK(values(h) == std::vector<double>{half_to_float(float_to_half(1.001f)), 1.0});
+}
+
+// Note [In place without a copy]: where autograd records nothing, add_/sub_/mul_/div_ write into
+// self's own memory, with the bits of the out-of-place op; a shifted view of self as the other
+// operand still reads the values from before the write.
+TEST_CASE("in-place arithmetic runs in self's memory, with the out-of-place op's bits") {
+  // Odd, and large enough (at least 64 KiB in every dtype) that a temporary as large as self
+  // would come from the caching allocator, whose counters see it.
+  constexpr int64_t n = 33037;
+  for (const DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt32}) {
+    CAPTURE(dtype);
+    const bool floating = is_floating(dtype);
+    Generator g(3);
+    const Tensor x = floating ? testing::random({n}, 1).to(dtype) : randint(-20, 21, {n}, dtype, &g);
+    // Divisors stay away from zero.
+    const Tensor same = floating ? add(testing::random({n}, 2).abs(), 0.5).to(dtype) : randint(1, 10, {n}, dtype, &g);
+    const Tensor row = same.narrow(0, 0, 1);  // broadcast along self
+    const Tensor scalar = scalar_tensor(floating ? 1.75 : 3.0, dtype);
+    struct Case {
+      const char* name;
+      std::function<Tensor(const Tensor&, const Tensor&)> out_of_place;
+      std::function<void(Tensor&, const Tensor&)> in_place;
+    };
+    std::vector<Case> cases = {
+        {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, [](Tensor& a, const Tensor& b) { a.add_(b); }},
+        {"add alpha", [](const Tensor& a, const Tensor& b) { return add(a, b, 2.0); },
+         [](Tensor& a, const Tensor& b) { a.add_(b, 2.0); }},
+        {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, [](Tensor& a, const Tensor& b) { a.sub_(b); }},
+        {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, [](Tensor& a, const Tensor& b) { a.mul_(b); }},
+    };
+    if (floating)
+      cases.push_back(
+          {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, [](Tensor& a, const Tensor& b) { a.div_(b); }});
+    for (const auto& c : cases)
+      for (const Tensor* other : {&same, &row, &scalar}) {
+        const std::string op = c.name;
+        const int64_t other_numel = other->numel();
+        CAPTURE(op);
+        CAPTURE(other_numel);
+        const Tensor expected = c.out_of_place(x, *other);
+        Tensor y = x.clone();
+        const void* memory = y.data_ptr();
+        const uint64_t version = y.version();
+        cpu_allocator::reset_counters();
+        c.in_place(y, *other);
+        // No temporary of self's size (alpha scales a full-size other into one of its own first).
+        if (op != "add alpha" || other_numel == 1) CHECK(cpu_allocator::stats().hits + cpu_allocator::stats().misses == 0);
+        CHECK(y.data_ptr() == memory);
+        CHECK(y.version() == version + 1);
+        CHECK(y.dtype() == dtype);
+        CHECK(values(y) == values(expected));
+        // Self as its own other operand.
+        Tensor z = x.clone();
+        c.in_place(z, z);
+        CHECK(values(z) == values(c.out_of_place(x, x)));
+      }
+  }
+  // A shifted view of self: every element reads its neighbour's value from before the write.
+  Tensor v = arange(0, 10, 1, kFloat32);
+  v.narrow(0, 1, 9).add_(v.narrow(0, 0, 9));
+  CHECK(values(v) == std::vector<double>{0, 1, 3, 5, 7, 9, 11, 13, 15, 17});
+  Tensor w = arange(0, 10, 1, kFloat32);
+  w.narrow(0, 0, 9).mul_(w.narrow(0, 1, 9));
+  CHECK(values(w) == std::vector<double>{0, 2, 6, 12, 20, 30, 42, 56, 72, 9});
 }
