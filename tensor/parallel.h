@@ -49,4 +49,12 @@ void parallel_for(int64_t n, Fn&& fn) {
       const_cast<void*>(static_cast<const void*>(std::addressof(fn))));
 }
 
+// parallel_for(n, fn) where `worth_threads`, else the same loop on the calling thread: for work
+// that is sometimes too small to be worth waking the pool (the caller judges, in its own units).
+template <class Fn>
+void parallel_for_if(bool worth_threads, int64_t n, Fn&& fn) {
+  if (worth_threads) return parallel_for(n, fn);
+  for (int64_t i = 0; i < n; ++i) fn(i);
+}
+
 }  // namespace weft

@@ -158,11 +158,7 @@ void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel)
     args.y_stride = w.n;
     (panel ? panel : reference_panel)(args);
   };
-  if (m * w.n * w.k < kParallelWork) {
-    for (int64_t item = 0; item < items; ++item) panel_item(item);
-  } else {
-    parallel_for(items, panel_item);
-  }
+  parallel_for_if(m * w.n * w.k >= kParallelWork, items, panel_item);
 }
 
 const std::array<float, 16>& decode_table(QuantKind type) {
@@ -257,11 +253,7 @@ void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y,
         for (int64_t n = n0; n < std::min(w.n, n0 + kBlock); ++n) y[i * w.n + n] = from[n * m + i];
   };
   const int64_t parts = (m + kBlock - 1) / kBlock;
-  if (m * w.n < kParallelCopy) {
-    for (int64_t part = 0; part < parts; ++part) rows_of_y(part);
-  } else {
-    parallel_for(parts, rows_of_y);
-  }
+  parallel_for_if(m * w.n >= kParallelCopy, parts, rows_of_y);
 }
 
 }  // namespace
@@ -304,11 +296,7 @@ void dequantize_4bit_rows(const Weights4bit& w, int64_t row0, int64_t rows, floa
     args.out = out + (args.begin - begin);
     if (args.begin < args.end) kernel(args);
   };
-  if (end - begin < kParallelWork) {
-    for (int64_t c = 0; c < last - first; ++c) part(c);
-  } else {
-    parallel_for(last - first, part);
-  }
+  parallel_for_if(end - begin >= kParallelWork, last - first, part);
 }
 
 }  // namespace weft::precision::quant

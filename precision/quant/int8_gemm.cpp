@@ -121,16 +121,6 @@ constexpr int64_t kParallelWork = int64_t{1} << 20;
 // Copying a byte while packing costs about what this many multiply-adds do.
 constexpr int64_t kPackWorkPerByte = 8;
 
-// parallel_for when the work is large enough, else a plain loop.
-template <class Fn>
-void for_items(int64_t items, int64_t work, Fn&& fn) {
-  if (work < kParallelWork) {
-    for (int64_t i = 0; i < items; ++i) fn(i);
-  } else {
-    parallel_for(items, fn);
-  }
-}
-
 [[noreturn]] void fail_minus_128(const int8_t* p, int64_t count, const char* operand) {
   const int64_t at = std::find(p, p + count, int8_t{-128}) - p;
   WEFT_FAIL("[int8_gemm] operands must lie in [-127, 127] (vector-wise int8 codes); ", operand, " holds -128 at element ",
@@ -254,7 +244,7 @@ void repack_int8_matrix(PackedInt8Matrix& packed, const int8_t* b, int64_t n, in
   // Panel by panel on weft's threads (a 4096 × 4096 B is 16 MB, packed on every call of
   // int8_linear_matmul).
   std::atomic<bool> minus_128{false};
-  for_items(layout.panels, n * k * kPackWorkPerByte, [&](int64_t panel) {
+  parallel_for_if(n * k * kPackWorkPerByte >= kParallelWork, layout.panels, [&](int64_t panel) {
     if (pack_panels(kernel, isa, layout, b, n, k, panel, 1, packed.data_.data(), compensation)) minus_128 = true;
   });
   if (minus_128) {
@@ -283,7 +273,7 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
   const int64_t row_block = kernel.row_block;
   if (kernel.panel == nullptr) {  // the scalar reference reads A as it is: scanned here
     if (holds_minus_128(a, m * k)) fail_minus_128(a, m * k, "A");
-    for_items((m + row_block - 1) / row_block, m * n * k, [&](int64_t block) {
+    parallel_for_if(m * n * k >= kParallelWork, (m + row_block - 1) / row_block, [&](int64_t block) {
       const int64_t row0 = block * row_block, rows = std::min(row_block, m - row0);
       int8_gemm_reference(a + row0 * k, b.data_.data(), c + row0 * n, rows, n, k);
     });
@@ -294,7 +284,7 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
   uint8_t* ap = thread_a_buffer(mp * kp);  // the lambdas below run on other threads too: they use this one
   const int64_t group_stride = kernel.mr * kp;
   std::atomic<bool> minus_128{false};
-  for_items(mp / kernel.mr, m * k * kPackWorkPerByte, [&](int64_t group) {
+  parallel_for_if(m * k * kPackWorkPerByte >= kParallelWork, mp / kernel.mr, [&](int64_t group) {
     if (pack_a_group(kernel, a, m, k, kp, group, ap + group * group_stride)) minus_128 = true;
   });
   if (minus_128) fail_minus_128(a, m * k, "A");
@@ -302,7 +292,7 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
   const int64_t panel_blocks = (layout.panels + kernel.panel_block - 1) / kernel.panel_block;
   const int64_t row_blocks = (mp + row_block - 1) / row_block;
   const int32_t* compensation = kernel.unsigned_a ? b.compensation_.data() : nullptr;
-  for_items(row_blocks * panel_blocks, m * n * k, [&](int64_t item) {
+  parallel_for_if(m * n * k >= kParallelWork, row_blocks * panel_blocks, [&](int64_t item) {
     const int64_t block = item / panel_blocks, panel = item % panel_blocks * kernel.panel_block;
     multiply_panels(kernel, ap, kp, b.data_.data(), compensation, layout.groups, m, n, panel,
                     std::min(kernel.panel_block, layout.panels - panel), block, 1, c);

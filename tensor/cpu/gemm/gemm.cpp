@@ -234,13 +234,6 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
   }
 }
 
-// fn(i) for i in [0, n): on the pool when threads > 1, else on the calling thread.
-template <class Fn>
-void for_each_part(int64_t n, int64_t threads, Fn&& fn) {
-  if (threads > 1) return parallel_for(n, fn);
-  for (int64_t i = 0; i < n; ++i) fn(i);
-}
-
 // c(m×n) (+)= a(m×k)·b(k×n) by the five loops, with packed B and A packed or, when a_in_place,
 // read in place (float32 with contiguous rows only), on `threads` threads.
 //
@@ -271,11 +264,11 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
     for (int64_t pc = 0; pc < k; pc += bl.kc_step) {
       const int64_t kc = std::min(bl.kc_step, k - pc);
       const GemmMatrix b_block = b.at(pc, jc);
-      for_each_part(pack_parts, threads, [&](int64_t part) {
+      parallel_for_if(threads > 1, pack_parts, [&](int64_t part) {
         const PartRange cols = part_of(nc, ker.nr, pack_parts, part);
         pack_b_columns(ker, b_block, kc, cols.first, cols.length, packed_b);
       });
-      for_each_part(row_blocks, threads, [&](int64_t block) {
+      parallel_for_if(threads > 1, row_blocks, [&](int64_t block) {
         const int64_t ic = block * bl.mc_step;
         c_block(ker, a, ic, std::min(bl.mc_step, m - ic), pc, kc, packed_b, jc, nc, c, ldc, accumulate || pc > 0,
                 a_in_place, bl.a_size);
