@@ -61,7 +61,7 @@ struct FabricOptions {
   // "auto" (ddp for several processes, else single_device), "single_device", "ddp" or "fsdp"
   std::string strategy = "auto";
   // At most one of these; neither means "32-true".
-  std::optional<precision::PrecisionInput> precision;
+  std::optional<precision::PrecisionInput> precision{};  // {}: designated initializers may leave it out
   std::shared_ptr<precision::Precision> plugin{};  // {}: designated initializers may leave it out
   // Strategy settings: ddp's buckets; fsdp's sharding, wrapping and checkpoint kind ("full": one
   // file written by rank 0, "sharded": a folder of per-rank files); every collective's timeout.
