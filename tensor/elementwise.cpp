@@ -448,7 +448,7 @@ Tensor& write_in_place(Tensor& self, const Tensor& result, const char* op) {
   return self;
 }
 
-// Note [In place without a copy]: where autograd records nothing, a binary op writes straight
+// Note [In place without a copy]: where autograd records nothing, an op writes straight
 // into `self`: no temporary as large as self, and one pass over memory instead of two (dividing a
 // fresh 188 MB tensor in place took 267 ms through a temporary, most of it page faults, against
 // 32 ms). It runs the out-of-place op's kernel in the same compute dtype, so the bits are the
@@ -467,6 +467,14 @@ bool binary_into_self(BinaryOp op, Tensor& self, const Tensor& other, double alp
   if (same_memory && !is_self) return false;
   const Tensor b = alpha == 1.0 ? other : mul(other, alpha);
   detail::backend(self.device()).binary(op, self, detail::raw_expand(detail::raw_cast(b, compute), self.shape()), self);
+  self.storage()->bump_version();
+  return true;
+}
+
+// The same for a unary op that keeps self's dtype (clamp_): self contiguous, nothing to record.
+bool unary_into_self(UnaryOp op, Tensor& self, double p0, double p1) {
+  if ((autograd::grad_mode_enabled() && self.requires_grad()) || !self.is_contiguous()) return false;
+  detail::backend(self.device()).unary(op, self, self, p0, p1);
   self.storage()->bump_version();
   return true;
 }
@@ -501,6 +509,10 @@ Tensor& Tensor::div_(const Tensor& other) {
 }
 Tensor& Tensor::div_(double value) { return div_(scalar_like(value, *this)); }
 Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) {
+  detail::check_defined(*this, "clamp");
+  if ((lo || hi) && unary_into_self(UnaryOp::Clamp, *this, lo.value_or(-std::numeric_limits<double>::infinity()),
+                                    hi.value_or(std::numeric_limits<double>::infinity())))
+    return *this;
   return write_in_place(*this, weft::clamp(*this, lo, hi), "clamp_");
 }
 

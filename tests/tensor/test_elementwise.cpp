@@ -8,6 +8,8 @@
 #include <functional>
 #include <limits>
 #include <numbers>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "tensor_test_helpers.h"
@@ -284,10 +286,10 @@ TEST_CASE("in-place arithmetic writes through and keeps the dtype") {
   CHECK(values(h) == std::vector<double>{half_to_float(float_to_half(1.001f)), 1.0});
 }
 
-// Note [In place without a copy]: where autograd records nothing, add_/sub_/mul_/div_ write into
+// Note [In place without a copy]: where autograd records nothing, add_/sub_/mul_/div_/clamp_ write into
 // self's own memory, with the bits of the out-of-place op; a shifted view of self as the other
 // operand still reads the values from before the write.
-TEST_CASE("in-place arithmetic runs in self's memory, with the out-of-place op's bits") {
+TEST_CASE("in-place arithmetic and clamp_ run in self's memory, with the out-of-place op's bits") {
   // Odd, and large enough (at least 64 KiB in every dtype) that a temporary as large as self
   // would come from the caching allocator, whose counters see it.
   constexpr int64_t n = 33037;
@@ -338,6 +340,18 @@ TEST_CASE("in-place arithmetic runs in self's memory, with the out-of-place op's
         c.in_place(z, z);
         CHECK(values(z) == values(c.out_of_place(x, x)));
       }
+    // clamp_, one bound or both.
+    for (const auto& [lo, hi] : std::vector<std::pair<std::optional<double>, std::optional<double>>>{
+             {-0.5, 0.75}, {std::nullopt, 2.0}, {-3.0, std::nullopt}}) {
+      const Tensor expected = clamp(x, lo, hi);
+      Tensor y = x.clone();
+      const void* memory = y.data_ptr();
+      cpu_allocator::reset_counters();
+      y.clamp_(lo, hi);
+      CHECK(cpu_allocator::stats().hits + cpu_allocator::stats().misses == 0);
+      CHECK(y.data_ptr() == memory);
+      CHECK(values(y) == values(expected));
+    }
   }
   // A shifted view of self: every element reads its neighbour's value from before the write.
   Tensor v = arange(0, 10, 1, kFloat32);
