@@ -6,8 +6,9 @@
 // roundings; rank 0's parameters win at construction; lazy and mismatched models are refused.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
-#include <thread>
 
 #include "tensor/all.h"
 #include "train_helpers.h"
@@ -210,7 +211,7 @@ TEST_CASE("DDP AtEnd sends every bucket after backward, one all-reduce per dtype
 // can count on (its affinity, or its share of the machine), AsReady with a CPU to spare.
 WEFT_RANK_WORKER(ddp_auto_launch) {
   auto pg = test::init_group();
-  const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int machine = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));  // the CPUs online
   const int share = std::max(1, std::min(static_cast<int>(distributed::allowed_cpus().size()), machine / pg->size()));
   auto model = test::make_mlp(3);
   set_num_threads(share);
