@@ -82,8 +82,10 @@ int cpus_per_rank(int local_ranks) {
 // per step; the same two buckets both sent at the end, one after the other, 5.9–7.1 ms; one
 // all-reduce of all of them at the end, 4.8–5.4 ms. So Auto sends everything in one all-reduce per
 // dtype after backward where the group is on the CPU, on one host, and the ranks have no CPU beyond
-// their compute threads; anywhere else it launches as PyTorch does. Bucket boundaries never change
-// a value: both modes average the same elements, bit for bit.
+// their compute threads; anywhere else it launches as PyTorch does. Both modes average the same
+// values: two ranks get the same bits either way (each adds own + peer's), while Gloo's ring over
+// three or more sums an element in an order set by its place in the buffer, so a last bit may
+// differ between them.
 DDPBucketLaunch resolve_bucket_launch(DDPBucketLaunch requested, bool cpu_group, bool one_host, int cpus_per_rank,
                                       int compute_threads) {
   if (requested != DDPBucketLaunch::Auto) return requested;
@@ -97,6 +99,28 @@ std::string bucket_launch_name(DDPBucketLaunch launch) {
     case DDPBucketLaunch::AtEnd: return "at_end";
   }
   return "?";
+}
+
+// Every rank must issue the same collectives, so the ranks settle the mode together: what each was
+// asked for must match (else every rank fails naming one that differs, where mismatched
+// collectives would hang), and under Auto one rank with no CPU to spare makes them all send at
+// the end — the others wait for the slowest rank anyway.
+DDPBucketLaunch agree_on_bucket_launch(ProcessGroup& pg, DDPBucketLaunch requested, DDPBucketLaunch chosen) {
+  const int n = pg.size();
+  if (n == 1) return chosen;
+  const Tensor mine = from_vector<int64_t>({static_cast<int64_t>(requested), static_cast<int64_t>(chosen)}, {2});
+  Tensor all = zeros({2 * n}, kInt64);
+  pg.all_gather(all, mine)->wait();
+  const std::vector<int64_t> v = all.to_vector<int64_t>();
+  bool any_at_end = false;
+  for (int r = 0; r < n; ++r) {
+    const auto asked = static_cast<DDPBucketLaunch>(v[static_cast<size_t>(2 * r)]);
+    WEFT_CHECK(asked == requested, "[DistributedDataParallel] rank ", r, " asked for bucket_launch ",
+               bucket_launch_name(asked), " and rank ", pg.rank(), " for ", bucket_launch_name(requested),
+               "; every rank must ask for the same");
+    any_at_end |= static_cast<DDPBucketLaunch>(v[static_cast<size_t>(2 * r + 1)]) == DDPBucketLaunch::AtEnd;
+  }
+  return any_at_end ? DDPBucketLaunch::AtEnd : DDPBucketLaunch::AsReady;
 }
 
 // Note [DDP reducer state]: `armed` is set by a forward that synchronises and cleared by finish();
@@ -273,8 +297,9 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<nn::Mod
     local_ranks = env.local_world_size;
     one_host = env.local_world_size == env.world_size;
   }
-  launch_ = resolve_bucket_launch(options.bucket_launch, pg_->device().is_cpu(), one_host, cpus_per_rank(local_ranks),
-                                  num_threads());
+  launch_ = agree_on_bucket_launch(*pg_, options.bucket_launch,
+                                   resolve_bucket_launch(options.bucket_launch, pg_->device().is_cpu(), one_host,
+                                                         cpus_per_rank(local_ranks), num_threads()));
   r.at_end = launch_ == DDPBucketLaunch::AtEnd;
   r.grads_are_slots = options.gradient_as_bucket_view;
   r.reset();

@@ -34,9 +34,10 @@
 // When the buckets travel (bucket_launch): AsReady starts each bucket's all-reduce as soon as its
 // gradients are in, overlapping backward, as PyTorch's DDP does. AtEnd waits for the end of
 // backward and sends every bucket of a dtype in one all-reduce. Auto, the default, picks AtEnd
-// for CPU process groups whose ranks all share this host and have no CPU beyond their compute
-// threads, and AsReady otherwise (Note [When buckets travel] in ddp.cpp says why);
-// bucket_launch() tells which one a DDP uses.
+// for CPU process groups whose ranks all share this host when a rank has no CPU beyond its
+// compute threads, and AsReady otherwise (Note [When buckets travel] in ddp.cpp says why). The
+// ranks settle it together at construction, so all of them send alike (and all fail, naming a
+// rank, if they were asked for different modes); bucket_launch() tells which one a DDP uses.
 //
 // Gradient accumulation: forward passes run under no_sync() leave their backward passes local;
 // the first forward after it synchronises the accumulated sums.
@@ -69,12 +70,16 @@ struct DDPOptions {
   DDPBucketLaunch bucket_launch = DDPBucketLaunch::Auto;
 };
 
-// Auto's rule, from the facts the constructor reads (cpu_group: the process group reduces in CPU
-// memory; one_host: every rank runs on this machine; cpus_per_rank: this machine's CPUs a rank
-// can count on; compute_threads: num_threads()). Returns AsReady or AtEnd; a requested mode other
-// than Auto is returned as it is.
+// Auto's rule on one rank, from the facts the constructor reads (cpu_group: the process group
+// reduces in CPU memory; one_host: every rank runs on this machine; cpus_per_rank: this machine's
+// CPUs a rank can count on; compute_threads: num_threads()). Returns AsReady or AtEnd; a requested
+// mode other than Auto is returned as it is.
 DDPBucketLaunch resolve_bucket_launch(DDPBucketLaunch requested, bool cpu_group, bool one_host, int cpus_per_rank,
                                       int compute_threads);
+// The ranks settle the mode together (every rank calls it, with what it was asked for and what
+// resolve_bucket_launch chose there): the requests must match, else every rank fails naming one
+// that differs; the result is AtEnd if any rank chose it, else AsReady.
+DDPBucketLaunch agree_on_bucket_launch(ProcessGroup& pg, DDPBucketLaunch requested, DDPBucketLaunch chosen);
 std::string bucket_launch_name(DDPBucketLaunch launch);
 
 class DistributedDataParallelImpl : public nn::Module {

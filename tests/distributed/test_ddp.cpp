@@ -208,7 +208,8 @@ TEST_CASE("DDP AtEnd sends every bucket after backward, one all-reduce per dtype
 }
 
 // Auto, under the launcher on one host: AtEnd while the compute threads take every CPU this rank
-// can count on (its affinity, or its share of the machine), AsReady with a CPU to spare.
+// can count on (its affinity, or its share of the machine), AsReady with a CPU to spare; the ranks
+// agree on one mode, and refuse to differ in the one they ask for.
 WEFT_RANK_WORKER(ddp_auto_launch) {
   auto pg = test::init_group();
   const int machine = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));  // the CPUs online
@@ -222,10 +223,27 @@ WEFT_RANK_WORKER(ddp_auto_launch) {
     test::require(DistributedDataParallel(model, pg)->bucket_launch() == DDPBucketLaunch::AsReady,
                   "Auto did not choose AsReady with a CPU to spare");
   }
+  // Ranks that chose differently on their own agree: one that chose AtEnd makes all of them send
+  // at the end; all AsReady stays AsReady.
+  using distributed::agree_on_bucket_launch;
+  const DDPBucketLaunch alone = pg->rank() == 0 ? DDPBucketLaunch::AtEnd : DDPBucketLaunch::AsReady;
+  test::require(agree_on_bucket_launch(*pg, DDPBucketLaunch::Auto, alone) == DDPBucketLaunch::AtEnd,
+                "the ranks did not all send at the end when rank 0 chose to");
+  test::require(agree_on_bucket_launch(*pg, DDPBucketLaunch::Auto, DDPBucketLaunch::AsReady) == DDPBucketLaunch::AsReady,
+                "the ranks did not stay AsReady when all chose it");
+  // Ranks asked for different modes all fail, naming one, instead of mismatching collectives.
+  const DDPBucketLaunch asked = pg->rank() == 0 ? DDPBucketLaunch::AsReady : DDPBucketLaunch::AtEnd;
+  std::string refusal = "none: DDP accepted ranks asking for different bucket launches";
+  try {
+    DistributedDataParallel ddp(model, pg, {.bucket_launch = asked});
+  } catch (const Error& e) {
+    refusal = e.what();
+  }
+  test::require(refusal.find("asked for bucket_launch") != std::string::npos, "unexpected refusal: " + refusal);
   return 0;
 }
 
-TEST_CASE("DDP's Auto bucket launch: at the end only for CPU groups on one host with no CPU to spare") {
+TEST_CASE("DDP's Auto bucket launch: at the end only for CPU groups on one host with no CPU to spare; ranks agree") {
   using L = DDPBucketLaunch;
   using distributed::resolve_bucket_launch;
   // (requested, cpu_group, one_host, cpus_per_rank, compute_threads)
