@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <optional>
 #include <thread>
-#include <utility>
 
 #include "distributed/coalesce.h"
 #include "distributed/launcher.h"
@@ -131,7 +130,7 @@ struct DistributedDataParallelImpl::Reducer {
   std::vector<Tensor> params;
   std::vector<Tensor> slots;  // each parameter's place in its bucket, shaped as the parameter
   bool grads_are_slots = false;
-  bool at_end = false;  // DDPBucketLaunch::AtEnd
+  DDPBucketLaunch launch = DDPBucketLaunch::AsReady;  // AsReady or AtEnd, as the ranks agreed
   std::vector<size_t> bucket_of;
   std::vector<bool> ready;
   std::vector<Bucket> buckets;
@@ -186,7 +185,7 @@ struct DistributedDataParallelImpl::Reducer {
     }
     ready[i] = true;
     --buckets[bucket_of[i]].pending;
-    if (!at_end) launch_ready();
+    if (launch == DDPBucketLaunch::AsReady) launch_ready();
   }
 
   // End of backward: parameters without a gradient count as zeros; send what has not left yet,
@@ -201,7 +200,7 @@ struct DistributedDataParallelImpl::Reducer {
       --buckets[bucket_of[i]].pending;
     }
     NoGradGuard no_grad;
-    if (at_end) {
+    if (launch == DDPBucketLaunch::AtEnd) {
       for (const auto& b : buckets) gather(b);
       for (auto& f : flats) f.start(*pg);
       for (auto& f : flats) f.complete();
@@ -263,30 +262,27 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<nn::Mod
   // One flat buffer per dtype holds its buckets back to back, so that AtEnd sends it whole.
   r.slots.resize(r.params.size());
   const std::optional<DType> wire = wire_dtype(options.comm_hook);
-  std::vector<int64_t> flat_of(r.buckets.size()), offset_in_flat(r.buckets.size());
-  std::vector<std::pair<DType, int64_t>> flat_sizes;
-  for (size_t j = 0; j < r.buckets.size(); ++j) {
-    const Bucket& b = r.buckets[j];
-    auto it = std::find_if(flat_sizes.begin(), flat_sizes.end(), [&](const auto& f) { return f.first == b.dtype; });
-    if (it == flat_sizes.end()) it = flat_sizes.insert(flat_sizes.end(), {b.dtype, 0});
-    flat_of[j] = it - flat_sizes.begin();
-    offset_in_flat[j] = it->second;
-    it->second += b.numel;
-  }
-  for (const auto& [dtype, numel] : flat_sizes) {
+  std::vector<DType> dtypes;  // in order of first appearance
+  for (const auto& b : r.buckets)
+    if (std::find(dtypes.begin(), dtypes.end(), b.dtype) == dtypes.end()) dtypes.push_back(b.dtype);
+  for (const DType dtype : dtypes) {
+    int64_t numel = 0;
+    for (const auto& b : r.buckets)
+      if (b.dtype == dtype) numel += b.numel;
     Transfer& f = r.flats.emplace_back();
     f.buffer = zeros({numel}, TensorOptions(dtype));
     if (wire) f.wire = empty({numel}, TensorOptions(*wire));
-  }
-  for (size_t j = 0; j < r.buckets.size(); ++j) {
-    Bucket& b = r.buckets[j];
-    const Transfer& f = r.flats[static_cast<size_t>(flat_of[j])];
-    b.transfer.buffer = f.buffer.narrow(0, offset_in_flat[j], b.numel);
-    if (wire) b.transfer.wire = f.wire.narrow(0, offset_in_flat[j], b.numel);
-    int64_t offset = 0;
-    for (const size_t i : b.params) {
-      r.slots[i] = b.transfer.buffer.narrow(0, offset, r.params[i].numel()).view(r.params[i].shape());
-      offset += r.params[i].numel();
+    int64_t bucket_offset = 0;
+    for (auto& b : r.buckets) {
+      if (b.dtype != dtype) continue;
+      b.transfer.buffer = f.buffer.narrow(0, bucket_offset, b.numel);
+      if (wire) b.transfer.wire = f.wire.narrow(0, bucket_offset, b.numel);
+      bucket_offset += b.numel;
+      int64_t offset = 0;
+      for (const size_t i : b.params) {
+        r.slots[i] = b.transfer.buffer.narrow(0, offset, r.params[i].numel()).view(r.params[i].shape());
+        offset += r.params[i].numel();
+      }
     }
   }
   // The ranks on this host, as the launcher tells them; a group made without one runs here.
@@ -297,10 +293,9 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<nn::Mod
     local_ranks = env.local_world_size;
     one_host = env.local_world_size == env.world_size;
   }
-  launch_ = agree_on_bucket_launch(*pg_, options.bucket_launch,
-                                   resolve_bucket_launch(options.bucket_launch, pg_->device().is_cpu(), one_host,
-                                                         cpus_per_rank(local_ranks), num_threads()));
-  r.at_end = launch_ == DDPBucketLaunch::AtEnd;
+  const DDPBucketLaunch alone = resolve_bucket_launch(options.bucket_launch, pg_->device().is_cpu(), one_host,
+                                                      cpus_per_rank(local_ranks), num_threads());
+  r.launch = agree_on_bucket_launch(*pg_, options.bucket_launch, alone);
   r.grads_are_slots = options.gradient_as_bucket_view;
   r.reset();
   std::weak_ptr<Reducer> weak = reducer_;
@@ -328,6 +323,6 @@ std::vector<std::vector<size_t>> DistributedDataParallelImpl::bucket_layout() co
   return layout;
 }
 
-DDPBucketLaunch DistributedDataParallelImpl::bucket_launch() const { return launch_; }
+DDPBucketLaunch DistributedDataParallelImpl::bucket_launch() const { return reducer_->launch; }
 
 }  // namespace weft::distributed

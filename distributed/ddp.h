@@ -126,7 +126,6 @@ class DistributedDataParallelImpl : public nn::Module {
   std::shared_ptr<nn::Module> module_;
   std::shared_ptr<ProcessGroup> pg_;
   DDPOptions options_;
-  DDPBucketLaunch launch_ = DDPBucketLaunch::AsReady;
   bool sync_enabled_ = true;
   std::shared_ptr<Reducer> reducer_;
 };

@@ -88,6 +88,12 @@ DType promoted(const Tensor& a, const Tensor& b, const char* name) {
 // default floating dtype, as PyTorch does.
 Tensor as_floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(default_dtype()); }
 
+// The dtype a true division computes in: integers divide as the default floating dtype.
+DType division_dtype(const Tensor& a, const Tensor& b) {
+  const DType d = promoted(a, b, "div");
+  return is_floating(d) ? d : default_dtype();
+}
+
 // A floating unary op whose backward is `rule(grad, saved input, saved output)`. Errors name
 // `user_op`, the function called; `name` is the autograd node's.
 template <class Rule>
@@ -160,8 +166,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  DType d = promoted(a, b, "div");
-  if (!is_floating(d)) d = default_dtype();
+  const DType d = division_dtype(a, b);
   Tensor out = binary_kernel(BinaryOp::Div, a, b, d, d, "div");
   if (autograd::needs_grad({&a, &b})) {
     autograd::record("Div", out, {a, b}, [sb = SavedTensor(b), so = SavedTensor(out)](const Tensor& g) {
@@ -477,12 +482,6 @@ bool unary_into_self(UnaryOp op, Tensor& self, double p0, double p1) {
   detail::backend(self.device()).unary(op, self, self, p0, p1);
   self.storage()->bump_version();
   return true;
-}
-
-// The dtype a true division computes in (integers divide as the default floating dtype).
-DType division_dtype(const Tensor& a, const Tensor& b) {
-  const DType d = promoted(a, b, "div");
-  return is_floating(d) ? d : default_dtype();
 }
 
 }  // namespace
