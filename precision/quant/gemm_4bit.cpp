@@ -181,7 +181,7 @@ DequantizeKernel dequantize_kernel(CpuIsa isa) {
                                : dequantize_reference;
 }
 
-// W as the GEMM's A, made block by block (GemmBlockSource in tensor/cpu/gemm/gemm.h).
+// W as the GEMM's A or Bᵀ, made block by block (GemmBlockSource in tensor/cpu/gemm/gemm.h).
 struct DequantizedWeights {
   const Weights4bit* w;
   DequantizeKernel kernel;
@@ -227,20 +227,32 @@ void dequantized_rows(const float* x, int64_t m, const Weights4bit& w, float* y,
   });
 }
 
-// Note [Dequantized block by block]: the compute-bound regime is weft's float32 GEMM computing
-// yᵀ = W · xᵀ, with W as its A made block by block: each cache block of W's rows is dequantized,
-// exactly, into a scratch of its thread and read there in place (twelve rows of it in L1 at a
-// time while xᵀ's packed panels pass by), so W never exists in float32 beyond a block and each
-// value is dequantized once. yᵀ is then transposed into y. (Dequantizing 4 MiB tiles of W and
-// multiplying them read the tiles back from beyond L2: batch 32, 4096², 2 threads, 6.3 ms,
-// twice weft's float32 linear.)
+// Note [Dequantized block by block]: the compute-bound regime is weft's float32 GEMM with W made
+// block by block, exactly dequantized into a scratch of the thread that needs it, so W never
+// exists in float32 beyond a block and each value is dequantized once. Two orientations:
+//   y = x · Wᵀ, W as the GEMM's B: each panel of 32 of W's rows is dequantized into L1 and packed
+//     from there as the float32 linear packs W; the product writes y directly. For weights under
+//     a million values, and for 512 rows and more: the example's 512×784 at batch 64 / 128 / 256,
+//     2 threads on a Xeon, 233 / 377 / 732 µs against 320 / 452 / 798 µs the other way (the
+//     float32 linear: 351 µs at 128); 2048² at batch 1024, 26.3 against 33.8 ms.
+//   yᵀ = W · xᵀ, W as the GEMM's A: each cache block of W's rows is dequantized and read in place
+//     (twelve rows of it in L1 at a time while xᵀ's packed panels pass by), then yᵀ is transposed
+//     into y. For larger weights at fewer rows it is the faster one: 4096² at batch 64 / 128 / 256,
+//     7.5 / 14.3 / 27.5 ms against 9.7 / 15.5 / 29.5.
+// (Dequantizing 4 MiB tiles of W and multiplying them read the tiles back from beyond L2: batch
+// 32, 4096², 2 threads, 6.3 ms, twice weft's float32 linear.)
+constexpr int64_t kWeightsAsBMaxValues = int64_t{1} << 20;
+constexpr int64_t kWeightsAsBMinRows = 512;
+
 void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
   if (m <= kFusedMaxRows) return dequantized_rows(x, m, w, y, isa);
   const DequantizedWeights source{&w, dequantize_kernel(isa)};
-  const Tensor yt = empty({w.n, m}, kFloat32);  // from the caching allocator: reused, and released by empty_cache
   // Runs of W's rows from a multiple of 64 values: whole bytes, 16 values at a time from a block's
   // start (a run from value 373 decoded its ends one value at a time and took twice the product).
   const weft::detail::GemmBlockSource rows{fill_dequantized, &source, 64};
+  if (w.n * w.k < kWeightsAsBMaxValues || m >= kWeightsAsBMinRows)
+    return weft::detail::gemm(m, w.n, w.k, {x, w.k, 1, false}, rows, y, w.n, false);
+  const Tensor yt = empty({w.n, m}, kFloat32);  // from the caching allocator: reused, and released by empty_cache
   weft::detail::gemm(w.n, m, w.k, rows, {x, 1, w.k, false}, yt.data<float>(), m, false);
   // y = (yᵀ)ᵀ by 16 × 16 blocks, so both sides stay in L1; the threads take 16 rows of y each (on
   // one thread the other waited for it: 4 % of a 512×512 product at batch 128).

@@ -105,14 +105,16 @@ TEST_CASE("4-bit product through weft's GEMM (above 16 rows, or a K the fused ke
   struct Shape3 {
     int64_t m, n, k, bs;
   };
-  // Several K chunks and row blocks of W (K = 4096, N = 300 not a multiple of the 12-row tiles);
-  // K = 100 in blocks of 32, so runs end mid-block (the fused kernel refuses it at any M); more
-  // activation rows than weight rows (the GEMM's other split). Up to 16 rows with K = 784 or 100
-  // (not whole blocks of 64 / a multiple of 64: the fused kernel refuses them), rows of W
+  // W as the GEMM's A (a million values or more, under 512 rows; Note [Dequantized block by
+  // block]): several K chunks and row blocks of W (K = 4096, N = 300 not a multiple of the 12-row
+  // tiles), and 130 × 260 outputs transposed into y by the threads, 16 rows of y each, the last
+  // part short. W as B (smaller weights): K = 100 in blocks of 32, so runs end mid-block (the fused
+  // kernel refuses it at any M); more activation rows than weight rows (the threads share packed
+  // B); the example's first layer at batch 64, N in column parts. Up to 16 rows with K = 784 or
+  // 100 (not whole blocks of 64 / a multiple of 64: the fused kernel refuses them), rows of W
   // dequantized per thread and multiplied by dot products (one row) or in place (three).
-  // 130 × 200 outputs are transposed into y by the threads, 16 rows of y each, the last part short.
-  const Shape3 shapes[] = {{40, 300, 4096, 64}, {17, 33, 100, 32}, {70, 5, 1152, 128}, {1, 300, 784, 64},
-                           {3, 40, 100, 32},    {130, 200, 256, 64}};
+  const Shape3 shapes[] = {{40, 300, 4096, 64}, {130, 260, 4096, 64}, {17, 33, 100, 32}, {70, 5, 1152, 128},
+                           {64, 512, 784, 64},  {1, 300, 784, 64},    {3, 40, 100, 32}};
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
     for (const auto& s : shapes) {
       const Case c = quantized(s.n, s.k, s.bs, type);

@@ -272,3 +272,44 @@ TEST_CASE("weft's GEMM with A from a block source matches the exact product at e
     }
   }
 }
+
+TEST_CASE("weft's GEMM with Bᵀ from a block source matches the exact product at every level") {
+  struct Shape {
+    int64_t m, n, k, k_align;
+    bool accumulate;
+  };
+  // x·Wᵀ with W made by the source, as the 4-bit product makes it: wider than tall (column parts,
+  // A read in place), taller than wide (threads packing the shared B between them), K in aligned
+  // chunks with a short last one, N not a multiple of the 32 columns of a panel, a tiny product,
+  // and accumulating into C.
+  const Shape shapes[] = {{128, 300, 784, 64, false}, {700, 45, 1000, 64, false}, {7, 5, 3, 1, false},
+                          {64, 70, 130, 1, true}};
+  for (const Shape& s : shapes) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    const Tensor a = random({s.m, s.k}, 73, kFloat32);
+    const Tensor w = random({s.n, s.k}, 74, kFloat32);
+    const Tensor c0 = random({s.m, s.n}, 75, kFloat32);
+    Reference ref = reference(a, w.t());
+    if (s.accumulate) {
+      const auto start = c0.to_vector<double>();
+      for (size_t i = 0; i < ref.value.size(); ++i) {
+        ref.value[i] += start[i];
+        ref.magnitude[i] += std::abs(start[i]);
+      }
+    }
+    const RowsSource rows{w.data<float>(), s.k, s.k_align};
+    const detail::GemmBlockSource source{fill_rows, &rows, s.k_align};
+    const detail::GemmMatrix am{a.data<float>(), s.k, 1, false};
+    for (const CpuIsa isa : cpu_isas_supported()) {
+      CAPTURE(cpu_isa_name(isa));
+      CpuIsaGuard guard(isa);
+      std::vector<float> c = c0.to_vector<float>();
+      g_misaligned_blocks = 0;
+      detail::gemm(s.m, s.n, s.k, am, source, c.data(), s.n, s.accumulate);
+      CHECK(g_misaligned_blocks == 0);
+      CHECK(worst_error(std::vector<double>(c.begin(), c.end()), ref.value, ref.magnitude) <= kFloat32Tol);
+    }
+  }
+}

@@ -92,7 +92,7 @@ class PackBuffer {
   size_t capacity_ = 0;
 };
 
-thread_local PackBuffer t_pack_a, t_pack_b, t_transposed, t_widened_a, t_widened_b;
+thread_local PackBuffer t_pack_a, t_pack_b, t_transposed, t_widened_a, t_widened_b, t_source_b;
 
 // The step that cuts n into equal chunks of at most `most`, rounded up to a multiple of `align`.
 int64_t even_step(int64_t n, int64_t most, int64_t align) {
@@ -132,6 +132,28 @@ struct AOperand {
   const GemmBlockSource* source = nullptr;
 };
 
+// B as the blocked loops read it: strided memory, or a GemmBlockSource (gemm.h) that makes Bᵀ's
+// rows (W's, for x·Wᵀ); `at` moves to the sub-matrix starting at (p, j) either way.
+struct BOperand {
+  BOperand(const GemmMatrix& m) : matrix(m) {}  // NOLINT(google-explicit-constructor): memory is the usual B
+  explicit BOperand(const GemmBlockSource* s) : matrix{nullptr, 0, 0, false}, source(s) {}
+
+  BOperand at(int64_t p, int64_t j) const {
+    BOperand sub = *this;
+    if (source) {
+      sub.p0 += p;
+      sub.j0 += j;
+    } else {
+      sub.matrix = matrix.at(p, j);
+    }
+    return sub;
+  }
+
+  GemmMatrix matrix;
+  const GemmBlockSource* source = nullptr;
+  int64_t p0 = 0, j0 = 0;  // a source's sub-matrix: B(p, j) = Bᵀ(j0 + j, p0 + p)
+};
+
 // Whether a block of C with m rows reads A in place rather than packing it (kInPlaceRows). A
 // source's rows are read in place from the scratch they are made into, whatever their number.
 bool a_read_in_place(const GemmKernel& ker, const AOperand& a, int64_t m) {
@@ -163,10 +185,21 @@ Blocking blocking_for(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, in
 }
 
 // Packs columns [first, first + count) of a kc×nc block of B (first a multiple of NR) into their
-// panels of the packed block at `packed` (float32, or bf16 K-pairs for a pairs kernel).
-void pack_b_columns(const GemmKernel& ker, const GemmMatrix& b_block, int64_t kc, int64_t first, int64_t count,
+// panels of the packed block at `packed` (float32, or bf16 K-pairs for a pairs kernel). A source's
+// columns are made a panel at a time, as NR rows of Bᵀ, into this thread's scratch (32 × 256
+// floats for AVX-512: in L1) and packed from there like any B read down its columns.
+void pack_b_columns(const GemmKernel& ker, const BOperand& b_block, int64_t kc, int64_t first, int64_t count,
                     void* packed) {
-  const GemmMatrix columns = b_block.at(0, first);
+  if (b_block.source) {
+    float* rows = t_source_b.get<float>(ker.nr * kc);
+    for (int64_t j = first; j < first + count; j += ker.nr) {
+      const int64_t cols = std::min<int64_t>(ker.nr, first + count - j);
+      b_block.source->fill(b_block.source->context, b_block.j0 + j, cols, b_block.p0, kc, rows);
+      pack_b_panels(ker, GemmMatrix{rows, 1, kc, false}, kc, cols, static_cast<float*>(packed) + j * kc);
+    }
+    return;
+  }
+  const GemmMatrix columns = b_block.matrix.at(0, first);
   if (ker.bf16_pairs) {
     const int64_t pairs = packed_pairs(ker, kc);
     pack_b_bf16_pairs(columns, kc, count, pairs, ker.nr, static_cast<uint16_t*>(packed) + first * pairs * 2);
@@ -246,15 +279,16 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
 // blocks are many small tasks, so when one vCPU is slowed by a neighbour on its host core the
 // other takes more of them instead of waiting for it at the end. The two parallel loops per block
 // are the barriers (a product has few blocks: 2048³ has 8).
-void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AOperand& a, const GemmMatrix& b,
+void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AOperand& a, const BOperand& b,
                   float* c, int64_t ldc, bool accumulate, bool a_in_place, int64_t threads) {
   // Row blocks of at most mc, as many as a multiple of the threads so that none waits for the
   // others at the end of a block of B (1024 rows in blocks of 348 would be 3: one thread takes 2).
   const int64_t rows_most = std::min<int64_t>(ker.mc, (m + threads - 1) / threads);
   const int64_t row_blocks_wanted = (m + rows_most - 1) / rows_most;
   const int64_t balanced_blocks = (row_blocks_wanted + threads - 1) / threads * threads;
+  const GemmBlockSource* source = a.source ? a.source : b.source;
   const Blocking bl = blocking_for(ker, m, n, k, (m + balanced_blocks - 1) / balanced_blocks,
-                                   a.source ? std::max<int64_t>(1, a.source->k_align) : 1);
+                                   source ? std::max<int64_t>(1, source->k_align) : 1);
   void* packed_b = ker.bf16_pairs ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
                                   : static_cast<void*>(t_pack_b.get<float>(bl.b_size));
   const int64_t row_blocks = (m + bl.mc_step - 1) / bl.mc_step;
@@ -263,7 +297,7 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
     const int64_t pack_parts = std::min(threads, (nc + ker.nr - 1) / ker.nr);
     for (int64_t pc = 0; pc < k; pc += bl.kc_step) {
       const int64_t kc = std::min(bl.kc_step, k - pc);
-      const GemmMatrix b_block = b.at(pc, jc);
+      const BOperand b_block = b.at(pc, jc);
       parallel_for_if(threads > 1, pack_parts, [&](int64_t part) {
         const PartRange cols = part_of(nc, ker.nr, pack_parts, part);
         pack_b_columns(ker, b_block, kc, cols.first, cols.length, packed_b);
@@ -362,7 +396,7 @@ void gemm_transposed(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, con
 // one packed B]). Along N, C is split into contiguous column blocks, a few per thread when A is
 // read in place (each block packs only its own columns of B, so smaller blocks cost nothing and
 // let the pool's tail stealing move the unstarted ones of a preempted thread to a running one).
-void gemm_large(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AOperand& a, const GemmMatrix& b,
+void gemm_large(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AOperand& a, const BOperand& b,
                 float* c, int64_t ldc, bool accumulate) {
   const int64_t threads = std::clamp<int64_t>(2 * m * n * k / kWorkPerThread, 1, num_threads());
   if (m >= n) {
@@ -451,6 +485,14 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmBlockSource& a, const GemmM
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return zero_unless_accumulating(m, n, c, ldc, accumulate);
   gemm_large(kernel_for(cpu_isa(), false), m, n, k, AOperand(&a), b, c, ldc, accumulate);
+}
+
+void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmBlockSource& b_transposed, float* c,
+          int64_t ldc, bool accumulate) {
+  WEFT_CHECK(!a.bf16, "[gemm] internal: a product with B from a source takes a float32 A");
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return zero_unless_accumulating(m, n, c, ldc, accumulate);
+  gemm_large(kernel_for(cpu_isa(), false), m, n, k, a, BOperand(&b_transposed), c, ldc, accumulate);
 }
 
 }  // namespace weft::detail

@@ -37,11 +37,12 @@ struct GemmMatrix {
 void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, float* c, int64_t ldc,
           bool accumulate);
 
-// A given by what makes it, block by block, instead of as memory (a 4-bit weight dequantized
-// block by block: A never exists whole in float32). fill(context, r0, rows, p0, kc, out) writes
-// A(r0 + r, p0 + p) to out[r·kc + p] for r < rows, p < kc: runs of A's rows. It is called from
-// the pool's threads, for at most a cache block of A (mc × kc) at a time, each block once per
-// block of B's columns (nc: 4096 and more columns, once).
+// A, or Bᵀ, given by what makes it, block by block, instead of as memory (a 4-bit weight
+// dequantized block by block: it never exists whole in float32). fill(context, r0, rows, p0, kc,
+// out) writes the matrix's (r0 + r, p0 + p) to out[r·kc + p] for r < rows, p < kc: runs of its
+// rows. It is called from the pool's threads. As A: for at most a cache block (mc × kc) at a time,
+// each block once per block of B's columns (nc: 4096 and more columns, once). As Bᵀ: for at most
+// NR rows at a time, each once per product.
 struct GemmBlockSource {
   void (*fill)(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out);
   const void* context;
@@ -51,6 +52,11 @@ struct GemmBlockSource {
 // c(m×n) (+)= A(m×k) · b(k×n) with A from `a` and b float32, by the blocked path whatever the size.
 void gemm(int64_t m, int64_t n, int64_t k, const GemmBlockSource& a, const GemmMatrix& b, float* c, int64_t ldc,
           bool accumulate);
+
+// c(m×n) (+)= a(m×k) · Bᵀ with Bᵀ(n×k) from `b_transposed` and a float32: x·Wᵀ with W made block
+// by block, by the blocked path whatever the size.
+void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmBlockSource& b_transposed, float* c,
+          int64_t ldc, bool accumulate);
 
 // The kernel set gemm() uses for float32 (bf16 = false) or bfloat16 inputs at level `isa`.
 const char* gemm_kernel_name(CpuIsa isa, bool bf16);
