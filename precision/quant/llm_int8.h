@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "precision/quant/int8_gemm.h"
+#include "tensor/cpu/isa.h"
 #include "tensor/tensor.h"
 
 namespace weft::precision::quant {
@@ -46,5 +47,12 @@ Tensor int8_mm_dequant(const Tensor& c, const Tensor& row_stats, const Tensor& c
 // cb packed for the int8 GEMM.
 Tensor int8_mixed_scaled_mm(const Tensor& a, const Int8Rows& q, const Tensor& cb, const Tensor& scb,
                             const Tensor& bias = Tensor(), const PackedInt8Matrix* packed_cb = nullptr);
+
+// The floating correction of int8_mixed_scaled_mm: out[i·n + j] += Σ_c x[i·outliers + c] ·
+// wt[c·n + j], x (m, outliers) and wt (outliers, n) float32, each sum a chain of fused
+// multiply-adds in c's order from zero. The AVX2 kernel (for every level from AVX2 up) gives the
+// scalar reference's bits.
+void int8_outlier_correction(const float* x, const float* wt, int64_t m, int64_t n, int64_t outliers, float* out,
+                             CpuIsa isa = cpu_isa());
 
 }  // namespace weft::precision::quant

@@ -3,6 +3,10 @@
 // dequantization, and the mixed decomposition; plus the errors.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstring>
+#include <vector>
+
 #include "precision/quant/llm_int8.h"
 #include "quant_test_helpers.h"
 
@@ -53,6 +57,35 @@ TEST_CASE("int8 product, dequantization and the mixed decomposition equal bitsan
     const Tensor mixed = int8_mixed_scaled_mm(g("a").to(dtype), q, g("cb"), g("scb"), g("bias").to(dtype));
     CHECK(mixed.dtype() == dtype);
     check_bitwise(mixed, g(name), name);
+  }
+}
+
+TEST_CASE("LLM.int8 outlier correction: every instruction set gives the scalar fused multiply-add chain's bits") {
+  manual_seed(31);
+  struct Shape {
+    int64_t m, n, outliers;
+  };
+  // Whole 32-column blocks and a tail, a tail alone, one outlier column and many.
+  const Shape shapes[] = {{3, 70, 5}, {1, 9, 1}, {4, 64, 40}, {2, 33, 0}};
+  for (const Shape& s : shapes) {
+    const Tensor x = mul(randn({s.m, s.outliers}), scalar_tensor(8.0, kFloat32));
+    const Tensor wt = randn({s.outliers, s.n});
+    const Tensor start = randn({s.m, s.n});
+    // The reference, computed here: each sum a chain of fused multiply-adds from zero.
+    std::vector<float> want = start.to_vector<float>();
+    const auto xv = x.to_vector<float>(), wv = wt.to_vector<float>();
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        float dot = 0.0f;
+        for (int64_t c = 0; c < s.outliers; ++c) dot = std::fma(xv[i * s.outliers + c], wv[c * s.n + j], dot);
+        want[i * s.n + j] += dot;
+      }
+    for (const CpuIsa isa : cpu_isas_supported()) {
+      INFO("isa ", cpu_isa_name(isa), " m=", s.m, " n=", s.n, " outliers=", s.outliers);
+      std::vector<float> got = start.to_vector<float>();
+      int8_outlier_correction(x.data<float>(), wt.data<float>(), s.m, s.n, s.outliers, got.data(), isa);
+      CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+    }
   }
 }
 

@@ -1,0 +1,39 @@
+// LLM.int8()'s outlier correction with AVX2 and FMA: each output row's sums, 32 columns at a time
+// in four ymm accumulators, one fused multiply-add per outlier column in the scalar reference's
+// order, so every lane computes exactly the reference's chain (std::fma rounds once, as vfmadd
+// does). The work is m·n·outliers multiply-adds, small beside the int8 product, so AVX2 serves
+// the AVX-512 levels too.
+#include "precision/quant/outlier_correction_kernels.h"
+#include "tensor/cpu/simd.h"
+
+namespace weft::precision::quant::kernels {
+
+void outlier_correction_avx2(const float* x, const float* wt, int64_t m, int64_t n, int64_t outliers, float* out) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * outliers;
+    float* oi = out + i * n;
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+      __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+      for (int64_t c = 0; c < outliers; ++c) {
+        const __m256 xc = _mm256_broadcast_ss(xi + c);
+        const float* w = wt + c * n + j;
+        s0 = _mm256_fmadd_ps(xc, _mm256_loadu_ps(w), s0);
+        s1 = _mm256_fmadd_ps(xc, _mm256_loadu_ps(w + 8), s1);
+        s2 = _mm256_fmadd_ps(xc, _mm256_loadu_ps(w + 16), s2);
+        s3 = _mm256_fmadd_ps(xc, _mm256_loadu_ps(w + 24), s3);
+      }
+      _mm256_storeu_ps(oi + j, _mm256_add_ps(_mm256_loadu_ps(oi + j), s0));
+      _mm256_storeu_ps(oi + j + 8, _mm256_add_ps(_mm256_loadu_ps(oi + j + 8), s1));
+      _mm256_storeu_ps(oi + j + 16, _mm256_add_ps(_mm256_loadu_ps(oi + j + 16), s2));
+      _mm256_storeu_ps(oi + j + 24, _mm256_add_ps(_mm256_loadu_ps(oi + j + 24), s3));
+    }
+    for (; j < n; ++j) {
+      __m128 s = _mm_setzero_ps();
+      for (int64_t c = 0; c < outliers; ++c) s = _mm_fmadd_ss(_mm_set_ss(xi[c]), _mm_set_ss(wt[c * n + j]), s);
+      oi[j] += _mm_cvtss_f32(s);
+    }
+  }
+}
+
+}  // namespace weft::precision::quant::kernels

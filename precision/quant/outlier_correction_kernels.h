@@ -1,0 +1,14 @@
+// Entry point of the AVX2 unit of LLM.int8()'s outlier correction (outlier_correction_avx2.cpp),
+// chosen at run time by llm_int8.cpp beside its scalar reference. Plain declarations only (Note
+// [ISA kernel units] in tensor/cpu/simd.h).
+#pragma once
+
+#include <cstdint>
+
+namespace weft::precision::quant::kernels {
+
+// out[i·n + j] += Σ_c x[i·outliers + c] · wt[c·n + j] for i < m, j < n, each sum a chain of fused
+// multiply-adds in c's order starting from zero, added to out once complete.
+void outlier_correction_avx2(const float* x, const float* wt, int64_t m, int64_t n, int64_t outliers, float* out);
+
+}  // namespace weft::precision::quant::kernels
