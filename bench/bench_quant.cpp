@@ -9,6 +9,9 @@
 //                  the packed weight and its absmax, against a memcpy of the same number of bytes
 //                  on the same threads (the ratio the issue asks ≥ 0.70 of)
 //   Linear4bit     forward of an NF4 layer 4096 × 4096 at batch 1 and 32, in milliseconds
+//   Linear8bitLt   forward of an LLM.int8() inference layer 4096 × 4096 (threshold 6) on a float16
+//                  batch of 128, without outliers and with 8 outlier columns (×10: LLMs' outlier
+//                  features), in milliseconds
 //
 // Timing: a warm-up call, then calls until --min-time seconds and at least 6 calls; the median
 // call is reported (on a busy machine a call whose threads waited a time slice costs many times
@@ -190,6 +193,29 @@ int main(int argc, char** argv) {
     std::printf("%6lld | %10.3f %10.3f\n", static_cast<long long>(batch), t * 1e3, t_fp32 * 1e3);
   }
 
+  // ---- Linear8bitLt forward ----
+  Linear8bitLt layer8(features, features, false, Linear8bitLtOptions{});
+  layer8->quantize_weight(mul(sub(rand({features, features}, kFloat32, &gen), scalar_tensor(0.5)), scalar_tensor(2.0)));
+  constexpr int64_t kInt8Batch = 128;
+  std::printf("\nLinear8bitLt forward (int8 inference, threshold 6, %lld x %lld), float16 batch of %lld\n%9s | %10s\n",
+              static_cast<long long>(features), static_cast<long long>(features), static_cast<long long>(kInt8Batch),
+              "outliers", "ms");
+  struct Int8LinearTime {
+    int64_t outliers;
+    double ms;
+  };
+  std::vector<Int8LinearTime> int8_ms;
+  for (int64_t outliers : {0, 8}) {
+    Tensor x = randn({kInt8Batch, features}, {}, &gen);
+    for (int64_t c = 0; c < outliers; ++c) x.select(1, c * 7).mul_(10.0);
+    const Tensor xh = x.to(kFloat16);
+    const int64_t found = int8_vectorwise_quant(xh, 6.0).outlier_cols.numel();
+    NoGradGuard no_grad;
+    const double t = median_seconds([&] { layer8(xh); }, opt.min_time);
+    int8_ms.push_back({found, t * 1e3});
+    std::printf("%9lld | %10.3f\n", static_cast<long long>(found), t * 1e3);
+  }
+
   std::printf("{\"bench\":\"quant\",\"threads\":%d,\"isa\":\"%s\",\"int8_gemm\":[", num_threads(),
               std::string(cpu_isa_name(cpu_isa())).c_str());
   for (size_t i = 0; i < gemm8.size(); ++i)
@@ -204,6 +230,11 @@ int main(int argc, char** argv) {
   for (const LinearTimes& l : linear_ms)
     std::printf(",\"batch%lld_ms\":%.4f,\"fp32_batch%lld_ms\":%.4f", static_cast<long long>(l.batch), l.ms,
                 static_cast<long long>(l.batch), l.fp32_ms);
-  std::printf("}}\n");
+  std::printf("},\"linear8bit\":{\"features\":%lld,\"batch\":%lld,\"cases\":[", static_cast<long long>(features),
+              static_cast<long long>(kInt8Batch));
+  for (size_t i = 0; i < int8_ms.size(); ++i)
+    std::printf("%s{\"outliers\":%lld,\"ms\":%.4f}", i ? "," : "", static_cast<long long>(int8_ms[i].outliers),
+                int8_ms[i].ms);
+  std::printf("]}}\n");
   return 0;
 }

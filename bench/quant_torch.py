@@ -7,6 +7,9 @@
                      Linear4bit case (batch 1 and 32): what an unquantized layer costs
   bnb Linear4bit     bitsandbytes.nn.Linear4bit (NF4, double quantization, float32 compute) on
                      the CPU at batch 1 and 32
+  bnb Linear8bitLt   bitsandbytes.nn.Linear8bitLt (int8 inference, threshold 6) on the CPU, a
+                     float16 batch of 128 without outliers and with 8 outlier columns (x10), beside
+                     PyTorch's fp32 linear of the batch
 
 Timing as bench_quant: a warm-up call, then calls until --min-time seconds and at least 6 calls;
 the median call. Prints a table, then one line of JSON starting with {"bench":"quant_torch".
@@ -95,14 +98,15 @@ def main():
         out["bnb_linear4bit"] = {"features": features}
         try:
             import bitsandbytes as bnb
-
+        except ImportError:
+            bnb = None
+        layer = None
+        if bnb is not None:
             layer = bnb.nn.Linear4bit(features, features, bias=False, compute_dtype=torch.float32,
                                       compress_statistics=True, quant_type="nf4")
             layer.load_state_dict({"weight": w})
             layer = layer.to("cpu").eval()
             out["bnb_linear4bit"]["version"] = bnb.__version__
-        except ImportError:
-            layer = None
         print(f"\n{features} x {features} layer\n{'batch':>6} | {'fp32 ms':>10} {'bnb nf4 ms':>11}")
         for batch in (1, 32):
             x = torch.randn(batch, features)
@@ -111,6 +115,25 @@ def main():
             tb = median_seconds(lambda: layer(x), args.min_time) if layer is not None else None
             out["bnb_linear4bit"][f"batch{batch}_ms"] = None if tb is None else tb * 1e3
             print(f"{batch:>6} | {t * 1e3:>10.3f} {'n/a' if tb is None else f'{tb * 1e3:.3f}':>11}")
+
+        out["linear8bit"] = {"features": features, "batch": 128, "cases": []}
+        layer8 = None
+        if bnb is not None:
+            layer8 = bnb.nn.Linear8bitLt(features, features, bias=False, has_fp16_weights=False, threshold=6.0)
+            layer8.load_state_dict({"weight": w.half()})
+            layer8 = layer8.to("cpu").eval()
+        x = torch.randn(128, features)
+        out["linear8bit"]["fp32_ms"] = median_seconds(lambda: torch.nn.functional.linear(x, w), args.min_time) * 1e3
+        print(f"\nLinear8bitLt, float16 batch of 128 (fp32 linear: {out['linear8bit']['fp32_ms']:.3f} ms)\n"
+              f"{'outliers':>9} | {'bnb ms':>10}")
+        for outliers in (0, 8):
+            x = torch.randn(128, features)
+            for c in range(outliers):
+                x[:, c * 7] *= 10
+            xh = x.half()
+            tb = median_seconds(lambda: layer8(xh), args.min_time) if layer8 is not None else None
+            out["linear8bit"]["cases"].append({"outliers": outliers, "bnb_ms": None if tb is None else tb * 1e3})
+            print(f"{outliers:>9} | {'n/a' if tb is None else f'{tb * 1e3:.3f}':>10}")
     print(json.dumps(out, separators=(",", ":")))
 
 

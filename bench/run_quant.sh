@@ -9,6 +9,8 @@
 #   Linear4bit       batch 32: PyTorch fp32 linear time / weft time (>= 1);
 #                    bitsandbytes CPU Linear4bit time / weft time at batch 1 and 32 (>= 20);
 #                    beside them weft's own fp32 linear of the shape, and PyTorch's over it
+#   Linear8bitLt     float16 batch of 128, 0 and 8 outlier columns: bitsandbytes CPU Linear8bitLt
+#                    time / weft time, and PyTorch's fp32 linear of the batch / weft time
 #
 #   bench/run_quant.sh [--build-dir DIR] [--python PY] [--threads N] [--min-time S] [--quick]
 #
@@ -86,5 +88,16 @@ for batch in (1, 32):
                                              "weft_fp32_ms": wf, "torch_fp32_over_weft_fp32": fm / wf}
     print(f"{'batch ' + str(batch):<24} {wm:>9.3f} {fm:>9.3f} {fm / wm:>10.2f} {bm or float('nan'):>9.3f} "
           f"{(bm or float('nan')) / wm:>9.2f} {wf:>10.3f} {fm / wf:>15.2f}")
+e = w["linear8bit"]
+summary["linear8bit"] = []
+print(f"\n{'Linear8bitLt ' + str(e['features']) + '^2, b' + str(e['batch']):<24} {'weft ms':>9} {'bnb ms':>9} {'bnb/weft':>9}"
+      f" {'fp32 ms':>9} {'fp32/weft':>10}")
+for a, b in zip(e["cases"], t["linear8bit"]["cases"]):
+    fm, bm = t["linear8bit"]["fp32_ms"], b["bnb_ms"]
+    summary["linear8bit"].append({"outliers": a["outliers"], "weft_ms": a["ms"], "bnb_ms": bm,
+                                  "bnb_over_weft": bm / a["ms"] if bm else None, "torch_fp32_ms": fm,
+                                  "fp32_over_weft": fm / a["ms"]})
+    print(f"{str(a['outliers']) + ' outlier columns':<24} {a['ms']:>9.3f} {bm or float('nan'):>9.3f} "
+          f"{(bm or float('nan')) / a['ms']:>9.2f} {fm:>9.3f} {fm / a['ms']:>10.2f}")
 print(json.dumps(summary, separators=(",", ":")))
 PY
