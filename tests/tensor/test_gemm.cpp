@@ -6,16 +6,19 @@
 // (M = 128 over 6-row tiles, N = 10, K = 784 in equal chunks, odd K for bf16 pairs, more columns
 // than one column block), both the small (unpacked, one thread) and the blocked, threaded path,
 // the transposed product of few rows times a transposed B (Note [Few rows times a transposed B]:
-// whole rows of W streamed, or K cut into chunks), linear's fused bias, and A made block by block
-// by a source (GemmBlockSource: how the 4-bit product multiplies a weight it dequantizes).
+// whole rows of W streamed, or K cut into chunks), linear's fused bias, and A or Bᵀ made block by
+// block by a source (GemmBlockSource: how the 4-bit product multiplies a weight it dequantizes).
 //
 // Error bound: each C element is a dot product, so it is compared with |got − exact| ≤
 // tol · Σ_p |a_ip·b_pj|, the standard bound for a sum computed in floating point.
 #include <doctest/doctest.h>
 
+#include <functional>
+
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -229,6 +232,29 @@ void fill_rows(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_
     for (int64_t p = 0; p < kc; ++p) out[r * kc + p] = s.data[(r0 + r) * s.ld + p0 + p];
 }
 
+// Runs `product` (c (+)= a·b with an operand from a source, writing into the buffer it is given,
+// which starts as c0) at every instruction-set level, against the exact product.
+void check_source_product(const Tensor& a, const Tensor& b, const Tensor& c0, bool accumulate,
+                          const std::function<void(float*)>& product) {
+  Reference ref = reference(a, b);
+  if (accumulate) {
+    const auto start = c0.to_vector<double>();
+    for (size_t i = 0; i < ref.value.size(); ++i) {
+      ref.value[i] += start[i];
+      ref.magnitude[i] += std::abs(start[i]);
+    }
+  }
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    CAPTURE(cpu_isa_name(isa));
+    CpuIsaGuard guard(isa);
+    std::vector<float> c = c0.to_vector<float>();
+    g_misaligned_blocks = 0;
+    product(c.data());
+    CHECK(g_misaligned_blocks == 0);
+    CHECK(worst_error(std::vector<double>(c.begin(), c.end()), ref.value, ref.magnitude) <= kFloat32Tol);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("weft's GEMM with A from a block source matches the exact product at every level") {
@@ -250,26 +276,11 @@ TEST_CASE("weft's GEMM with A from a block source matches the exact product at e
     const Tensor b_store = s.b_transposed ? random({s.n, s.k}, 71, kFloat32) : random({s.k, s.n}, 71, kFloat32);
     const Tensor b = s.b_transposed ? b_store.t() : b_store;
     const Tensor c0 = random({s.m, s.n}, 72, kFloat32);
-    Reference ref = reference(a, b);
-    if (s.accumulate) {
-      const auto start = c0.to_vector<double>();
-      for (size_t i = 0; i < ref.value.size(); ++i) {
-        ref.value[i] += start[i];
-        ref.magnitude[i] += std::abs(start[i]);
-      }
-    }
     const RowsSource rows{a.data<float>(), s.k, s.k_align};
     const detail::GemmBlockSource source{fill_rows, &rows, s.k_align};
     const detail::GemmMatrix bm{b_store.data<float>(), s.b_transposed ? 1 : s.n, s.b_transposed ? s.k : 1, false};
-    for (const CpuIsa isa : cpu_isas_supported()) {
-      CAPTURE(cpu_isa_name(isa));
-      CpuIsaGuard guard(isa);
-      std::vector<float> c = c0.to_vector<float>();
-      g_misaligned_blocks = 0;
-      detail::gemm(s.m, s.n, s.k, source, bm, c.data(), s.n, s.accumulate);
-      CHECK(g_misaligned_blocks == 0);
-      CHECK(worst_error(std::vector<double>(c.begin(), c.end()), ref.value, ref.magnitude) <= kFloat32Tol);
-    }
+    check_source_product(a, b, c0, s.accumulate,
+                         [&](float* c) { detail::gemm(s.m, s.n, s.k, source, bm, c, s.n, s.accumulate); });
   }
 }
 
@@ -291,25 +302,10 @@ TEST_CASE("weft's GEMM with Bᵀ from a block source matches the exact product a
     const Tensor a = random({s.m, s.k}, 73, kFloat32);
     const Tensor w = random({s.n, s.k}, 74, kFloat32);
     const Tensor c0 = random({s.m, s.n}, 75, kFloat32);
-    Reference ref = reference(a, w.t());
-    if (s.accumulate) {
-      const auto start = c0.to_vector<double>();
-      for (size_t i = 0; i < ref.value.size(); ++i) {
-        ref.value[i] += start[i];
-        ref.magnitude[i] += std::abs(start[i]);
-      }
-    }
     const RowsSource rows{w.data<float>(), s.k, s.k_align};
     const detail::GemmBlockSource source{fill_rows, &rows, s.k_align};
     const detail::GemmMatrix am{a.data<float>(), s.k, 1, false};
-    for (const CpuIsa isa : cpu_isas_supported()) {
-      CAPTURE(cpu_isa_name(isa));
-      CpuIsaGuard guard(isa);
-      std::vector<float> c = c0.to_vector<float>();
-      g_misaligned_blocks = 0;
-      detail::gemm(s.m, s.n, s.k, am, source, c.data(), s.n, s.accumulate);
-      CHECK(g_misaligned_blocks == 0);
-      CHECK(worst_error(std::vector<double>(c.begin(), c.end()), ref.value, ref.magnitude) <= kFloat32Tol);
-    }
+    check_source_product(a, w.t(), c0, s.accumulate,
+                         [&](float* c) { detail::gemm(s.m, s.n, s.k, am, source, c, s.n, s.accumulate); });
   }
 }
