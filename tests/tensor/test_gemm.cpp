@@ -13,8 +13,6 @@
 // tol · Σ_p |a_ip·b_pj|, the standard bound for a sum computed in floating point.
 #include <doctest/doctest.h>
 
-#include <functional>
-
 #include <atomic>
 #include <cmath>
 #include <cstring>
