@@ -46,6 +46,10 @@ bool gemm_4bit_fused_supported(int64_t k, int64_t blocksize);
 void gemm_4bit_fused(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa = cpu_isa());
 void gemm_4bit_fused_reference(const float* x, int64_t m, const Weights4bit& w, float* y);
 
+// dx: (m, w.k) = g: (m, w.n) · W, the gradient of x·Wᵀ with respect to x, with W dequantized
+// exactly block by block inside weft's float32 GEMM (as exact as dequantize-then-multiply).
+void gemm_4bit_input_grad(const float* g, int64_t m, const Weights4bit& w, float* dx, CpuIsa isa = cpu_isa());
+
 // out: (rows, w.k) float32 = W's rows [row0, row0 + rows), exactly dequantize_4bit's values (up to
 // the sign of zero).
 void dequantize_4bit_rows(const Weights4bit& w, int64_t row0, int64_t rows, float* out, CpuIsa isa = cpu_isa());

@@ -125,9 +125,11 @@ Tensor Linear4bitImpl::forward(const Tensor& input) {
                        std::vector<Tensor> grads(2);
                        if (input_grad) {
                          // dL/dx = g · W, with W dequantized exactly (bitsandbytes' MatMul4Bit).
-                         Tensor w = empty({n, k}, kFloat32);
-                         dequantize_4bit_rows(weights_of(packed, absmax, state), 0, n, w.data<float>());
-                         grads[0] = matmul(g_rows, w).reshape(input_shape);
+                         const Tensor g_dense = g_rows.contiguous();
+                         Tensor dx = empty({rows, k}, kFloat32);
+                         gemm_4bit_input_grad(g_dense.data<float>(), rows, weights_of(packed, absmax, state),
+                                              dx.data<float>());
+                         grads[0] = dx.reshape(input_shape);
                        }
                        if (bias_grad) grads[1] = sum(g_rows, {0});
                        return grads;

@@ -40,6 +40,40 @@ std::vector<float> run(const Tensor& x, const Case& c, CpuIsa isa, bool referenc
   return y;
 }
 
+// The worst error of `got` against the float64 product a·b, relative to Σ|a_ip·b_pj| (the bound
+// of a float32 sum).
+double worst_relative_error(const std::vector<float>& got, const Tensor& a, const Tensor& b) {
+  const auto e = matmul(a.to(kFloat64), b.to(kFloat64)).to_vector<double>();
+  const auto magnitude = matmul(a.abs().to(kFloat64), b.abs().to(kFloat64)).to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < e.size(); ++i) worst = std::max(worst, std::fabs(got[i] - e[i]) / (magnitude[i] + 1e-30));
+  return worst;
+}
+
+struct Shape4bit {
+  int64_t m, n, k, bs;  // x (m, k) times W (n, k), in blocks of bs
+};
+
+// For each shape and both 4-bit types, at every instruction set: the product x·Wᵀ (gemm_4bit) or,
+// with `input_grad`, g·W (gemm_4bit_input_grad, g random (m, n)), against the float64 product of
+// the same values with W dequantized.
+void check_exact_at_every_level(const std::vector<Shape4bit>& shapes, bool input_grad) {
+  for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
+    for (const auto& s : shapes) {
+      const Case c = quantized(s.n, s.k, s.bs, type);
+      const Tensor lhs = randn({s.m, input_grad ? s.n : s.k});
+      const Tensor rhs = input_grad ? c.dequantized : c.dequantized.t();
+      for (const CpuIsa isa : cpu_isas_supported()) {
+        INFO("isa ", cpu_isa_name(isa), " M=", s.m, " N=", s.n, " K=", s.k, " bs=", s.bs);
+        CpuIsaGuard guard(isa);
+        std::vector<float> got(static_cast<size_t>(s.m * (input_grad ? s.k : s.n)), -1.0f);
+        if (input_grad) gemm_4bit_input_grad(lhs.data<float>(), s.m, c.w, got.data(), isa);
+        else gemm_4bit(lhs.data<float>(), s.m, c.w, got.data(), isa);
+        CHECK(worst_relative_error(got, lhs, rhs) <= 2e-5);
+      }
+    }
+}
+
 double max_abs(const std::vector<float>& v) {
   double m = 0;
   for (float f : v) m = std::max(m, static_cast<double>(std::fabs(f)));
@@ -50,14 +84,11 @@ double max_abs(const std::vector<float>& v) {
 
 TEST_CASE("4-bit product: the fused kernel at every supported instruction set matches its scalar reference") {
   manual_seed(21);
-  struct Shape3 {
-    int64_t m, n, k, bs;
-  };
   // A single activation row (M = 1, or the last of M = 4q + 1) has its own path in the AVX2
   // kernel, which scales eight blocks at a time: 16 blocks, 8 + 2, and 8 + 1 of 128 values.
-  const Shape3 shapes[] = {{1, 1, 64, 64},    {1, 37, 320, 64},   {3, 17, 128, 128}, {4, 16, 256, 64},
-                           {7, 40, 1024, 256}, {32, 9, 192, 64},  {5, 33, 4096, 4096}, {1, 19, 1024, 64},
-                           {5, 7, 640, 64},    {9, 5, 1152, 128}};
+  const Shape4bit shapes[] = {{1, 1, 64, 64},    {1, 37, 320, 64},   {3, 17, 128, 128}, {4, 16, 256, 64},
+                              {7, 40, 1024, 256}, {32, 9, 192, 64},  {5, 33, 4096, 4096}, {1, 19, 1024, 64},
+                              {5, 7, 640, 64},    {9, 5, 1152, 128}};
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
     for (const auto& s : shapes) {
       const Case c = quantized(s.n, s.k, s.bs, type);
@@ -102,9 +133,6 @@ TEST_CASE("4-bit product: up to 16 rows the int8 kernel stays within 2% of max|y
 
 TEST_CASE("4-bit product through weft's GEMM (above 16 rows, or a K the fused kernel refuses): exact at every level") {
   manual_seed(23);
-  struct Shape3 {
-    int64_t m, n, k, bs;
-  };
   // W as the GEMM's A (a million values or more, under 512 rows; Note [Dequantized block by
   // block]): several K chunks and row blocks of W (K = 4096, N = 300 not a multiple of the 12-row
   // tiles), and 130 × 260 outputs transposed into y by the threads, 16 rows of y each, the last
@@ -113,24 +141,23 @@ TEST_CASE("4-bit product through weft's GEMM (above 16 rows, or a K the fused ke
   // B); the example's first layer at batch 64, N in column parts. Up to 16 rows with K = 784 or
   // 100 (not whole blocks of 64 / a multiple of 64: the fused kernel refuses them), rows of W
   // dequantized per thread and multiplied by dot products (one row) or in place (three).
-  const Shape3 shapes[] = {{40, 300, 4096, 64}, {130, 260, 4096, 64}, {17, 33, 100, 32}, {70, 5, 1152, 128},
-                           {64, 512, 784, 64},  {1, 300, 784, 64},    {3, 40, 100, 32}};
-  for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
-    for (const auto& s : shapes) {
-      const Case c = quantized(s.n, s.k, s.bs, type);
-      const Tensor x = randn({s.m, s.k});
-      const auto e = matmul(x.to(kFloat64), c.dequantized.to(kFloat64).t()).to_vector<double>();
-      const auto magnitude = matmul(x.abs().to(kFloat64), c.dequantized.abs().to(kFloat64).t()).to_vector<double>();
-      for (const CpuIsa isa : cpu_isas_supported()) {
-        INFO("isa ", cpu_isa_name(isa), " M=", s.m, " N=", s.n, " K=", s.k, " bs=", s.bs);
-        CpuIsaGuard guard(isa);
-        std::vector<float> got(static_cast<size_t>(s.m * s.n), -1.0f);
-        gemm_4bit(x.data<float>(), s.m, c.w, got.data(), isa);
-        double worst = 0;
-        for (size_t i = 0; i < e.size(); ++i) worst = std::max(worst, std::fabs(got[i] - e[i]) / (magnitude[i] + 1e-30));
-        CHECK(worst <= 2e-5);
-      }
-    }
+  check_exact_at_every_level({{40, 300, 4096, 64},
+                              {130, 260, 4096, 64},
+                              {17, 33, 100, 32},
+                              {70, 5, 1152, 128},
+                              {64, 512, 784, 64},
+                              {1, 300, 784, 64},
+                              {3, 40, 100, 32}},
+                             false);
+}
+
+TEST_CASE("4-bit input gradient g·W through weft's GEMM: exact at every level") {
+  manual_seed(25);
+  // The example's first layer at batch 128 (K = 784: rows of W do not start on block or byte
+  // boundaries), several K blocks of W's rows and runs of 256 columns, one row, more rows than
+  // columns, a single weight row, an odd K (a row starts mid-byte).
+  check_exact_at_every_level({{128, 512, 784, 64}, {1, 300, 640, 128}, {300, 20, 96, 32}, {5, 1, 64, 64}, {7, 9, 33, 32}},
+                             true);
 }
 
 TEST_CASE("4-bit dequantization of rows: every supported instruction set gives dequantize_4bit's values bit for bit") {

@@ -6,8 +6,8 @@
 // (M = 128 over 6-row tiles, N = 10, K = 784 in equal chunks, odd K for bf16 pairs, more columns
 // than one column block), both the small (unpacked, one thread) and the blocked, threaded path,
 // the transposed product of few rows times a transposed B (Note [Few rows times a transposed B]:
-// whole rows of W streamed, or K cut into chunks), linear's fused bias, and A or Bᵀ made block by
-// block by a source (GemmBlockSource: how the 4-bit product multiplies a weight it dequantizes).
+// whole rows of W streamed, or K cut into chunks), linear's fused bias, and A, B or Bᵀ made block
+// by block by a source (GemmBlockSource: how the 4-bit layer multiplies a weight it dequantizes).
 //
 // Error bound: each C element is a dot product, so it is compared with |got − exact| ≤
 // tol · Σ_p |a_ip·b_pj|, the standard bound for a sum computed in floating point.
@@ -282,28 +282,35 @@ TEST_CASE("weft's GEMM with A from a block source matches the exact product at e
   }
 }
 
-TEST_CASE("weft's GEMM with Bᵀ from a block source matches the exact product at every level") {
+TEST_CASE("weft's GEMM with B or Bᵀ made by a block source matches the exact product at every level") {
   struct Shape {
     int64_t m, n, k, k_align;
-    bool accumulate;
+    bool transposed, accumulate;
   };
-  // x·Wᵀ with W made by the source, as the 4-bit product makes it: wider than tall (column parts,
+  // The source makes Bᵀ's rows (x·Wᵀ, the 4-bit layer's forward): wider than tall (column parts,
   // A read in place), taller than wide (threads packing the shared B between them), K in aligned
   // chunks with a short last one, N not a multiple of the 32 columns of a panel, a tiny product,
-  // and accumulating into C.
-  const Shape shapes[] = {{128, 300, 784, 64, false}, {700, 45, 1000, 64, false}, {7, 5, 3, 1, false},
-                          {64, 70, 130, 1, true}};
+  // accumulating into C. Or B's rows (g·W, its input gradient): more than one run of 256 columns
+  // per block and a short last panel, threads sharing the packed B, several K blocks, a tiny
+  // product, accumulating.
+  const Shape shapes[] = {{128, 300, 784, 64, true, false}, {700, 45, 1000, 64, true, false},
+                          {7, 5, 3, 1, true, false},        {64, 70, 130, 1, true, true},
+                          {128, 784, 512, 1, false, false}, {64, 600, 300, 1, false, false},
+                          {700, 45, 1000, 1, false, false}, {3, 5, 7, 1, false, false},
+                          {40, 70, 130, 1, false, true}};
   for (const Shape& s : shapes) {
     CAPTURE(s.m);
     CAPTURE(s.n);
     CAPTURE(s.k);
+    CAPTURE(s.transposed);
     const Tensor a = random({s.m, s.k}, 73, kFloat32);
-    const Tensor w = random({s.n, s.k}, 74, kFloat32);
+    const Tensor stored = s.transposed ? random({s.n, s.k}, 74, kFloat32) : random({s.k, s.n}, 74, kFloat32);
     const Tensor c0 = random({s.m, s.n}, 75, kFloat32);
-    const RowsSource rows{w.data<float>(), s.k, s.k_align};
+    const RowsSource rows{stored.data<float>(), s.transposed ? s.k : s.n, s.k_align};
     const detail::GemmBlockSource source{fill_rows, &rows, s.k_align};
     const detail::GemmMatrix am{a.data<float>(), s.k, 1, false};
-    check_source_product(a, w.t(), c0, s.accumulate,
-                         [&](float* c) { detail::gemm(s.m, s.n, s.k, am, source, c, s.n, s.accumulate); });
+    check_source_product(a, s.transposed ? stored.t() : stored, c0, s.accumulate, [&](float* c) {
+      detail::gemm(s.m, s.n, s.k, am, source, s.transposed, c, s.n, s.accumulate);
+    });
   }
 }

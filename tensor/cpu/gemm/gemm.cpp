@@ -132,11 +132,12 @@ struct AOperand {
   const GemmBlockSource* source = nullptr;
 };
 
-// B as the blocked loops read it: strided memory, or a GemmBlockSource (gemm.h) that makes Bᵀ's
-// rows (W's, for x·Wᵀ); `at` moves to the sub-matrix starting at (p, j) either way.
+// B as the blocked loops read it: strided memory, or a GemmBlockSource (gemm.h) that makes B's rows
+// or Bᵀ's (W's, for x·Wᵀ); `at` moves to the sub-matrix starting at (p, j) either way.
 struct BOperand {
   BOperand(const GemmMatrix& m) : matrix(m) {}  // NOLINT(google-explicit-constructor): memory is the usual B
-  explicit BOperand(const GemmBlockSource* s) : matrix{nullptr, 0, 0, false}, source(s) {}
+  BOperand(const GemmBlockSource* s, bool makes_transposed)
+      : matrix{nullptr, 0, 0, false}, source(s), transposed(makes_transposed) {}
 
   BOperand at(int64_t p, int64_t j) const {
     BOperand sub = *this;
@@ -149,9 +150,14 @@ struct BOperand {
     return sub;
   }
 
+  // The alignment the source wants of the blocks' K offsets: only a source of Bᵀ's rows starts
+  // its runs at them.
+  int64_t k_align() const { return source && transposed ? std::max<int64_t>(1, source->k_align) : 1; }
+
   GemmMatrix matrix;
   const GemmBlockSource* source = nullptr;
-  int64_t p0 = 0, j0 = 0;  // a source's sub-matrix: B(p, j) = Bᵀ(j0 + j, p0 + p)
+  bool transposed = false;  // the source makes Bᵀ's rows, not B's
+  int64_t p0 = 0, j0 = 0;   // a source's sub-matrix: B(p0 + p, j0 + j)
 };
 
 // Whether a block of C with m rows reads A in place rather than packing it (kInPlaceRows). A
@@ -185,17 +191,32 @@ Blocking blocking_for(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, in
 }
 
 // Packs columns [first, first + count) of a kc×nc block of B (first a multiple of NR) into their
-// panels of the packed block at `packed` (float32, or bf16 K-pairs for a pairs kernel). A source's
-// columns are made a panel at a time, as NR rows of Bᵀ, into this thread's scratch (32 × 256
-// floats for AVX-512: in L1) and packed from there like any B read down its columns.
+// panels of the packed block at `packed` (float32, or bf16 K-pairs for a pairs kernel). A source
+// makes its values into this thread's scratch, from where they are packed like memory: Bᵀ's rows
+// a panel at a time (NR rows of W, 32 × 256 floats for AVX-512: in L1) as a B read down its
+// columns; B's rows (W's, for g·W) up to kBRowRun columns at a time, as a row-major B, runs long
+// enough that the source's per-run cost stays small (a run per panel row, 32 values, cost
+// more than the product of the panel at batch 128).
+constexpr int64_t kBRowRun = 256;
+
 void pack_b_columns(const GemmKernel& ker, const BOperand& b_block, int64_t kc, int64_t first, int64_t count,
                     void* packed) {
-  if (b_block.source) {
+  if (b_block.source && b_block.transposed) {
     float* rows = t_source_b.get<float>(ker.nr * kc);
     for (int64_t j = first; j < first + count; j += ker.nr) {
       const int64_t cols = std::min<int64_t>(ker.nr, first + count - j);
       b_block.source->fill(b_block.source->context, b_block.j0 + j, cols, b_block.p0, kc, rows);
       pack_b_panels(ker, GemmMatrix{rows, 1, kc, false}, kc, cols, static_cast<float*>(packed) + j * kc);
+    }
+    return;
+  }
+  if (b_block.source) {
+    const int64_t run_most = std::max<int64_t>(ker.nr, kBRowRun / ker.nr * ker.nr);
+    float* rows = t_source_b.get<float>(kc * run_most);
+    for (int64_t j = first; j < first + count; j += run_most) {
+      const int64_t cols = std::min<int64_t>(run_most, first + count - j);
+      b_block.source->fill(b_block.source->context, b_block.p0, kc, b_block.j0 + j, cols, rows);
+      pack_b_panels(ker, GemmMatrix{rows, cols, 1, false}, kc, cols, static_cast<float*>(packed) + j * kc);
     }
     return;
   }
@@ -286,9 +307,8 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
   const int64_t rows_most = std::min<int64_t>(ker.mc, (m + threads - 1) / threads);
   const int64_t row_blocks_wanted = (m + rows_most - 1) / rows_most;
   const int64_t balanced_blocks = (row_blocks_wanted + threads - 1) / threads * threads;
-  const GemmBlockSource* source = a.source ? a.source : b.source;
   const Blocking bl = blocking_for(ker, m, n, k, (m + balanced_blocks - 1) / balanced_blocks,
-                                   source ? std::max<int64_t>(1, source->k_align) : 1);
+                                   a.source ? std::max<int64_t>(1, a.source->k_align) : b.k_align());
   void* packed_b = ker.bf16_pairs ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
                                   : static_cast<void*>(t_pack_b.get<float>(bl.b_size));
   const int64_t row_blocks = (m + bl.mc_step - 1) / bl.mc_step;
@@ -487,12 +507,12 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmBlockSource& a, const GemmM
   gemm_large(kernel_for(cpu_isa(), false), m, n, k, AOperand(&a), b, c, ldc, accumulate);
 }
 
-void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmBlockSource& b_transposed, float* c,
-          int64_t ldc, bool accumulate) {
+void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmBlockSource& b, bool b_source_transposed,
+          float* c, int64_t ldc, bool accumulate) {
   WEFT_CHECK(!a.bf16, "[gemm] internal: a product with B from a source takes a float32 A");
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return zero_unless_accumulating(m, n, c, ldc, accumulate);
-  gemm_large(kernel_for(cpu_isa(), false), m, n, k, a, BOperand(&b_transposed), c, ldc, accumulate);
+  gemm_large(kernel_for(cpu_isa(), false), m, n, k, a, BOperand(&b, b_source_transposed), c, ldc, accumulate);
 }
 
 }  // namespace weft::detail

@@ -37,26 +37,27 @@ struct GemmMatrix {
 void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, float* c, int64_t ldc,
           bool accumulate);
 
-// A, or Bᵀ, given by what makes it, block by block, instead of as memory (a 4-bit weight
+// A, B or Bᵀ given by what makes it, block by block, instead of as memory (a 4-bit weight
 // dequantized block by block: it never exists whole in float32). fill(context, r0, rows, p0, kc,
 // out) writes the matrix's (r0 + r, p0 + p) to out[r·kc + p] for r < rows, p < kc: runs of its
 // rows. It is called from the pool's threads. As A: for at most a cache block (mc × kc) at a time,
-// each block once per block of B's columns (nc: 4096 and more columns, once). As Bᵀ: for at most
-// NR rows at a time, each once per product.
+// each block once per block of B's columns (nc: 4096 and more columns, once). As B or Bᵀ: each
+// value once per product, NR rows of Bᵀ or a K block of B's rows at a time.
 struct GemmBlockSource {
   void (*fill)(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out);
   const void* context;
-  int64_t k_align = 1;  // K chunks (p0) start at multiples of this: runs the source makes fastest
+  int64_t k_align = 1;  // as A or Bᵀ, K chunks (p0) start at multiples of this: runs the source makes fastest
 };
 
 // c(m×n) (+)= A(m×k) · b(k×n) with A from `a` and b float32, by the blocked path whatever the size.
 void gemm(int64_t m, int64_t n, int64_t k, const GemmBlockSource& a, const GemmMatrix& b, float* c, int64_t ldc,
           bool accumulate);
 
-// c(m×n) (+)= a(m×k) · Bᵀ with Bᵀ(n×k) from `b_transposed` and a float32: x·Wᵀ with W made block
-// by block, by the blocked path whatever the size.
-void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmBlockSource& b_transposed, float* c,
-          int64_t ldc, bool accumulate);
+// c(m×n) (+)= a(m×k) · B(k×n) with a float32 and B from `b`, which makes Bᵀ's rows (n×k: x·Wᵀ with
+// W made block by block) when b_source_transposed, else B's (k×n: g·W), by the blocked path
+// whatever the size.
+void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmBlockSource& b, bool b_source_transposed,
+          float* c, int64_t ldc, bool accumulate);
 
 // The kernel set gemm() uses for float32 (bf16 = false) or bfloat16 inputs at level `isa`.
 const char* gemm_kernel_name(CpuIsa isa, bool bf16);
