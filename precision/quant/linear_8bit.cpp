@@ -121,7 +121,7 @@ Tensor Linear8bitLtImpl::forward(const Tensor& input) {
                       out_features = out_features, input_shape = input.shape()](const Tensor& g) {
                        const Tensor g_rows = g.reshape({rows, out_features}).to(kFloat32);
                        std::vector<Tensor> grads(3);
-                       if (input_grad) grads[0] = matmul(g_rows, int8_vectorwise_dequant(cb, scb)).reshape(input_shape);
+                       if (input_grad) grads[0] = int8_dequant_matmul(g_rows, cb, scb).reshape(input_shape);
                        if (weight_grad) grads[1] = matmul(g_rows.t(), x);
                        if (bias_grad) grads[2] = sum(g_rows, {0});
                        return grads;

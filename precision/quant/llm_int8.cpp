@@ -8,6 +8,7 @@
 #include "precision/quant/outlier_correction_kernels.h"
 #include "precision/quant/quant_format.h"
 #include "precision/quant/quant_kernels.h"
+#include "tensor/cpu/gemm/gemm.h"
 #include "tensor/ops.h"
 
 namespace weft::precision::quant {
@@ -81,6 +82,44 @@ Tensor int8_vectorwise_dequant(const Tensor& codes, const Tensor& stats) {
   quant_format(QuantKind::LlmInt8)
       .dequantize(reinterpret_cast<const uint8_t*>(c.data<int8_t>()), stats.contiguous().data<float>(), codes.numel(),
                   codes.size(1), out.data<float>());
+  return out;
+}
+
+namespace {
+
+// The int8 weight as a GEMM source of B's rows: codes (N, K) and their row statistics, each run
+// dequantized by the llm_int8 format's own function, so the values are int8_vectorwise_dequant's.
+struct Int8RowsSource {
+  const int8_t* codes;
+  const float* stats;
+  int64_t k;
+};
+
+void fill_int8_rows(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out) {
+  const auto& s = *static_cast<const Int8RowsSource*>(context);
+  const QuantFormat& format = quant_format(QuantKind::LlmInt8);
+  for (int64_t r = 0; r < rows; ++r)
+    format.dequantize(reinterpret_cast<const uint8_t*>(s.codes + (r0 + r) * s.k + p0), s.stats + r0 + r, kc, kc,
+                      out + r * kc);
+}
+
+}  // namespace
+
+Tensor int8_dequant_matmul(const Tensor& g, const Tensor& codes, const Tensor& stats) {
+  check_matrix(codes, kInt8, "codes", "int8_dequant_matmul");
+  check_vector(stats, codes.size(0), "stats", "int8_dequant_matmul");
+  check_matrix(g, kFloat32, "g", "int8_dequant_matmul");
+  WEFT_CHECK(g.size(1) == codes.size(0), "[int8_dequant_matmul] g (M, N) and the codes (N, K) must share N, got ",
+             g.shape(), " and ", codes.shape());
+  if (!g.device().is_cpu()) return matmul(g, int8_vectorwise_dequant(codes, stats));
+  // W's rows dequantized a block at a time inside the GEMM: a 4096² weight in float32 is 64 MiB
+  // written and read back per call.
+  const Tensor gc = g.contiguous(), cc = codes.contiguous(), sc = stats.contiguous();
+  const int64_t m = g.size(0), n = codes.size(0), k = codes.size(1);
+  Tensor out = empty({m, k}, kFloat32);
+  const Int8RowsSource rows{cc.data<int8_t>(), sc.data<float>(), k};
+  weft::detail::gemm(m, k, n, {gc.data<float>(), n, 1, false}, {fill_int8_rows, &rows, 1}, false, out.data<float>(), k,
+                     false);
   return out;
 }
 

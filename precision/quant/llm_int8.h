@@ -35,6 +35,9 @@ struct Int8Rows {
 Int8Rows int8_vectorwise_quant(const Tensor& a, double threshold = 0.0);
 // codes: (rows, K) int8, stats: (rows,) -> float32 (rows, K): codes · stats · (1/127).
 Tensor int8_vectorwise_dequant(const Tensor& codes, const Tensor& stats);
+// g: (M, N) float32 · int8_vectorwise_dequant(codes (N, K), stats) -> float32 (M, K): a layer's
+// input gradient, with the weight dequantized block by block inside weft's GEMM on the CPU.
+Tensor int8_dequant_matmul(const Tensor& g, const Tensor& codes, const Tensor& stats);
 // a: (M, K) int8 · b: (N, K) int8 -> int32 (M, N), exact (precision/quant/int8_gemm.h).
 Tensor int8_linear_matmul(const Tensor& a, const Tensor& b);
 // The same with B packed once (a layer's frozen weight).

@@ -3,6 +3,7 @@
 // dequantization, and the mixed decomposition; plus the errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -87,6 +88,36 @@ TEST_CASE("LLM.int8 outlier correction: every instruction set gives the scalar f
       CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
     }
   }
+}
+
+TEST_CASE("int8_dequant_matmul: g times the dequantized weight, exact at every instruction set") {
+  manual_seed(32);
+  struct Shape {
+    int64_t m, n, k;
+  };
+  // A Linear8bitLt's input gradient: the example's first layer at batch 128, several K blocks of
+  // the weight's rows, more rows than columns, a single row, a tiny product.
+  const Shape shapes[] = {{128, 512, 784}, {1, 700, 300}, {300, 20, 96}, {3, 5, 7}};
+  for (const Shape& s : shapes) {
+    const Int8Rows w = int8_vectorwise_quant(randn({s.n, s.k}), 0.0);
+    const Tensor g = randn({s.m, s.n});
+    const Tensor dense = int8_vectorwise_dequant(w.codes, w.stats).to(kFloat64);
+    const auto e = matmul(g.to(kFloat64), dense).to_vector<double>();
+    const auto magnitude = matmul(g.abs().to(kFloat64), dense.abs()).to_vector<double>();
+    for (const CpuIsa isa : cpu_isas_supported()) {
+      INFO("isa ", cpu_isa_name(isa), " M=", s.m, " N=", s.n, " K=", s.k);
+      CpuIsaGuard guard(isa);
+      const auto got = int8_dequant_matmul(g, w.codes, w.stats).to_vector<double>();
+      REQUIRE(got.size() == e.size());
+      double worst = 0;
+      for (size_t i = 0; i < e.size(); ++i) worst = std::max(worst, std::fabs(got[i] - e[i]) / (magnitude[i] + 1e-30));
+      CHECK(worst <= 2e-5);
+    }
+  }
+  CHECK_THROWS_WITH_AS(int8_dequant_matmul(ones({2, 3}), ones({4, 5}, kInt8), ones({4})),
+                       doctest::Contains("must share N, got (2, 3) and (4, 5)"), Error);
+  CHECK_THROWS_WITH_AS(int8_dequant_matmul(ones({2, 4}), ones({4, 5}, kInt8), ones({3})),
+                       doctest::Contains("expected stats as 4 float32 values"), Error);
 }
 
 TEST_CASE("LLM.int8 functions refuse malformed input") {
