@@ -84,10 +84,13 @@ void quantize_4bit(const float* x, int64_t n, int64_t block, uint8_t* packed, fl
 template <QuantKind kKind>
 void dequantize_4bit(const uint8_t* packed, const float* absmax, int64_t n, int64_t block, float* out) {
   const std::array<float, 16>& table = kKind == QuantKind::NF4 ? nf4_code() : fp4_cpu_decode_code();
-  for (int64_t i = 0; i < n; ++i) {
-    const uint8_t byte = packed[i / 2];
-    const uint8_t code = i % 2 == 0 ? byte >> 4 : byte & 0x0F;
-    out[i] = table[code] * absmax[i / block];
+  for (int64_t start = 0; start < n; start += block) {  // block by block: no division per value
+    const float a = absmax[start / block];
+    for (int64_t i = start; i < std::min(n, start + block); ++i) {
+      const uint8_t byte = packed[i / 2];
+      const uint8_t code = i % 2 == 0 ? byte >> 4 : byte & 0x0F;
+      out[i] = table[code] * a;
+    }
   }
 }
 
@@ -145,7 +148,10 @@ void quantize_dynamic(const float* x, int64_t n, int64_t block, uint8_t* codes, 
 
 void dequantize_dynamic(const uint8_t* codes, const float* absmax, int64_t n, int64_t block, float* out) {
   const std::array<float, 256>& code = dynamic_code();
-  for (int64_t i = 0; i < n; ++i) out[i] = code[codes[i]] * absmax[i / block];
+  for (int64_t start = 0; start < n; start += block) {  // block by block: no division per value
+    const float a = absmax[start / block];
+    for (int64_t i = start; i < std::min(n, start + block); ++i) out[i] = code[codes[i]] * a;
+  }
 }
 
 // ---- LLM.int8() rows ----
