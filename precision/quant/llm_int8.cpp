@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "precision/quant/int8_gemm.h"
-#include "precision/quant/outlier_correction_kernels.h"
+#include "precision/quant/llm_int8_kernels.h"
 #include "precision/quant/quant_format.h"
 #include "precision/quant/quant_kernels.h"
 #include "tensor/cpu/gemm/gemm.h"
@@ -79,16 +79,15 @@ Tensor int8_vectorwise_dequant(const Tensor& codes, const Tensor& stats) {
   check_vector(stats, codes.size(0), "stats", "int8_vectorwise_dequant");
   const Tensor c = codes.contiguous();
   Tensor out = empty(codes.shape(), kFloat32);
-  quant_format(QuantKind::LlmInt8)
-      .dequantize(reinterpret_cast<const uint8_t*>(c.data<int8_t>()), stats.contiguous().data<float>(), codes.numel(),
-                  codes.size(1), out.data<float>());
+  int8_dequantize_rows(c.data<int8_t>(), stats.contiguous().data<float>(), codes.numel(), codes.size(1),
+                       out.data<float>());
   return out;
 }
 
 namespace {
 
 // The int8 weight as a GEMM source of B's rows: codes (N, K) and their row statistics, each run
-// dequantized by the llm_int8 format's own function, so the values are int8_vectorwise_dequant's.
+// dequantized as int8_vectorwise_dequant dequantizes.
 struct Int8RowsSource {
   const int8_t* codes;
   const float* stats;
@@ -97,10 +96,8 @@ struct Int8RowsSource {
 
 void fill_int8_rows(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out) {
   const auto& s = *static_cast<const Int8RowsSource*>(context);
-  const QuantFormat& format = quant_format(QuantKind::LlmInt8);
   for (int64_t r = 0; r < rows; ++r)
-    format.dequantize(reinterpret_cast<const uint8_t*>(s.codes + (r0 + r) * s.k + p0), s.stats + r0 + r, kc, kc,
-                      out + r * kc);
+    int8_dequantize_rows(s.codes + (r0 + r) * s.k + p0, s.stats + r0 + r, kc, kc, out + r * kc);
 }
 
 }  // namespace
@@ -217,6 +214,13 @@ void int8_outlier_correction(const float* x, const float* wt, int64_t m, int64_t
       for (int64_t c = 0; c < outliers; ++c) dot = std::fma(x[i * outliers + c], wt[c * n + j], dot);
       out[i * n + j] += dot;
     }
+}
+
+void int8_dequantize_rows(const int8_t* codes, const float* stats, int64_t n, int64_t row, float* out, CpuIsa isa) {
+  WEFT_CHECK(isa <= cpu_isa_supported(), "[int8_dequantize_rows] this CPU supports up to ",
+             cpu_isa_name(cpu_isa_supported()), ", not ", cpu_isa_name(isa));
+  if (isa >= CpuIsa::Avx2) return kernels::dequantize_int8_rows_avx2(codes, stats, n, row, out);
+  quant_format(QuantKind::LlmInt8).dequantize(reinterpret_cast<const uint8_t*>(codes), stats, n, row, out);
 }
 
 }  // namespace weft::precision::quant

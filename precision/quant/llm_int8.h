@@ -51,6 +51,12 @@ Tensor int8_mm_dequant(const Tensor& c, const Tensor& row_stats, const Tensor& c
 Tensor int8_mixed_scaled_mm(const Tensor& a, const Int8Rows& q, const Tensor& cb, const Tensor& scb,
                             const Tensor& bias = Tensor(), const PackedInt8Matrix* packed_cb = nullptr);
 
+// n values of codes in rows of `row`, dequantized as int8_vectorwise_dequant does: (code · stat)
+// · (1/127), two roundings; the AVX2 kernel (every level from AVX2 up) gives the llm_int8 format's
+// scalar bits.
+void int8_dequantize_rows(const int8_t* codes, const float* stats, int64_t n, int64_t row, float* out,
+                          CpuIsa isa = cpu_isa());
+
 // The floating correction of int8_mixed_scaled_mm: out[i·n + j] += Σ_c x[i·outliers + c] ·
 // wt[c·n + j], x (m, outliers) and wt (outliers, n) float32, each sum a chain of fused
 // multiply-adds in c's order from zero. The AVX2 kernel (for every level from AVX2 up) gives the

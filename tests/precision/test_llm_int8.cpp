@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "precision/quant/llm_int8.h"
+#include "precision/quant/quant_format.h"
 #include "quant_test_helpers.h"
 
 using namespace weft;
@@ -85,6 +87,25 @@ TEST_CASE("LLM.int8 outlier correction: every instruction set gives the scalar f
       INFO("isa ", cpu_isa_name(isa), " m=", s.m, " n=", s.n, " outliers=", s.outliers);
       std::vector<float> got = start.to_vector<float>();
       int8_outlier_correction(x.data<float>(), wt.data<float>(), s.m, s.n, s.outliers, got.data(), isa);
+      CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("int8 row dequantization: every instruction set gives the llm_int8 format's bits") {
+  manual_seed(33);
+  // Rows of 8k values and with tails, a single short row, every code from -127 to 127.
+  for (const auto& [rows, row] : std::vector<std::pair<int64_t, int64_t>>{{3, 64}, {5, 13}, {1, 7}, {2, 255}}) {
+    const Tensor codes = randint(-127, 128, {rows, row}, TensorOptions(kInt8));
+    const Tensor stats = mul(rand({rows}), scalar_tensor(9.0, kFloat32));
+    const int64_t n = rows * row;
+    std::vector<float> want(static_cast<size_t>(n));
+    quant_format(QuantKind::LlmInt8)
+        .dequantize(reinterpret_cast<const uint8_t*>(codes.data<int8_t>()), stats.data<float>(), n, row, want.data());
+    for (const CpuIsa isa : cpu_isas_supported()) {
+      INFO("isa ", cpu_isa_name(isa), " rows=", rows, " row=", row);
+      std::vector<float> got(static_cast<size_t>(n), -1.0f);
+      int8_dequantize_rows(codes.data<int8_t>(), stats.data<float>(), n, row, got.data(), isa);
       CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
     }
   }
