@@ -10,6 +10,8 @@
   bnb Linear8bitLt   bitsandbytes.nn.Linear8bitLt (int8 inference, threshold 6) on the CPU, a
                      float16 batch of 128 without outliers and with 8 outlier columns (x10), beside
                      PyTorch's fp32 linear of the batch
+  training step      forward + backward to the input at batch 128: both bitsandbytes layers (the
+                     Linear8bitLt in float16) and PyTorch's fp32 linear
 
 Timing as bench_quant: a warm-up call, then calls until --min-time seconds and at least 6 calls;
 the median call. Prints a table, then one line of JSON starting with {"bench":"quant_torch".
@@ -134,6 +136,26 @@ def main():
             tb = median_seconds(lambda: layer8(xh), args.min_time) if layer8 is not None else None
             out["linear8bit"]["cases"].append({"outliers": outliers, "bnb_ms": None if tb is None else tb * 1e3})
             print(f"{outliers:>9} | {'n/a' if tb is None else f'{tb * 1e3:.3f}':>10}")
+
+    # Forward + backward to the input (autograd on, the weights frozen), batch 128.
+    g = torch.randn(128, features)
+    x = torch.randn(128, features, requires_grad=True)
+    xh = torch.randn(128, features).half().requires_grad_(True)
+
+    def step(module, inp, grad):
+        inp.grad = None
+        module(inp).backward(grad)
+
+    out["train_step"] = {"batch": 128,
+                         "fp32_ms": median_seconds(lambda: step(lambda v: torch.nn.functional.linear(v, w), x, g),
+                                                   args.min_time) * 1e3,
+                         "bnb_linear4bit_ms": None, "bnb_linear8bit_ms": None}
+    if layer is not None:
+        out["train_step"]["bnb_linear4bit_ms"] = median_seconds(lambda: step(layer, x, g), args.min_time) * 1e3
+        out["train_step"]["bnb_linear8bit_ms"] = median_seconds(lambda: step(layer8, xh, g.half()), args.min_time) * 1e3
+    ts = out["train_step"]
+    print(f"\nforward + backward to the input, batch 128: fp32 linear {ts['fp32_ms']:.3f} ms, bnb Linear4bit "
+          f"{ts['bnb_linear4bit_ms'] or float('nan'):.3f} ms, bnb Linear8bitLt {ts['bnb_linear8bit_ms'] or float('nan'):.3f} ms")
     print(json.dumps(out, separators=(",", ":")))
 
 

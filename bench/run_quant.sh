@@ -11,6 +11,8 @@
 #                    beside them weft's own fp32 linear of the shape, and PyTorch's over it
 #   Linear8bitLt     float16 batch of 128, 0 and 8 outlier columns: bitsandbytes CPU Linear8bitLt
 #                    time / weft time, and PyTorch's fp32 linear of the batch / weft time
+#   training step    forward + backward to the input at batch 128, both layers: bitsandbytes /
+#                    weft, and PyTorch's fp32 linear / weft
 #
 #   bench/run_quant.sh [--build-dir DIR] [--python PY] [--threads N] [--min-time S] [--quick]
 #
@@ -99,5 +101,13 @@ for a, b in zip(e["cases"], t["linear8bit"]["cases"]):
                                   "fp32_over_weft": fm / a["ms"]})
     print(f"{str(a['outliers']) + ' outlier columns':<24} {a['ms']:>9.3f} {bm or float('nan'):>9.3f} "
           f"{(bm or float('nan')) / a['ms']:>9.2f} {fm:>9.3f} {fm / a['ms']:>10.2f}")
+ws, ts = w["train_step"], t["train_step"]
+summary["train_step"] = {}
+print(f"\n{'fwd + bwd to x, b' + str(ws['batch']):<24} {'weft ms':>9} {'bnb ms':>9} {'bnb/weft':>9} {'fp32 ms':>9} {'fp32/weft':>10}")
+for name, key in (("Linear4bit", "linear4bit"), ("Linear8bitLt", "linear8bit")):
+    wm, bm, fm = ws[key + "_ms"], ts["bnb_" + key + "_ms"], ts["fp32_ms"]
+    summary["train_step"][key] = {"weft_ms": wm, "bnb_ms": bm, "bnb_over_weft": bm / wm if bm else None,
+                                  "torch_fp32_ms": fm, "fp32_over_weft": fm / wm}
+    print(f"{name:<24} {wm:>9.3f} {bm or float('nan'):>9.3f} {(bm or float('nan')) / wm:>9.2f} {fm:>9.3f} {fm / wm:>10.2f}")
 print(json.dumps(summary, separators=(",", ":")))
 PY

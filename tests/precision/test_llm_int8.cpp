@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <utility>
 #include <vector>
 
 #include "precision/quant/llm_int8.h"
@@ -95,7 +94,11 @@ TEST_CASE("LLM.int8 outlier correction: every instruction set gives the scalar f
 TEST_CASE("int8 row dequantization: every instruction set gives the llm_int8 format's bits") {
   manual_seed(33);
   // Rows of 8k values and with tails, a single short row, every code from -127 to 127.
-  for (const auto& [rows, row] : std::vector<std::pair<int64_t, int64_t>>{{3, 64}, {5, 13}, {1, 7}, {2, 255}}) {
+  struct Shape {
+    int64_t rows, row;
+  };
+  for (const Shape& s : {Shape{3, 64}, Shape{5, 13}, Shape{1, 7}, Shape{2, 255}}) {
+    const int64_t rows = s.rows, row = s.row;
     const Tensor codes = randint(-127, 128, {rows, row}, TensorOptions(kInt8));
     const Tensor stats = mul(rand({rows}), scalar_tensor(9.0, kFloat32));
     const int64_t n = rows * row;
