@@ -88,16 +88,28 @@ namespace {
 
 // The int8 weight as a GEMM source of B's rows: codes (N, K) and their row statistics, each run
 // dequantized as int8_vectorwise_dequant dequantizes.
+using Int8RowDequantizer = void (*)(const int8_t* codes, const float* stats, int64_t n, int64_t row, float* out);
+
+void dequantize_int8_rows_reference(const int8_t* codes, const float* stats, int64_t n, int64_t row, float* out) {
+  quant_format(QuantKind::LlmInt8).dequantize(reinterpret_cast<const uint8_t*>(codes), stats, n, row, out);
+}
+
+Int8RowDequantizer int8_row_dequantizer(CpuIsa isa) {
+  WEFT_CHECK(isa <= cpu_isa_supported(), "[int8_dequantize_rows] this CPU supports up to ",
+             cpu_isa_name(cpu_isa_supported()), ", not ", cpu_isa_name(isa));
+  return isa >= CpuIsa::Avx2 ? kernels::dequantize_int8_rows_avx2 : dequantize_int8_rows_reference;
+}
+
 struct Int8RowsSource {
   const int8_t* codes;
   const float* stats;
   int64_t k;
+  Int8RowDequantizer dequantize;  // chosen once per product, not per run
 };
 
 void fill_int8_rows(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out) {
   const auto& s = *static_cast<const Int8RowsSource*>(context);
-  for (int64_t r = 0; r < rows; ++r)
-    int8_dequantize_rows(s.codes + (r0 + r) * s.k + p0, s.stats + r0 + r, kc, kc, out + r * kc);
+  for (int64_t r = 0; r < rows; ++r) s.dequantize(s.codes + (r0 + r) * s.k + p0, s.stats + r0 + r, kc, kc, out + r * kc);
 }
 
 }  // namespace
@@ -114,7 +126,7 @@ Tensor int8_dequant_matmul(const Tensor& g, const Tensor& codes, const Tensor& s
   const Tensor gc = g.contiguous(), cc = codes.contiguous(), sc = stats.contiguous();
   const int64_t m = g.size(0), n = codes.size(0), k = codes.size(1);
   Tensor out = empty({m, k}, kFloat32);
-  const Int8RowsSource rows{cc.data<int8_t>(), sc.data<float>(), k};
+  const Int8RowsSource rows{cc.data<int8_t>(), sc.data<float>(), k, int8_row_dequantizer(cpu_isa())};
   weft::detail::gemm(m, k, n, {gc.data<float>(), n, 1, false}, {fill_int8_rows, &rows, 1}, false, out.data<float>(), k,
                      false);
   return out;
@@ -217,10 +229,7 @@ void int8_outlier_correction(const float* x, const float* wt, int64_t m, int64_t
 }
 
 void int8_dequantize_rows(const int8_t* codes, const float* stats, int64_t n, int64_t row, float* out, CpuIsa isa) {
-  WEFT_CHECK(isa <= cpu_isa_supported(), "[int8_dequantize_rows] this CPU supports up to ",
-             cpu_isa_name(cpu_isa_supported()), ", not ", cpu_isa_name(isa));
-  if (isa >= CpuIsa::Avx2) return kernels::dequantize_int8_rows_avx2(codes, stats, n, row, out);
-  quant_format(QuantKind::LlmInt8).dequantize(reinterpret_cast<const uint8_t*>(codes), stats, n, row, out);
+  int8_row_dequantizer(isa)(codes, stats, n, row, out);
 }
 
 }  // namespace weft::precision::quant
