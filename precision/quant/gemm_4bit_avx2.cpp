@@ -57,8 +57,8 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
   const __m256i table = load_table(p);
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
-  const uint8_t* w = p.w + n * (p.k / 2);
-  const float* absmax = p.absmax + n * blocks;
+  const uint8_t* w = p.w + n * p.w_stride;
+  const float* absmax = p.absmax + n * p.absmax_stride;
   const int8_t* q[kRows];
   const uint8_t* q_abs[kRows];
   const float* scale[kRows];
@@ -87,7 +87,7 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
       sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), _mm256_set1_ps(s), sum[r]);
     }
   }
-  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n] = horizontal_sum(sum[r]);
+  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n * p.y_col_stride] = horizontal_sum(sum[r]);
 }
 
 // Lane j of the result is the sum of the eight int32 lanes of v[j].
@@ -117,8 +117,8 @@ void row_gemv(const Gemm4bitArgs& p, int64_t n, int64_t i) {
   const __m256i table = load_table(p);
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
-  const uint8_t* w = p.w + n * (p.k / 2);
-  const float* absmax = p.absmax + n * blocks;
+  const uint8_t* w = p.w + n * p.w_stride;
+  const float* absmax = p.absmax + n * p.absmax_stride;
   const float* scale = p.scale + i * blocks;
   const int8_t* q = p.q + i * p.k;
   const uint8_t* q_abs = p.q_abs + i * p.k;
@@ -143,7 +143,7 @@ void row_gemv(const Gemm4bitArgs& p, int64_t n, int64_t i) {
   }
   float y = horizontal_sum(sum);
   for (; b < blocks; ++b) y += static_cast<float>(horizontal_sum(block_dot())) * (absmax[b] * scale[b]);
-  p.y[i * p.y_stride + n] = y;
+  p.y[i * p.y_stride + n * p.y_col_stride] = y;
 }
 
 template <int kChunks>

@@ -30,8 +30,8 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
   const __m512i ones = _mm512_set1_epi16(1);
   const __m512i zero = _mm512_setzero_si512();
   const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
-  const uint8_t* w = p.w + n * (p.k / 2);
-  const float* absmax = p.absmax + n * blocks;
+  const uint8_t* w = p.w + n * p.w_stride;
+  const float* absmax = p.absmax + n * p.absmax_stride;
   const int8_t* q[kRows];
   const uint8_t* q_abs[kRows];
   const float* scale[kRows];
@@ -61,7 +61,7 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
       sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_set1_ps(s), sum[r]);
     }
   }
-  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n] = _mm512_reduce_add_ps(sum[r]);
+  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n * p.y_col_stride] = _mm512_reduce_add_ps(sum[r]);
 }
 
 template <int kChunks>

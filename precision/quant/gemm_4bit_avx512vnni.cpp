@@ -29,8 +29,8 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
   const __m512i table = _mm512_xor_si512(
       _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table))), _mm512_set1_epi8(-128));
   const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
-  const uint8_t* w = p.w + n * (p.k / 2);
-  const float* absmax = p.absmax + n * blocks;
+  const uint8_t* w = p.w + n * p.w_stride;
+  const float* absmax = p.absmax + n * p.absmax_stride;
   const int8_t* q[kRows];
   const int32_t* q_sum[kRows];
   const float* scale[kRows];
@@ -57,7 +57,7 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
       sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_set1_ps(s), sum[r]);
     }
   }
-  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n] = _mm512_reduce_add_ps(sum[r]);
+  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n * p.y_col_stride] = _mm512_reduce_add_ps(sum[r]);
 }
 
 template <int kChunks>

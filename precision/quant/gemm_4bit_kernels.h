@@ -4,8 +4,10 @@
 //
 // Note [4-bit product layout]
 // Weights stay in bitsandbytes' layout: row n of W (N, K) is K/2 bytes, value 2j in the high
-// nibble of byte j and 2j+1 in the low one, one float32 absmax per block of `blocksize` values
-// (blocks never straddle rows: K is a multiple of blocksize). The kernels read 32 bytes (64
+// nibble of byte j and 2j+1 in the low one, one float32 absmax per block of `blocksize` values.
+// A kernel row is whole blocks, `k` values from a block's start (where K is not a multiple of the
+// block size, more than the weight row: Note [Blocks across rows] in gemm_4bit.cpp), and the
+// panel's rows lie w_stride bytes apart. The kernels read 32 bytes (64
 // values) at a time and split them into the high nibbles (even values) and the low nibbles (odd
 // values), so the activations are prepared in the same order: within every 64 values, the 32
 // even-indexed ones first, then the 32 odd-indexed ones. Per activation row and block they are
@@ -22,10 +24,12 @@
 namespace weft::precision::quant::kernels {
 
 struct Gemm4bitArgs {
-  const uint8_t* w;        // packed weights of this panel's first row; row stride k / 2 bytes
-  const float* absmax;     // the panel's first row of block absmax; row stride k / blocksize
+  const uint8_t* w;        // packed weights of this panel's first row
+  int64_t w_stride;        // bytes from one of the panel's rows to the next (k / 2 when K is whole blocks)
+  const float* absmax;     // the block absmax of the panel's first row
+  int64_t absmax_stride;   // blocks from one of the panel's rows to the next
   int64_t rows;            // weight rows (outputs) in the panel
-  int64_t k;               // values per weight row; a multiple of blocksize
+  int64_t k;               // values per kernel row; a multiple of blocksize
   int64_t blocksize;       // a multiple of 64
   const int8_t* table;     // 16 entries: round(127 · table[code])
   const int8_t* q;         // prepared activations, row stride k
@@ -33,8 +37,9 @@ struct Gemm4bitArgs {
   const int32_t* q_sum;    // row stride k / blocksize
   const float* scale;      // row stride k / blocksize
   int64_t m;               // activation rows
-  float* y;                // y[i · y_stride + n] for activation row i, the panel's row n
+  float* y;                // y[i · y_stride + n · y_col_stride] for activation row i, the panel's row n
   int64_t y_stride;
+  int64_t y_col_stride;
 };
 
 // How far ahead of the 32 bytes in hand the kernels fetch W: one thread's single stream of W's

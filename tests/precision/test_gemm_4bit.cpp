@@ -16,7 +16,11 @@ using namespace weft::precision::quant;
 namespace {
 
 struct Case {
-  Tensor packed, absmax, dequantized;
+  // The weight's bytes and absmax in buffers of exactly their size, so that the sanitizer build
+  // sees a kernel read past either (a tensor's storage may be larger than its values).
+  std::vector<uint8_t> packed;
+  std::vector<float> absmax;
+  Tensor dequantized;
   Weights4bit w;
 };
 
@@ -24,10 +28,10 @@ Case quantized(int64_t n, int64_t k, int64_t bs, QuantKind type) {
   Case c;
   Tensor weight = randn({n, k});
   auto [packed, state] = quantize_4bit(weight, type, bs);
-  c.packed = packed;
-  c.absmax = state.absmax;
+  c.packed = packed.to_vector<uint8_t>();
+  c.absmax = state.absmax.to_vector<float>();
   c.dequantized = dequantize_4bit(packed, state);
-  c.w = {c.packed.data<uint8_t>(), c.absmax.data<float>(), n, k, bs, type};
+  c.w = {c.packed.data(), c.absmax.data(), n, k, bs, type};
   return c;
 }
 
@@ -85,10 +89,14 @@ double max_abs(const std::vector<float>& v) {
 TEST_CASE("4-bit product: the fused kernel at every supported instruction set matches its scalar reference") {
   manual_seed(21);
   // A single activation row (M = 1, or the last of M = 4q + 1) has its own path in the AVX2
-  // kernel, which scales eight blocks at a time: 16 blocks, 8 + 2, and 8 + 1 of 128 values.
-  const Shape4bit shapes[] = {{1, 1, 64, 64},    {1, 37, 320, 64},   {3, 17, 128, 128}, {4, 16, 256, 64},
+  // kernel, which scales eight blocks at a time: 16 blocks, 8 + 2, and 8 + 1 of 128 values. Rows
+  // that start inside a block (Note [Blocks across rows]): the example's 784 inputs (4 offsets,
+  // N not a multiple of them, the last row from a padded copy), 96 in blocks of 64 (2), rows
+  // shorter than a block (40 in blocks of 128: 16 offsets, several rows per block).
+  const Shape4bit shapes[] = {{1, 1, 64, 64},     {1, 37, 320, 64},  {3, 17, 128, 128},   {4, 16, 256, 64},
                               {7, 40, 1024, 256}, {32, 9, 192, 64},  {5, 33, 4096, 4096}, {1, 19, 1024, 64},
-                              {5, 7, 640, 64},    {9, 5, 1152, 128}};
+                              {5, 7, 640, 64},    {9, 5, 1152, 128}, {1, 23, 784, 64},    {6, 11, 96, 64},
+                              {2, 21, 40, 128}};
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
     for (const auto& s : shapes) {
       const Case c = quantized(s.n, s.k, s.bs, type);
@@ -122,7 +130,23 @@ TEST_CASE("4-bit product: up to 16 rows the int8 kernel stays within 2% of max|y
       CAPTURE(rows);
       CHECK(err <= (rows <= kFusedMaxRows ? 2e-2 : 1e-5) * scale);
     }
-  // A shape the fused kernel does not take (K not a multiple of the block) is exact at any row count.
+  // Rows that start inside a block (Note [Blocks across rows]) are as close: the example's first
+  // layer (4 offsets, the last rows from a padded copy) and rows shorter than a block.
+  for (const auto& s : {Shape4bit{5, 37, 784, 64}, Shape4bit{16, 21, 40, 128}}) {
+    const Case c = quantized(s.n, s.k, s.bs, QuantKind::NF4);
+    const Tensor x = randn({s.m, s.k});
+    std::vector<float> got(static_cast<size_t>(s.m * s.n));
+    gemm_4bit(x.data<float>(), s.m, c.w, got.data());
+    const auto e = matmul(x.to(kFloat64), c.dequantized.to(kFloat64).t()).to_vector<double>();
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < e.size(); ++i) {
+      err = std::max(err, std::fabs(got[i] - e[i]));
+      scale = std::max(scale, std::fabs(e[i]));
+    }
+    INFO("N=", s.n, " K=", s.k, " bs=", s.bs);
+    CHECK(err <= 2e-2 * scale);
+  }
+  // A shape the fused kernel does not take (blocks of 32) is exact at any row count.
   const Case odd = quantized(7, 100, 32, QuantKind::NF4);
   const Tensor x = randn({1, 100});
   std::vector<float> y(7);
@@ -139,15 +163,16 @@ TEST_CASE("4-bit product through weft's GEMM (above 16 rows, or a K the fused ke
   // part short. W as B (smaller weights): K = 100 in blocks of 32, so runs end mid-block (the fused
   // kernel refuses it at any M); more activation rows than weight rows (the threads share packed
   // B); the example's first layer at batch 24, N in column parts. (The sanitizer build runs the
-  // AVX-512 levels emulated at -O0: every case here costs there, keep them small.) Up to 16 rows with K = 784 or
-  // 100 (not whole blocks of 64 / a multiple of 64: the fused kernel refuses them), rows of W
-  // dequantized per thread and multiplied by dot products (one row) or in place (three).
+  // AVX-512 levels emulated at -O0: every case here costs there, keep them small.) Up to 16 rows
+  // with K = 786 in blocks of 64 (32 offsets into a block) or blocks of 32 (the fused kernel
+  // refuses both), rows of W dequantized per thread and multiplied by dot products (one row) or
+  // in place (three).
   check_exact_at_every_level({{40, 300, 4096, 64},
                               {20, 1024, 1024, 64},
                               {17, 33, 100, 32},
                               {70, 5, 1152, 128},
                               {24, 512, 784, 64},
-                              {1, 300, 784, 64},
+                              {1, 300, 786, 64},
                               {3, 40, 100, 32}},
                              false);
 }
@@ -200,10 +225,14 @@ TEST_CASE("4-bit product: zero and non-finite activations, unsupported shapes") 
   CHECK_THROWS_WITH_AS(gemm_4bit_fused(x.data<float>(), 2, bad, y.data()), doctest::Contains("got K=128, blocksize=32"),
                        Error);
   bad = c.w;
-  bad.k = 96;
-  CHECK_THROWS_WITH_AS(gemm_4bit_fused(x.data<float>(), 2, bad, y.data()), doctest::Contains("got K=96"), Error);
+  bad.k = 98;  // rows start at 32 different offsets into a block
+  CHECK_THROWS_WITH_AS(gemm_4bit_fused(x.data<float>(), 2, bad, y.data()), doctest::Contains("got K=98"), Error);
   CHECK(gemm_4bit_fused_supported(4096, 64));
-  CHECK_FALSE(gemm_4bit_fused_supported(100, 64));
+  CHECK(gemm_4bit_fused_supported(784, 64));   // 4 offsets
+  CHECK(gemm_4bit_fused_supported(100, 64));   // 16
+  CHECK(gemm_4bit_fused_supported(40, 128));   // 16
+  CHECK_FALSE(gemm_4bit_fused_supported(98, 64));
+  CHECK_FALSE(gemm_4bit_fused_supported(4096, 32));
   CHECK_THROWS_WITH_AS(dequantize_4bit_rows(c.w, 4, 2, y.data()), doctest::Contains("rows [4, 6) are not within the 5"),
                        Error);
 }
