@@ -124,12 +124,16 @@ Tensor Linear4bitImpl::forward(const Tensor& input) {
                        const Tensor g_rows = g.reshape({rows, n}).to(kFloat32);
                        std::vector<Tensor> grads(2);
                        if (input_grad) {
-                         // dL/dx = g · W, with W dequantized exactly (bitsandbytes' MatMul4Bit).
-                         const Tensor g_dense = g_rows.contiguous();
+                         // dL/dx = g · W, with W dequantized exactly (bitsandbytes' MatMul4Bit), on
+                         // the CPU (the device seam covers the forward product only) and returned
+                         // on g's device.
+                         const Tensor g_dense = g_rows.to(kCPU).contiguous();
+                         const Tensor packed_cpu = packed.to(kCPU).contiguous();
+                         const Tensor absmax_cpu = absmax.to(kCPU).contiguous();
                          Tensor dx = empty({rows, k}, kFloat32);
-                         gemm_4bit_input_grad(g_dense.data<float>(), rows, weights_of(packed, absmax, state),
+                         gemm_4bit_input_grad(g_dense.data<float>(), rows, weights_of(packed_cpu, absmax_cpu, state),
                                               dx.data<float>());
-                         grads[0] = dx.reshape(input_shape);
+                         grads[0] = dx.reshape(input_shape).to(g.device());
                        }
                        if (bias_grad) grads[1] = sum(g_rows, {0});
                        return grads;

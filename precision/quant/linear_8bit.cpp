@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "precision/quant/llm_int8.h"
+#include "precision/quant/quant_kernels.h"
 #include "tensor/autograd.h"
 #include "tensor/init_context.h"
 #include "tensor/ops.h"
@@ -68,7 +69,10 @@ void Linear8bitLtImpl::quantize_weight(const Tensor& float_weight) {
 
 void Linear8bitLtImpl::requantize_if_changed() {
   const Tensor w = weight.detach().contiguous();
-  if (quantized_from_.defined() && quantized_from_.dtype() == w.dtype() && quantized_from_.shape() == w.shape() &&
+  // The bytes are compared where the host can read them; a weight on another device is
+  // quantized again every step.
+  if (quantized_from_.defined() && w.device().is_cpu() && quantized_from_.device().is_cpu() &&
+      quantized_from_.dtype() == w.dtype() && quantized_from_.shape() == w.shape() &&
       std::memcmp(quantized_from_.data_ptr(), w.data_ptr(), w.nbytes()) == 0)
     return;
   const Int8Rows q = int8_vectorwise_quant(w.to(kFloat16));
@@ -110,7 +114,10 @@ Tensor Linear8bitLtImpl::forward(const Tensor& input) {
   if (options_.has_fp16_weights) requantize_if_changed();
   const Tensor cb = options_.has_fp16_weights ? codes_ : weight.detach();
   const Tensor scb = scb_;
-  Tensor out = int8_mixed_scaled_mm(x, qx, cb, scb, b, &packed_weight()).reshape(out_shape);
+  // The CPU's packed weight serves only its built-in kernel: on another device the product goes
+  // to that device's kernel (or fails naming the way to install one).
+  const bool built_in = cb.device().is_cpu() && !int8_gemm_kernel(cb.device().type);
+  Tensor out = int8_mixed_scaled_mm(x, qx, cb, scb, b, built_in ? &packed_weight() : nullptr).reshape(out_shape);
 
   const Tensor w = options_.has_fp16_weights ? weight : Tensor();
   if (autograd::needs_grad({&input, &w, &bias})) {

@@ -38,7 +38,9 @@ Int8Rows int8_vectorwise_quant(const Tensor& a, double threshold) {
   const int64_t k = a.size(-1);
   WEFT_CHECK(k > 0, "[int8_vectorwise_quant] rows must hold at least one value, got shape ", a.shape());
   const int64_t rows = a.numel() / k;
-  Tensor values = a.to(kFloat32).reshape({rows, k}).clone();
+  // Computed on the CPU whatever a's device (the quantization is not part of the device seam:
+  // quant_kernels.h), and returned on a's device.
+  Tensor values = a.to(kCPU).to(kFloat32).reshape({rows, k}).clone();
   float* x = values.data<float>();
 
   // Row by row, so the loop vectorises (a modulo and a std::vector<bool> per value were most of
@@ -71,17 +73,23 @@ Int8Rows int8_vectorwise_quant(const Tensor& a, double threshold) {
       for (int64_t c : cols) codes[r * k + c] = 0;
   }
   out.outlier_cols = from_vector(cols, {static_cast<int64_t>(cols.size())}, kInt64);
+  if (!a.device().is_cpu()) {
+    out.codes = out.codes.to(a.device());
+    out.stats = out.stats.to(a.device());
+    out.outlier_cols = out.outlier_cols.to(a.device());
+  }
   return out;
 }
 
 Tensor int8_vectorwise_dequant(const Tensor& codes, const Tensor& stats) {
   check_matrix(codes, kInt8, "codes", "int8_vectorwise_dequant");
   check_vector(stats, codes.size(0), "stats", "int8_vectorwise_dequant");
-  const Tensor c = codes.contiguous();
+  // On the CPU, returned on the codes' device.
+  const Tensor c = codes.to(kCPU).contiguous();
   Tensor out = empty(codes.shape(), kFloat32);
-  int8_dequantize_rows(c.data<int8_t>(), stats.contiguous().data<float>(), codes.numel(), codes.size(1),
+  int8_dequantize_rows(c.data<int8_t>(), stats.to(kCPU).contiguous().data<float>(), codes.numel(), codes.size(1),
                        out.data<float>());
-  return out;
+  return out.to(codes.device());
 }
 
 namespace {
@@ -120,7 +128,7 @@ Tensor int8_dequant_matmul(const Tensor& g, const Tensor& codes, const Tensor& s
   check_matrix(g, kFloat32, "g", "int8_dequant_matmul");
   WEFT_CHECK(g.size(1) == codes.size(0), "[int8_dequant_matmul] g (M, N) and the codes (N, K) must share N, got ",
              g.shape(), " and ", codes.shape());
-  if (!g.device().is_cpu()) return matmul(g, int8_vectorwise_dequant(codes, stats));
+  if (!g.device().is_cpu()) return matmul(g, int8_vectorwise_dequant(codes, stats).to(g.device()));
   // W's rows dequantized a block at a time inside the GEMM: a 4096² weight in float32 is 64 MiB
   // written and read back per call.
   const Tensor gc = g.contiguous(), cc = codes.contiguous(), sc = stats.contiguous();
@@ -167,9 +175,10 @@ Tensor int8_mm_dequant(const Tensor& c, const Tensor& row_stats, const Tensor& c
   WEFT_CHECK(!bias.defined() || (bias.is_floating_point() && bias.numel() == n), "[int8_mm_dequant] expected a ",
              "floating bias of ", n, " values, got ", bias.defined() ? weft::detail::cat(bias.shape(), " ", bias.dtype())
                                                                      : std::string("none"));
-  const Tensor cc = c.contiguous();
-  const Tensor rs = row_stats.contiguous(), cs = col_stats.contiguous();
-  const Tensor b = bias.defined() ? bias.to(kFloat32).contiguous() : Tensor();
+  // On the CPU (a device's int8 kernel returns c on the device), returned on c's device.
+  const Tensor cc = c.to(kCPU).contiguous();
+  const Tensor rs = row_stats.to(kCPU).contiguous(), cs = col_stats.to(kCPU).contiguous();
+  const Tensor b = bias.defined() ? bias.to(kCPU).to(kFloat32).contiguous() : Tensor();
   Tensor out = empty({m, n}, kFloat32);
   const int32_t* ci = cc.data<int32_t>();
   const float *r = rs.data<float>(), *s = cs.data<float>();
@@ -184,7 +193,7 @@ Tensor int8_mm_dequant(const Tensor& c, const Tensor& row_stats, const Tensor& c
   if (bias_values != nullptr)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) o[i * n + j] += bias_values[j];
-  return out.to(dtype);
+  return out.to(dtype).to(c.device());
 }
 
 Tensor int8_mixed_scaled_mm(const Tensor& a, const Int8Rows& q, const Tensor& cb, const Tensor& scb,
@@ -204,12 +213,13 @@ Tensor int8_mixed_scaled_mm(const Tensor& a, const Int8Rows& q, const Tensor& cb
   // multiply-adds in column order (as PyTorch's CPU GEMM does), then added to the product, on the
   // CPU. Only those columns are gathered and dequantized: dequantizing the whole weight every
   // forward made a single outlier column cost 6.6 times the int8 layer (512×784, batch 128).
+  // On the CPU whatever the device (copies there; none for CPU tensors), returned on a's device.
   const Device device = a.device();
   const int64_t m = a.size(0), n = cb.size(0);
-  const Tensor cols = q.outlier_cols.to(device);
-  const Tensor x = index_select(a, 1, cols).to(kFloat32).to(kCPU).contiguous();
+  const Tensor cols = q.outlier_cols.to(kCPU);
+  const Tensor x = index_select(a.to(kCPU), 1, cols).to(kFloat32).contiguous();
   const Tensor wt =
-      int8_vectorwise_dequant(index_select(cb, 1, cols).to(kCPU), scb.to(kCPU)).to(a.dtype()).to(kFloat32).t().contiguous();
+      int8_vectorwise_dequant(index_select(cb.to(kCPU), 1, cols), scb.to(kCPU)).to(a.dtype()).to(kFloat32).t().contiguous();
   Tensor result = out.to(kFloat32).to(kCPU).contiguous();
   int8_outlier_correction(x.data<float>(), wt.data<float>(), m, n, outliers, result.data<float>());
   return result.to(a.dtype()).to(device);
