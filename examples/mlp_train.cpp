@@ -51,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include "fashion_mnist.h"
 #include "option_checks.h"
 #include "weft.h"
 
@@ -272,24 +273,7 @@ void check_options(const Options& o) {
   }
 }
 
-struct Split {
-  Tensor images;  // (N, 784) float32 in [0, 1]
-  Tensor labels;  // (N) int64
-};
-
-Split load_split(const std::string& dir, const std::string& prefix) {
-  const std::string images = dir + "/" + prefix + "-images-idx3-ubyte.gz";
-  const std::string labels = dir + "/" + prefix + "-labels-idx1-ubyte.gz";
-  const Tensor x = io::read_idx(images);
-  const Tensor y = io::read_idx(labels);
-  WEFT_CHECK(x.dim() == 3 && y.dim() == 1 && x.size(0) == y.size(0), "[mlp_train] ", prefix,
-             ": expected images (N, 28, 28) and labels (N), got ", x.shape(), " and ", y.shape());
-  // Scaled in place: a second (N, 784) float tensor would cost as much again in fresh pages,
-  // which is most of the loading time.
-  Tensor pixels = x.reshape({x.size(0), -1}).to(kFloat32);
-  pixels.div_(255.0);
-  return {pixels, y.to(kInt64)};
-}
+using examples::Split;
 
 nn::Sequential build_model(const Options& o, int64_t inputs, int64_t classes) {
   nn::Sequential model;
@@ -366,8 +350,8 @@ int main(int argc, char** argv) try {
   check_options(o);
   if (o.threads) set_num_threads(*o.threads);
   if (!o.gemm.empty()) set_cpu_gemm_library(gemm_library_from_name(o.gemm));
-  Split train = load_split(o.data_dir, "train");
-  Split test = load_split(o.data_dir, "t10k");
+  Split train = examples::load_fashion_mnist(o.data_dir, "train");
+  Split test = examples::load_fashion_mnist(o.data_dir, "t10k");
 
   fabric::FabricOptions fabric_options;
   fabric_options.accelerator = o.device;

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "fashion_mnist.h"
 #include "weft.h"
 
 using namespace weft;
@@ -114,29 +115,17 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-struct Split {
-  Tensor images;  // (N, 784) float32 in [0, 1]
-  Tensor labels;  // (N) int64
-};
+using examples::Split;
 
-Split load_split(const std::string& dir, const std::string& prefix, int64_t limit) {
-  const std::string images = dir + "/" + prefix + "-images-idx3-ubyte.gz";
-  const std::string labels = dir + "/" + prefix + "-labels-idx1-ubyte.gz";
-  if (!std::filesystem::exists(images) || !std::filesystem::exists(labels)) {
-    std::cerr << "quantize_mlp: Fashion-MNIST not found in " << dir << " (apt-get install dataset-fashion-mnist, "
-              << "or --data-dir)\n";
-    std::exit(77);
-  }
-  Tensor x = io::read_idx(images), y = io::read_idx(labels);
-  if (limit > 0 && limit < x.size(0)) {
-    x = x.narrow(0, 0, limit);
-    y = y.narrow(0, 0, limit);
-  }
-  // Scaled in place: a second (N, 784) float tensor would cost as much again in fresh pages,
-  // which is most of the loading time.
-  Tensor pixels = x.reshape({x.size(0), -1}).to(kFloat32);
-  pixels.div_(255.0);
-  return {pixels, y.to(kInt64)};
+// Exits with 77 (a skipped test) where the dataset is not installed.
+void require_dataset(const std::string& dir) {
+  for (const char* file : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                           "t10k-labels-idx1-ubyte.gz"})
+    if (!std::filesystem::exists(dir + "/" + file)) {
+      std::cerr << "quantize_mlp: Fashion-MNIST not found in " << dir
+                << " (apt-get install dataset-fashion-mnist, or --data-dir)\n";
+      std::exit(77);
+    }
 }
 
 nn::Sequential make_mlp() {
@@ -222,8 +211,9 @@ void print_row(const Row& r, const Row& fp32) {
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
   if (o.threads > 0) set_num_threads(o.threads);
-  const Split train = load_split(o.data_dir, "train", o.train_limit);
-  const Split test = load_split(o.data_dir, "t10k", 0);
+  require_dataset(o.data_dir);
+  const Split train = examples::load_fashion_mnist(o.data_dir, "train", o.train_limit);
+  const Split test = examples::load_fashion_mnist(o.data_dir, "t10k");
 
   // 1. The float32 model.
   manual_seed(o.seed);

@@ -185,7 +185,7 @@ std::vector<Phase> prepare_phases(const float* x, int64_t m, const Weights4bit& 
 void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel) {
   check(w, m);
   WEFT_CHECK(gemm_4bit_fused_supported(w.k, w.blocksize), "[gemm_4bit] the fused kernel needs blocks of a multiple of ",
-             "64 values and rows that start at most ", kMaxPhases, " different offsets into a block (blocksize / ",
+             "64 values and rows that start at no more than ", kMaxPhases, " offsets into a block (blocksize / ",
              "gcd(K, blocksize)), got K=", w.k, ", blocksize=", w.blocksize);
   if (m == 0 || w.n == 0) return;
   const int64_t period = phase_period(w.k, w.blocksize), phases = std::min(period, w.n);
