@@ -42,20 +42,40 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
     scale[r] = p.scale + (i0 + r) * blocks;
     sum[r] = _mm512_setzero_ps();
   }
-  for (int64_t b = 0; b < blocks; ++b) {
-    __m512i acc[kRows];
-    for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_si512();
+  // acc[r] += the products of one block of W with row r's codes.
+  auto block_dots = [&](__m512i(&acc)[kRows]) {
     for (int64_t c = 0; c < chunks; ++c, w += 32) {
       _mm_prefetch(reinterpret_cast<const char*>(w + kWeightPrefetchBytes), _MM_HINT_T0);
       const __m512i t = lookup(w, table);
       for (int r = 0; r < kRows; ++r) {
         const __m512i qv = _mm512_loadu_si512(q[r]);
         const __m512i signed_t = _mm512_mask_sub_epi8(t, _mm512_movepi8_mask(qv), zero, t);
-        acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_loadu_si512(q_abs[r]), signed_t), ones));
+        const __m512i pairs = _mm512_maddubs_epi16(_mm512_loadu_si512(q_abs[r]), signed_t);
+        acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(pairs, ones));
         q[r] += 64;
         q_abs[r] += 64;
       }
     }
+  };
+  // Four blocks converted and scaled at once (as the VNNI kernel does: gemm_4bit_avx512vnni.cpp).
+  int64_t b = 0;
+  for (; b + 4 <= blocks; b += 4) {
+    __m512i acc[4][kRows];
+    for (int g = 0; g < 4; ++g) {
+      for (int r = 0; r < kRows; ++r) acc[g][r] = _mm512_setzero_si512();
+      block_dots(acc[g]);
+    }
+    const __m128 absmax4 = _mm_loadu_ps(absmax + b);
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 s = _mm512_broadcast_f32x4(_mm_mul_ps(absmax4, _mm_loadu_ps(scale[r] + b)));
+      const __m512i dots = fold4_epi32(acc[0][r], acc[1][r], acc[2][r], acc[3][r]);
+      sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), s, sum[r]);
+    }
+  }
+  for (; b < blocks; ++b) {
+    __m512i acc[kRows];
+    for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_si512();
+    block_dots(acc);
     for (int r = 0; r < kRows; ++r) {
       const float s = absmax[b] * scale[r][b];
       sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_set1_ps(s), sum[r]);

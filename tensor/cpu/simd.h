@@ -63,4 +63,13 @@ static inline void transpose16x16_epi32(__m512i r[16]) {
     r[12 + j] = _mm512_shuffle_i32x4(a1, b1, 0xDD);  // lane 3
   }
 }
+
+// Four vectors of int32 partial sums folded into one whose every 128-bit lane is (a, b, c, d),
+// each a partial sum: the four lanes together sum to the four vectors' totals. The 4-bit kernels
+// fold four blocks' dot products this way to convert and scale them at once.
+static inline __m512i fold4_epi32(__m512i a, __m512i b, __m512i c, __m512i d) {
+  const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));  // a b a b
+  const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));  // c d c d
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+}
 #endif
