@@ -8,7 +8,7 @@
 //                  bytes exceed the last-level cache (16384 × 32768 by default); effective GB/s of
 //                  the packed weight and its absmax, against a memcpy of the same number of bytes
 //                  on the same threads (the ratio the issue asks ≥ 0.70 of)
-//   Linear4bit     forward of an NF4 layer 4096 × 4096 at batch 1 and 32, in milliseconds
+//   Linear4bit     forward of an NF4 layer 4096 × 4096 at batch 1, 8 and 32, in milliseconds
 //   Linear8bitLt   forward of an LLM.int8() inference layer 4096 × 4096 (threshold 6) on a float16
 //                  batch of 128, without outliers and with 8 outlier columns (×10: LLMs' outlier
 //                  features), in milliseconds
@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
     double ms, fp32_ms;
   };
   std::vector<LinearTimes> linear_ms;
-  for (int64_t batch : {1, 32}) {
+  for (int64_t batch : {1, 8, 32}) {
     const Tensor x = randn({batch, features}, {}, &gen);
     NoGradGuard no_grad;
     const double t = median_seconds([&] { layer(x); }, opt.min_time);

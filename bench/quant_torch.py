@@ -4,9 +4,9 @@
   torch._int_mm      int8 -> int32 GEMM at bench_quant's shapes (shapes torch._int_mm refuses,
                      such as N = 10, are reported as null)
   fp32 linear        torch.nn.functional.linear at the 4-bit GEMV's shapes (batch 1) and at the
-                     Linear4bit case (batch 1 and 32): what an unquantized layer costs
+                     Linear4bit case (batch 1, 8 and 32): what an unquantized layer costs
   bnb Linear4bit     bitsandbytes.nn.Linear4bit (NF4, double quantization, float32 compute) on
-                     the CPU at batch 1 and 32
+                     the CPU at batch 1, 8 and 32
   bnb Linear8bitLt   bitsandbytes.nn.Linear8bitLt (int8 inference, threshold 6) on the CPU, a
                      float16 batch of 128 without outliers and with 8 outlier columns (x10), beside
                      PyTorch's fp32 linear of the batch
@@ -110,7 +110,7 @@ def main():
             layer = layer.to("cpu").eval()
             out["bnb_linear4bit"]["version"] = bnb.__version__
         print(f"\n{features} x {features} layer\n{'batch':>6} | {'fp32 ms':>10} {'bnb nf4 ms':>11}")
-        for batch in (1, 32):
+        for batch in (1, 8, 32):
             x = torch.randn(batch, features)
             t = median_seconds(lambda: torch.nn.functional.linear(x, w), args.min_time)
             out["linear_fp32"][f"batch{batch}_ms"] = t * 1e3

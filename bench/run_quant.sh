@@ -8,7 +8,8 @@
 #                    PyTorch fp32 linear time / weft time (>= 4)
 #   Linear4bit       batch 32: PyTorch fp32 linear time / weft time (>= 1);
 #                    bitsandbytes CPU Linear4bit time / weft time at batch 1 and 32 (>= 20);
-#                    beside them weft's own fp32 linear of the shape, and PyTorch's over it
+#                    batch 8 too (the fused kernel at a small batch, no target); beside them
+#                    weft's own fp32 linear of the shape, and PyTorch's over it
 #   Linear8bitLt     float16 batch of 128, 0 and 8 outlier columns: bitsandbytes CPU Linear8bitLt
 #                    time / weft time, and PyTorch's fp32 linear of the batch / weft time
 #   training step    forward + backward to the input at batch 128, both layers: bitsandbytes /
@@ -81,7 +82,7 @@ for a, b in zip(w["gemv_4bit"], t["linear_gemv"]):
 f = w["linear4bit"]["features"]
 print(f"\n{'Linear4bit ' + str(f) + '^2':<24} {'weft ms':>9} {'fp32 ms':>9} {'fp32/weft':>10} {'bnb ms':>9} {'bnb/weft':>9}"
       f" {'weft fp32':>10} {'fp32/weft fp32':>15}")
-for batch in (1, 32):
+for batch in (1, 8, 32):
     key = f"batch{batch}_ms"
     wm, fm, bm = w["linear4bit"][key], t["linear_fp32"][key], t["bnb_linear4bit"].get(key)
     wf = w["linear4bit"][f"fp32_{key}"]
