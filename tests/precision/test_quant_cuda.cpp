@@ -27,6 +27,20 @@ struct CudaKernelScope {
   }
 };
 
+// The layers' forward on x: the same bits on both devices; and the input gradients of sum(y):
+// within rtol of each other (0: the same bits).
+template <class Layer>
+void check_forward_and_input_grad(Layer& cpu, Layer& gpu, const Tensor& x, double rtol) {
+  Tensor x_cpu = x.clone().requires_grad_(), x_gpu = x.to(kGpu).requires_grad_();
+  const Tensor y_cpu = cpu(x_cpu), y_gpu = gpu(x_gpu);
+  CHECK(y_gpu.device().is_cuda());
+  CHECK(y_gpu.to(kCPU).to_vector<float>() == y_cpu.to_vector<float>());
+  sum(y_cpu).backward();
+  sum(y_gpu).backward();
+  if (rtol == 0) CHECK(x_gpu.grad().to(kCPU).to_vector<float>() == x_cpu.grad().to_vector<float>());
+  else test::check_close(x_gpu.grad().to(kCPU), x_cpu.grad(), rtol, 1e-6);
+}
+
 }  // namespace
 
 TEST_CASE("Linear8bitLt on cuda: an error naming the seam without an int8 kernel, the cpu's results with one" *
@@ -46,14 +60,8 @@ TEST_CASE("Linear8bitLt on cuda: an error naming the seam without an int8 kernel
     set_int8_gemm_kernel(DeviceType::CUDA, [](const Tensor& a, const Tensor& b) {
       return int8_linear_matmul(a.to(kCPU), b.to(kCPU)).to(a.device());
     });
-    Tensor x_cpu = x.clone().requires_grad_(), x_gpu = x.to(kGpu).requires_grad_();
-    const Tensor y_cpu = cpu(x_cpu), y_gpu = gpu(x_gpu);
-    CHECK(y_gpu.device().is_cuda());
-    CHECK(y_gpu.to(kCPU).to_vector<float>() == y_cpu.to_vector<float>());
-    sum(y_cpu).backward();
-    sum(y_gpu).backward();
     // g·W on the device is cuBLAS's sum, in its own order.
-    test::check_close(x_gpu.grad().to(kCPU), x_cpu.grad(), 1e-5, 1e-6);
+    check_forward_and_input_grad(cpu, gpu, x, 1e-5);
   }
 }
 
@@ -73,12 +81,6 @@ TEST_CASE("Linear4bit on cuda: an error naming the seam without a 4-bit kernel, 
                                             const Tensor& block_absmax) {
     return matmul_4bit(xs.to(kCPU), packed.to(kCPU), state, block_absmax.to(kCPU)).to(xs.device());
   });
-  Tensor x_cpu = x.clone().requires_grad_(), x_gpu = x.to(kGpu).requires_grad_();
-  const Tensor y_cpu = cpu(x_cpu), y_gpu = gpu(x_gpu);
-  CHECK(y_gpu.device().is_cuda());
-  CHECK(y_gpu.to(kCPU).to_vector<float>() == y_cpu.to_vector<float>());
-  sum(y_cpu).backward();
-  sum(y_gpu).backward();
   // The input gradient is computed on the CPU either way: the same bits.
-  CHECK(x_gpu.grad().to(kCPU).to_vector<float>() == x_cpu.grad().to_vector<float>());
+  check_forward_and_input_grad(cpu, gpu, x, 0);
 }
