@@ -41,6 +41,13 @@ struct Prepared {
   std::vector<float> scale;
 };
 
+// The position of value v of a row among the prepared activations: within its 64-value chunk,
+// the even values first, then the odd ones (Note [4-bit product layout]).
+int64_t prepared_position(int64_t v) {
+  const int64_t j = v % kChunk;
+  return v - j + (j % 2 == 0 ? j / 2 : kChunk / 2 + j / 2);
+}
+
 Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
   const int64_t blocks = k / blocksize;
   Prepared p;
@@ -48,10 +55,11 @@ Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
   p.q_abs.resize(p.q.size());
   p.q_sum.resize(static_cast<size_t>(m * blocks));
   p.scale.resize(p.q_sum.size());
-  std::vector<int8_t> codes(static_cast<size_t>(blocksize));  // one block's codes in x's order
-  for (int64_t i = 0; i < m; ++i)
+  std::vector<int8_t> codes(static_cast<size_t>(k));  // one row's codes in x's order
+  for (int64_t i = 0; i < m; ++i) {
     for (int64_t b = 0; b < blocks; ++b) {
       const float* xb = x + i * k + b * blocksize;
+      int8_t* cb = codes.data() + b * blocksize;
       const float amax = absmax_of(xb, blocksize);  // NaN if the block holds one
       // A zero block has codes 0; a block holding NaN or Inf has codes 0 and that scale, so its
       // outputs come out NaN as a float product's would (and xb[j] * 0 is not used for the zeros:
@@ -59,27 +67,28 @@ Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
       const float inverse = amax > 0.0f && std::isfinite(amax) ? 127.0f / amax : 0.0f;
       int32_t sum = 0;
       if (inverse == 0.0f) {
-        std::fill(codes.begin(), codes.end(), int8_t{0});
+        std::fill(cb, cb + blocksize, int8_t{0});
       } else {
         for (int64_t j = 0; j < blocksize; ++j) {
-          codes[static_cast<size_t>(j)] = static_cast<int8_t>(round_half_even(xb[j] * inverse));
-          sum += codes[static_cast<size_t>(j)];
+          cb[j] = static_cast<int8_t>(round_half_even(xb[j] * inverse));
+          sum += cb[j];
         }
       }
-      // Value j of each 64-value chunk goes to position j/2 (even j) or 32 + j/2 (odd j).
-      int8_t* q = p.q.data() + i * k + b * blocksize;
-      uint8_t* q_abs = p.q_abs.data() + i * k + b * blocksize;
-      for (int64_t c = 0; c < blocksize; c += kChunk)
-        for (int64_t j = 0; j < kChunk / 2; ++j) {
-          const int8_t even = codes[static_cast<size_t>(c + 2 * j)], odd = codes[static_cast<size_t>(c + 2 * j + 1)];
-          q[c + j] = even;
-          q[c + kChunk / 2 + j] = odd;
-          q_abs[c + j] = static_cast<uint8_t>(even < 0 ? -even : even);
-          q_abs[c + kChunk / 2 + j] = static_cast<uint8_t>(odd < 0 ? -odd : odd);
-        }
       p.q_sum[static_cast<size_t>(i * blocks + b)] = sum;
       p.scale[static_cast<size_t>(i * blocks + b)] = amax / 16129.0f;
     }
+    // Value j of each 64-value chunk goes to position j/2 (even j) or 32 + j/2 (odd j).
+    int8_t* q = p.q.data() + i * k;
+    uint8_t* q_abs = p.q_abs.data() + i * k;
+    for (int64_t c = 0; c < k; c += kChunk)
+      for (int64_t j = 0; j < kChunk / 2; ++j) {
+        const int8_t even = codes[static_cast<size_t>(c + 2 * j)], odd = codes[static_cast<size_t>(c + 2 * j + 1)];
+        q[c + j] = even;
+        q[c + kChunk / 2 + j] = odd;
+        q_abs[c + j] = static_cast<uint8_t>(even < 0 ? -even : even);
+        q_abs[c + kChunk / 2 + j] = static_cast<uint8_t>(odd < 0 ? -odd : odd);
+      }
+  }
   return p;
 }
 
@@ -97,7 +106,8 @@ Panel panel_for(CpuIsa isa) {
   return nullptr;
 }
 
-// The scalar kernel on the prepared activations: the arithmetic every vector kernel follows.
+// The scalar kernel on the prepared activations: the arithmetic every vector kernel follows,
+// value by value in each block, whatever the block size.
 void reference_panel(const kernels::Gemm4bitArgs& p) {
   const int64_t blocks = p.k / p.blocksize;
   for (int64_t n = 0; n < p.rows; ++n) {
@@ -107,13 +117,10 @@ void reference_panel(const kernels::Gemm4bitArgs& p) {
       float y = 0.0f;
       for (int64_t b = 0; b < blocks; ++b) {
         int32_t dot = 0;
-        for (int64_t v = b * p.blocksize; v < (b + 1) * p.blocksize; v += kChunk)
-          for (int64_t j = 0; j < kChunk / 2; ++j) {
-            const uint8_t byte = w[(v + 2 * j) / 2];
-            const int64_t at = i * p.k + v;
-            dot += int32_t{p.table[byte >> 4]} * p.q[at + j];
-            dot += int32_t{p.table[byte & 0x0F]} * p.q[at + kChunk / 2 + j];
-          }
+        for (int64_t v = b * p.blocksize; v < (b + 1) * p.blocksize; ++v) {
+          const int code = v % 2 == 0 ? w[v / 2] >> 4 : w[v / 2] & 0x0F;
+          dot += int32_t{p.table[code]} * p.q[i * p.k + prepared_position(v)];
+        }
         const float s = absmax[b] * p.scale[i * blocks + b];
         y += static_cast<float>(dot) * s;
       }
@@ -184,9 +191,10 @@ std::vector<Phase> prepare_phases(const float* x, int64_t m, const Weights4bit& 
 
 void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel) {
   check(w, m);
-  WEFT_CHECK(gemm_4bit_fused_supported(w.k, w.blocksize), "[gemm_4bit] the fused kernel needs blocks of a multiple of ",
-             "64 values and rows that start at no more than ", kMaxPhases, " offsets into a block (blocksize / ",
-             "gcd(K, blocksize)), got K=", w.k, ", blocksize=", w.blocksize);
+  WEFT_CHECK(gemm_4bit_fused_supported(w.k, w.blocksize), "[gemm_4bit] the fused kernel needs blocks of 32 values ",
+             "with K a multiple of 64, or blocks of a multiple of 64 values and rows that start at no more than ",
+             kMaxPhases, " offsets into a block (blocksize / gcd(K, blocksize)), got K=", w.k, ", blocksize=",
+             w.blocksize);
   if (m == 0 || w.n == 0) return;
   const int64_t period = phase_period(w.k, w.blocksize), phases = std::min(period, w.n);
   const std::vector<Phase> prepared = prepare_phases(x, m, w, phases);
@@ -293,11 +301,12 @@ void fill_dequantized(const void* context, int64_t r0, int64_t rows, int64_t p0,
 // Values of W one work item of dequantized_rows dequantizes: 512 KiB of float32, in the core's L2.
 constexpr int64_t kItemValues = int64_t{1} << 17;
 
-// A few rows of x against a W the fused kernel does not take (blocks of 32, or rows starting at
-// more than 16 offsets into a block): each thread dequantizes a few rows of W at a time into its
-// own buffer and multiplies x by them there with weft's GEMM, whose few-rows paths (dot products
-// for one row, W read in place) suit this shape; the blocked path would spend a 32-wide tile on a
-// single column of yᵀ (nf4 512×784, batch 1: 145 µs against 20 µs for the float32 linear).
+// A few rows of x against a W the fused kernel does not take (blocks of 32 with K not a multiple
+// of 64, or rows starting at more than 16 offsets into a block): each thread dequantizes a few
+// rows of W at a time into its own buffer and multiplies x by them there with weft's GEMM, whose
+// few-rows paths (dot products for one row, W read in place) suit this shape; the blocked path
+// would spend a 32-wide tile on a single column of yᵀ (nf4 512×784, batch 1: 145 µs against 20 µs
+// for the float32 linear).
 void dequantized_rows(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
   const int64_t threads = num_threads();
   const int64_t rows_per_item = std::clamp<int64_t>(kItemValues / w.k, 1, (w.n + threads - 1) / threads);
@@ -355,7 +364,10 @@ void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y,
 }  // namespace
 
 bool gemm_4bit_fused_supported(int64_t k, int64_t blocksize) {
-  return k > 0 && blocksize >= kChunk && blocksize % kChunk == 0 && phase_period(k, blocksize) <= kMaxPhases;
+  if (k <= 0) return false;
+  // Blocks of 32: two to a kernel step, for rows of whole steps (Note [4-bit product layout]).
+  if (blocksize == kChunk / 2) return k % kChunk == 0;
+  return blocksize >= kChunk && blocksize % kChunk == 0 && phase_period(k, blocksize) <= kMaxPhases;
 }
 
 void gemm_4bit_fused(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {

@@ -15,7 +15,8 @@
 //     NF4 weight's own quantization error is ~20 times larger, and bitsandbytes' bfloat16 CPU
 //     kernel rounds comparably). It needs blocks of a multiple of 64 values, and K whose rows start
 //     at no more than 16 different offsets into a block (blocksize / gcd(K, blocksize): any
-//     multiple of the block, the example's 784 in blocks of 64; Note [Blocks across rows]).
+//     multiple of the block, the example's 784 in blocks of 64; Note [Blocks across rows]) — or
+//     blocks of 32 with K a multiple of 64 (two blocks to each of the kernel's 64-value steps).
 //   otherwise (compute-bound) — weft's float32 GEMM, W dequantized exactly a cache block at a
 //     time (Note [Dequantized block by block]): as exact as dequantize-then-multiply, without the
 //     float32 matrix. A few rows whose K the fused kernel refuses are exact the same way, with a

@@ -52,10 +52,57 @@ inline ChunkValues look_up(const uint8_t* w, __m256i table) {
           _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, nibble))};
 }
 
+// Two consecutive 32-bit values into the low half of a vector.
+inline __m128 load2(const float* p) { return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline __m128i load2(const int32_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
+
+// row_tile for blocks of 32 values: two to a step. In each half-step vector (the 32 even or the
+// 32 odd values) bytes 0-15 belong to the step's first block and 16-31 to its second, so the int32
+// lanes 0-3 of the products are the first block's and 4-7 the second's, scaled by their own
+// block's factor.
+template <int kRows>
+void row_tile_32(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
+  const __m256i table = load_table(p);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i lanes = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0);
+  const int64_t steps = p.k / 64, blocks = p.k / 32;
+  const uint8_t* w = p.w + n * p.w_stride;
+  const float* absmax = p.absmax + n * p.absmax_stride;
+  const int8_t* q[kRows];
+  const uint8_t* q_abs[kRows];
+  const float* scale[kRows];
+  __m256 sum[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    q[r] = p.q + (i0 + r) * p.k;
+    q_abs[r] = p.q_abs + (i0 + r) * p.k;
+    scale[r] = p.scale + (i0 + r) * blocks;
+    sum[r] = _mm256_setzero_ps();
+  }
+  for (int64_t c = 0; c < steps; ++c, w += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + kWeightPrefetchBytes), _MM_HINT_T0);
+    const ChunkValues t = look_up(w, table);
+    const __m128 absmax2 = load2(absmax + 2 * c);
+    for (int r = 0; r < kRows; ++r) {
+      __m256i acc = dot(_mm256_setzero_si256(), t.even, q[r], q_abs[r], ones);
+      acc = dot(acc, t.odd, q[r] + 32, q_abs[r] + 32, ones);
+      const __m128 s2 = _mm_mul_ps(absmax2, load2(scale[r] + 2 * c));
+      const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), lanes);
+      sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), s, sum[r]);
+      q[r] += 64;
+      q_abs[r] += 64;
+    }
+  }
+  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n * p.y_col_stride] = horizontal_sum(sum[r]);
+}
+
 // Weight row n against activation rows i0 .. i0 + kRows - 1, blocks of kChunks · 64 values
-// (0: any multiple of 64, read from the arguments; 1 is the default block size's fast case).
+// (0: any multiple of 64, read from the arguments; 1 is the default block size's fast case; -1:
+// blocks of 32, row_tile_32).
 template <int kRows, int kChunks>
 void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
+  if constexpr (kChunks < 0) {
+    return row_tile_32<kRows>(p, n, i0);
+  }
   const __m256i table = load_table(p);
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
@@ -140,6 +187,9 @@ inline int32_t horizontal_sum(__m256i v) {
 // its weights are read once, so the kernel's work per byte decides its speed.
 template <int kChunks>
 void row_gemv(const Gemm4bitArgs& p, int64_t n, int64_t i) {
+  if constexpr (kChunks < 0) {  // blocks of 32: row_tile_32 already scales a step's two at once
+    return row_tile<1, kChunks>(p, n, i);
+  }
   const __m256i table = load_table(p);
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
@@ -191,6 +241,8 @@ void panel(const Gemm4bitArgs& args) {
 void gemm_4bit_panel_avx2(const Gemm4bitArgs& args) {
   if (args.blocksize == 64) {
     panel<1>(args);
+  } else if (args.blocksize == 32) {
+    panel<-1>(args);
   } else {
     panel<0>(args);
   }

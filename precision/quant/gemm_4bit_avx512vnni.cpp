@@ -28,10 +28,60 @@ inline __m512i lookup(const uint8_t* bytes32, __m512i table) {
   return _mm512_shuffle_epi8(table, codes);
 }
 
+// Two consecutive 32-bit values into the low half of a vector.
+inline __m128 load2(const float* p) { return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline __m128i load2(const int32_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
+
+// Lane l of a 64-value step's int32 products belongs to the step's first block of 32 values when
+// (l / 4) is even: bytes 0-15 and 32-47 of the step are that block's even and odd values.
+inline __m512i block_of_lane() { return _mm512_set_epi32(1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0); }
+
+// row_tile for blocks of 32 values: two to a step, so one vpdpbusd serves both and each lane is
+// scaled by its own block's factor (block_of_lane), the compensation coming off lanes 0 and 4.
+template <int kRows>
+void row_tile_32(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
+  const __m512i table = _mm512_xor_si512(
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table))), _mm512_set1_epi8(-128));
+  const __m512i lanes = block_of_lane();
+  const int64_t steps = p.k / 64, blocks = p.k / 32;
+  const uint8_t* w = p.w + n * p.w_stride;
+  const float* absmax = p.absmax + n * p.absmax_stride;
+  const int8_t* q[kRows];
+  const int32_t* q_sum[kRows];
+  const float* scale[kRows];
+  __m512 sum[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    q[r] = p.q + (i0 + r) * p.k;
+    q_sum[r] = p.q_sum + (i0 + r) * blocks;
+    scale[r] = p.scale + (i0 + r) * blocks;
+    sum[r] = _mm512_setzero_ps();
+  }
+  for (int64_t c = 0; c < steps; ++c, w += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + kWeightPrefetchBytes), _MM_HINT_T0);
+    const __m512i t = lookup(w, table);
+    const __m128 absmax2 = load2(absmax + 2 * c);
+    for (int r = 0; r < kRows; ++r) {
+      __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), t, _mm512_loadu_si512(q[r]));
+      const __m128i compensation = _mm_slli_epi32(load2(q_sum[r] + 2 * c), 7);
+      const __m512i spread = _mm512_permutexvar_epi32(lanes, _mm512_castsi128_si512(compensation));
+      acc = _mm512_mask_sub_epi32(acc, 0x0011, acc, spread);  // lanes 0 and 4: the two blocks
+      const __m128 s2 = _mm_mul_ps(absmax2, load2(scale[r] + 2 * c));
+      const __m512 s = _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(s2));
+      sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, sum[r]);
+      q[r] += 64;
+    }
+  }
+  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n * p.y_col_stride] = _mm512_reduce_add_ps(sum[r]);
+}
+
 // Weight row n against activation rows i0 .. i0 + kRows - 1, blocks of kChunks · 64 values
-// (0: any multiple of 64, read from the arguments; 1 is the default block size's fast case).
+// (0: any multiple of 64, read from the arguments; 1 is the default block size's fast case; -1:
+// blocks of 32, row_tile_32).
 template <int kRows, int kChunks>
 void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
+  if constexpr (kChunks < 0) {
+    return row_tile_32<kRows>(p, n, i0);
+  }
   const __m512i table = _mm512_xor_si512(
       _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table))), _mm512_set1_epi8(-128));
   const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
@@ -106,6 +156,8 @@ void panel(const Gemm4bitArgs& args) {
 void gemm_4bit_panel_avx512vnni(const Gemm4bitArgs& args) {
   if (args.blocksize == 64) {
     panel<1>(args);
+  } else if (args.blocksize == 32) {
+    panel<-1>(args);
   } else {
     panel<0>(args);
   }

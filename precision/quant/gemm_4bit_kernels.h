@@ -30,7 +30,7 @@ struct Gemm4bitArgs {
   int64_t absmax_stride;   // blocks from one of the panel's rows to the next
   int64_t rows;            // weight rows (outputs) in the panel
   int64_t k;               // values per kernel row; a multiple of blocksize
-  int64_t blocksize;       // a multiple of 64
+  int64_t blocksize;       // 32 (two blocks to a step of 64 values) or a multiple of 64
   const int8_t* table;     // 16 entries: round(127 · table[code])
   const int8_t* q;         // prepared activations, row stride k
   const uint8_t* q_abs;    // row stride k

@@ -92,11 +92,12 @@ TEST_CASE("4-bit product: the fused kernel at every supported instruction set ma
   // kernel, which scales eight blocks at a time: 16 blocks, 8 + 2, and 8 + 1 of 128 values. Rows
   // that start inside a block (Note [Blocks across rows]): the example's 784 inputs (4 offsets,
   // N not a multiple of them, the last row from a padded copy), 96 in blocks of 64 (2), rows
-  // shorter than a block (40 in blocks of 128: 16 offsets, several rows per block).
+  // shorter than a block (40 in blocks of 128: 16 offsets, several rows per block). Blocks of 32:
+  // two to a kernel step.
   const Shape4bit shapes[] = {{1, 1, 64, 64},     {1, 37, 320, 64},  {3, 17, 128, 128},   {4, 16, 256, 64},
                               {7, 40, 1024, 256}, {32, 9, 192, 64},  {5, 33, 4096, 4096}, {1, 19, 1024, 64},
                               {5, 7, 640, 64},    {9, 5, 1152, 128}, {1, 23, 784, 64},    {6, 11, 96, 64},
-                              {2, 21, 40, 128}};
+                              {2, 21, 40, 128},   {1, 13, 320, 32},  {6, 9, 128, 32}};
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
     for (const auto& s : shapes) {
       const Case c = quantized(s.n, s.k, s.bs, type);
@@ -131,8 +132,9 @@ TEST_CASE("4-bit product: up to 16 rows the int8 kernel stays within 2% of max|y
       CHECK(err <= (rows <= kFusedMaxRows ? 2e-2 : 1e-5) * scale);
     }
   // Rows that start inside a block (Note [Blocks across rows]) are as close: the example's first
-  // layer (4 offsets, the last rows from a padded copy) and rows shorter than a block.
-  for (const auto& s : {Shape4bit{5, 37, 784, 64}, Shape4bit{16, 21, 40, 128}}) {
+  // layer (4 offsets, the last rows from a padded copy) and rows shorter than a block; so are
+  // blocks of 32.
+  for (const auto& s : {Shape4bit{5, 37, 784, 64}, Shape4bit{16, 21, 40, 128}, Shape4bit{3, 19, 256, 32}}) {
     const Case c = quantized(s.n, s.k, s.bs, QuantKind::NF4);
     const Tensor x = randn({s.m, s.k});
     std::vector<float> got(static_cast<size_t>(s.m * s.n));
@@ -164,9 +166,9 @@ TEST_CASE("4-bit product through weft's GEMM (above 16 rows, or a K the fused ke
   // kernel refuses it at any M); more activation rows than weight rows (the threads share packed
   // B); the example's first layer at batch 24, N in column parts. (The sanitizer build runs the
   // AVX-512 levels emulated at -O0: every case here costs there, keep them small.) Up to 16 rows
-  // with K = 786 in blocks of 64 (32 offsets into a block) or blocks of 32 (the fused kernel
-  // refuses both), rows of W dequantized per thread and multiplied by dot products (one row) or
-  // in place (three).
+  // with K = 786 in blocks of 64 (32 offsets into a block) or K = 100 in blocks of 32 (not whole
+  // kernel steps of 64; the fused kernel refuses both), rows of W dequantized per thread and
+  // multiplied by dot products (one row) or in place (three).
   check_exact_at_every_level({{40, 300, 4096, 64},
                               {20, 1024, 1024, 64},
                               {17, 33, 100, 32},
@@ -220,9 +222,9 @@ TEST_CASE("4-bit product: zero and non-finite activations, unsupported shapes") 
     }
   }
   Weights4bit bad = c.w;
-  bad.blocksize = 32;
+  bad.blocksize = 16;
   std::vector<float> y(2 * 5);
-  CHECK_THROWS_WITH_AS(gemm_4bit_fused(x.data<float>(), 2, bad, y.data()), doctest::Contains("got K=128, blocksize=32"),
+  CHECK_THROWS_WITH_AS(gemm_4bit_fused(x.data<float>(), 2, bad, y.data()), doctest::Contains("got K=128, blocksize=16"),
                        Error);
   bad = c.w;
   bad.k = 98;  // rows start at 32 different offsets into a block
@@ -231,8 +233,10 @@ TEST_CASE("4-bit product: zero and non-finite activations, unsupported shapes") 
   CHECK(gemm_4bit_fused_supported(784, 64));   // 4 offsets
   CHECK(gemm_4bit_fused_supported(100, 64));   // 16
   CHECK(gemm_4bit_fused_supported(40, 128));   // 16
+  CHECK(gemm_4bit_fused_supported(4096, 32));  // two blocks to a kernel step
   CHECK_FALSE(gemm_4bit_fused_supported(98, 64));
-  CHECK_FALSE(gemm_4bit_fused_supported(4096, 32));
+  CHECK_FALSE(gemm_4bit_fused_supported(100, 32));
+  CHECK_FALSE(gemm_4bit_fused_supported(96, 32));
   CHECK_THROWS_WITH_AS(dequantize_4bit_rows(c.w, 4, 2, y.data()), doctest::Contains("rows [4, 6) are not within the 5"),
                        Error);
 }
