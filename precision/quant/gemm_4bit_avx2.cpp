@@ -52,57 +52,16 @@ inline ChunkValues look_up(const uint8_t* w, __m256i table) {
           _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, nibble))};
 }
 
-// Two consecutive 32-bit values into the low half of a vector.
+// Two consecutive floats into the low half of a vector.
 inline __m128 load2(const float* p) { return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-inline __m128i load2(const int32_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
-
-// row_tile for blocks of 32 values: two to a step. In each half-step vector (the 32 even or the
-// 32 odd values) bytes 0-15 belong to the step's first block and 16-31 to its second, so the int32
-// lanes 0-3 of the products are the first block's and 4-7 the second's, scaled by their own
-// block's factor.
-template <int kRows>
-void row_tile_32(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
-  const __m256i table = load_table(p);
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i lanes = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0);
-  const int64_t steps = p.k / 64, blocks = p.k / 32;
-  const uint8_t* w = p.w + n * p.w_stride;
-  const float* absmax = p.absmax + n * p.absmax_stride;
-  const int8_t* q[kRows];
-  const uint8_t* q_abs[kRows];
-  const float* scale[kRows];
-  __m256 sum[kRows];
-  for (int r = 0; r < kRows; ++r) {
-    q[r] = p.q + (i0 + r) * p.k;
-    q_abs[r] = p.q_abs + (i0 + r) * p.k;
-    scale[r] = p.scale + (i0 + r) * blocks;
-    sum[r] = _mm256_setzero_ps();
-  }
-  for (int64_t c = 0; c < steps; ++c, w += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + kWeightPrefetchBytes), _MM_HINT_T0);
-    const ChunkValues t = look_up(w, table);
-    const __m128 absmax2 = load2(absmax + 2 * c);
-    for (int r = 0; r < kRows; ++r) {
-      __m256i acc = dot(_mm256_setzero_si256(), t.even, q[r], q_abs[r], ones);
-      acc = dot(acc, t.odd, q[r] + 32, q_abs[r] + 32, ones);
-      const __m128 s2 = _mm_mul_ps(absmax2, load2(scale[r] + 2 * c));
-      const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), lanes);
-      sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), s, sum[r]);
-      q[r] += 64;
-      q_abs[r] += 64;
-    }
-  }
-  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n * p.y_col_stride] = horizontal_sum(sum[r]);
-}
 
 // Weight row n against activation rows i0 .. i0 + kRows - 1, blocks of kChunks · 64 values
 // (0: any multiple of 64, read from the arguments; 1 is the default block size's fast case; -1:
-// blocks of 32, row_tile_32).
+// blocks of 32, two to a 64-value step: in each half-step vector, the 32 even or the 32 odd
+// values, bytes 0-15 belong to the step's first block and 16-31 to its second, so int32 lanes 0-3
+// of the products are the first block's and 4-7 the second's, each scaled by its own factor).
 template <int kRows, int kChunks>
 void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
-  if constexpr (kChunks < 0) {
-    return row_tile_32<kRows>(p, n, i0);
-  }
   const __m256i table = load_table(p);
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t blocks = p.k / p.blocksize, chunks = kChunks > 0 ? kChunks : p.blocksize / 64;
@@ -118,46 +77,65 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
     scale[r] = p.scale + (i0 + r) * blocks;
     sum[r] = _mm256_setzero_ps();
   }
-  // acc[r] = the products of the next block of W with row r's codes.
-  auto block_dots = [&](__m256i(&acc)[kRows]) {
-    for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
-    for (int64_t c = 0; c < chunks; ++c, w += 32) {
+  if constexpr (kChunks < 0) {
+    const __m256i lanes = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0);
+    const int64_t steps = p.k / 64;
+    for (int64_t c = 0; c < steps; ++c, w += 32) {
       _mm_prefetch(reinterpret_cast<const char*>(w + kWeightPrefetchBytes), _MM_HINT_T0);
       const ChunkValues t = look_up(w, table);
+      const __m128 absmax2 = load2(absmax + 2 * c);
       for (int r = 0; r < kRows; ++r) {
-        acc[r] = dot(acc[r], t.even, q[r], q_abs[r], ones);
-        acc[r] = dot(acc[r], t.odd, q[r] + 32, q_abs[r] + 32, ones);
+        __m256i acc = dot(_mm256_setzero_si256(), t.even, q[r], q_abs[r], ones);
+        acc = dot(acc, t.odd, q[r] + 32, q_abs[r] + 32, ones);
+        const __m128 s2 = _mm_mul_ps(absmax2, load2(scale[r] + 2 * c));
+        const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), lanes);
+        sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), s, sum[r]);
         q[r] += 64;
         q_abs[r] += 64;
       }
     }
-  };
-  // Four blocks converted and scaled at once: their lanes are folded pairwise as they come (two
-  // registers a row, not four), so that each 128-bit half holds a partial sum of each block.
-  int64_t b = 0;
-  for (; b + 4 <= blocks; b += 4) {
-    __m256i acc[kRows], pair[kRows];
-    block_dots(acc);
-    for (int r = 0; r < kRows; ++r) pair[r] = acc[r];
-    block_dots(acc);
-    for (int r = 0; r < kRows; ++r) pair[r] = _mm256_hadd_epi32(pair[r], acc[r]);  // blocks 0 0 1 1 per half
-    __m256i second[kRows];
-    block_dots(acc);
-    for (int r = 0; r < kRows; ++r) second[r] = acc[r];
-    block_dots(acc);
-    const __m128 absmax4 = _mm_loadu_ps(absmax + b);
-    for (int r = 0; r < kRows; ++r) {
-      const __m256i dots = _mm256_hadd_epi32(pair[r], _mm256_hadd_epi32(second[r], acc[r]));  // 0 1 2 3 per half
-      const __m128 s = _mm_mul_ps(absmax4, _mm_loadu_ps(scale[r] + b));
-      sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), _mm256_set_m128(s, s), sum[r]);
+  } else {
+    // acc[r] = the products of the next block of W with row r's codes.
+    auto block_dots = [&](__m256i(&acc)[kRows]) {
+      for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
+      for (int64_t c = 0; c < chunks; ++c, w += 32) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + kWeightPrefetchBytes), _MM_HINT_T0);
+        const ChunkValues t = look_up(w, table);
+        for (int r = 0; r < kRows; ++r) {
+          acc[r] = dot(acc[r], t.even, q[r], q_abs[r], ones);
+          acc[r] = dot(acc[r], t.odd, q[r] + 32, q_abs[r] + 32, ones);
+          q[r] += 64;
+          q_abs[r] += 64;
+        }
+      }
+    };
+    // Four blocks converted and scaled at once: their lanes are folded pairwise as they come (two
+    // registers a row, not four), so that each 128-bit half holds a partial sum of each block.
+    int64_t b = 0;
+    for (; b + 4 <= blocks; b += 4) {
+      __m256i acc[kRows], pair[kRows];
+      block_dots(acc);
+      for (int r = 0; r < kRows; ++r) pair[r] = acc[r];
+      block_dots(acc);
+      for (int r = 0; r < kRows; ++r) pair[r] = _mm256_hadd_epi32(pair[r], acc[r]);  // blocks 0 0 1 1 per half
+      __m256i second[kRows];
+      block_dots(acc);
+      for (int r = 0; r < kRows; ++r) second[r] = acc[r];
+      block_dots(acc);
+      const __m128 absmax4 = _mm_loadu_ps(absmax + b);
+      for (int r = 0; r < kRows; ++r) {
+        const __m256i dots = _mm256_hadd_epi32(pair[r], _mm256_hadd_epi32(second[r], acc[r]));  // 0 1 2 3 per half
+        const __m128 s = _mm_mul_ps(absmax4, _mm_loadu_ps(scale[r] + b));
+        sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), _mm256_set_m128(s, s), sum[r]);
+      }
     }
-  }
-  for (; b < blocks; ++b) {
-    __m256i acc[kRows];
-    block_dots(acc);
-    for (int r = 0; r < kRows; ++r) {
-      const float s = absmax[b] * scale[r][b];
-      sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), _mm256_set1_ps(s), sum[r]);
+    for (; b < blocks; ++b) {
+      __m256i acc[kRows];
+      block_dots(acc);
+      for (int r = 0; r < kRows; ++r) {
+        const float s = absmax[b] * scale[r][b];
+        sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), _mm256_set1_ps(s), sum[r]);
+      }
     }
   }
   for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n * p.y_col_stride] = horizontal_sum(sum[r]);

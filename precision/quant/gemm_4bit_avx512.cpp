@@ -22,59 +22,16 @@ inline __m512i lookup(const uint8_t* bytes32, __m512i table) {
   return _mm512_shuffle_epi8(table, codes);
 }
 
-// Two consecutive 32-bit values into the low half of a vector.
+// Two consecutive floats into the low half of a vector.
 inline __m128 load2(const float* p) { return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-inline __m128i load2(const int32_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
-
-// row_tile for blocks of 32 values: two to a step, so one product serves both and each int32 lane
-// is scaled by its own block's factor — lane l belongs to the step's first block when (l / 4) is
-// even (bytes 0-15 and 32-47 of the step are that block's even and odd values).
-template <int kRows>
-void row_tile_32(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
-  const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table)));
-  const __m512i ones = _mm512_set1_epi16(1);
-  const __m512i zero = _mm512_setzero_si512();
-  const __m512i lanes = _mm512_set_epi32(1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0);
-  const int64_t steps = p.k / 64, blocks = p.k / 32;
-  const uint8_t* w = p.w + n * p.w_stride;
-  const float* absmax = p.absmax + n * p.absmax_stride;
-  const int8_t* q[kRows];
-  const uint8_t* q_abs[kRows];
-  const float* scale[kRows];
-  __m512 sum[kRows];
-  for (int r = 0; r < kRows; ++r) {
-    q[r] = p.q + (i0 + r) * p.k;
-    q_abs[r] = p.q_abs + (i0 + r) * p.k;
-    scale[r] = p.scale + (i0 + r) * blocks;
-    sum[r] = _mm512_setzero_ps();
-  }
-  for (int64_t c = 0; c < steps; ++c, w += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + kWeightPrefetchBytes), _MM_HINT_T0);
-    const __m512i t = lookup(w, table);
-    const __m128 absmax2 = load2(absmax + 2 * c);
-    for (int r = 0; r < kRows; ++r) {
-      const __m512i qv = _mm512_loadu_si512(q[r]);
-      const __m512i signed_t = _mm512_mask_sub_epi8(t, _mm512_movepi8_mask(qv), zero, t);
-      const __m512i pairs = _mm512_maddubs_epi16(_mm512_loadu_si512(q_abs[r]), signed_t);
-      const __m512i acc = _mm512_madd_epi16(pairs, ones);
-      const __m128 s2 = _mm_mul_ps(absmax2, load2(scale[r] + 2 * c));
-      const __m512 s = _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(s2));
-      sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, sum[r]);
-      q[r] += 64;
-      q_abs[r] += 64;
-    }
-  }
-  for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n * p.y_col_stride] = _mm512_reduce_add_ps(sum[r]);
-}
 
 // Weight row n against activation rows i0 .. i0 + kRows - 1, blocks of kChunks · 64 values
 // (0: any multiple of 64, read from the arguments; 1 is the default block size's fast case; -1:
-// blocks of 32, row_tile_32).
+// blocks of 32, two to a 64-value step: one product serves both and each int32 lane is scaled by
+// its own block's factor; lane l belongs to the step's first block when (l / 4) is even, bytes
+// 0-15 and 32-47 of the step being that block's even and odd values).
 template <int kRows, int kChunks>
 void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
-  if constexpr (kChunks < 0) {
-    return row_tile_32<kRows>(p, n, i0);
-  }
   const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table)));
   const __m512i ones = _mm512_set1_epi16(1);
   const __m512i zero = _mm512_setzero_si512();
@@ -91,43 +48,64 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
     scale[r] = p.scale + (i0 + r) * blocks;
     sum[r] = _mm512_setzero_ps();
   }
-  // acc[r] += the products of one block of W with row r's codes.
-  auto block_dots = [&](__m512i(&acc)[kRows]) {
-    for (int64_t c = 0; c < chunks; ++c, w += 32) {
+  if constexpr (kChunks < 0) {
+    const __m512i lanes = _mm512_set_epi32(1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0);
+    const int64_t steps = p.k / 64;
+    for (int64_t c = 0; c < steps; ++c, w += 32) {
       _mm_prefetch(reinterpret_cast<const char*>(w + kWeightPrefetchBytes), _MM_HINT_T0);
       const __m512i t = lookup(w, table);
+      const __m128 absmax2 = load2(absmax + 2 * c);
       for (int r = 0; r < kRows; ++r) {
         const __m512i qv = _mm512_loadu_si512(q[r]);
         const __m512i signed_t = _mm512_mask_sub_epi8(t, _mm512_movepi8_mask(qv), zero, t);
         const __m512i pairs = _mm512_maddubs_epi16(_mm512_loadu_si512(q_abs[r]), signed_t);
-        acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(pairs, ones));
+        const __m512i acc = _mm512_madd_epi16(pairs, ones);
+        const __m128 s2 = _mm_mul_ps(absmax2, load2(scale[r] + 2 * c));
+        const __m512 s = _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(s2));
+        sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, sum[r]);
         q[r] += 64;
         q_abs[r] += 64;
       }
     }
-  };
-  // Four blocks converted and scaled at once (as the VNNI kernel does: gemm_4bit_avx512vnni.cpp).
-  int64_t b = 0;
-  for (; b + 4 <= blocks; b += 4) {
-    __m512i acc[4][kRows];
-    for (int g = 0; g < 4; ++g) {
-      for (int r = 0; r < kRows; ++r) acc[g][r] = _mm512_setzero_si512();
-      block_dots(acc[g]);
+  } else {
+    // acc[r] += the products of one block of W with row r's codes.
+    auto block_dots = [&](__m512i(&acc)[kRows]) {
+      for (int64_t c = 0; c < chunks; ++c, w += 32) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + kWeightPrefetchBytes), _MM_HINT_T0);
+        const __m512i t = lookup(w, table);
+        for (int r = 0; r < kRows; ++r) {
+          const __m512i qv = _mm512_loadu_si512(q[r]);
+          const __m512i signed_t = _mm512_mask_sub_epi8(t, _mm512_movepi8_mask(qv), zero, t);
+          const __m512i pairs = _mm512_maddubs_epi16(_mm512_loadu_si512(q_abs[r]), signed_t);
+          acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(pairs, ones));
+          q[r] += 64;
+          q_abs[r] += 64;
+        }
+      }
+    };
+    // Four blocks converted and scaled at once (as the VNNI kernel does: gemm_4bit_avx512vnni.cpp).
+    int64_t b = 0;
+    for (; b + 4 <= blocks; b += 4) {
+      __m512i acc[4][kRows];
+      for (int g = 0; g < 4; ++g) {
+        for (int r = 0; r < kRows; ++r) acc[g][r] = _mm512_setzero_si512();
+        block_dots(acc[g]);
+      }
+      const __m128 absmax4 = _mm_loadu_ps(absmax + b);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 s = _mm512_broadcast_f32x4(_mm_mul_ps(absmax4, _mm_loadu_ps(scale[r] + b)));
+        const __m512i dots = fold4_epi32(acc[0][r], acc[1][r], acc[2][r], acc[3][r]);
+        sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), s, sum[r]);
+      }
     }
-    const __m128 absmax4 = _mm_loadu_ps(absmax + b);
-    for (int r = 0; r < kRows; ++r) {
-      const __m512 s = _mm512_broadcast_f32x4(_mm_mul_ps(absmax4, _mm_loadu_ps(scale[r] + b)));
-      const __m512i dots = fold4_epi32(acc[0][r], acc[1][r], acc[2][r], acc[3][r]);
-      sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), s, sum[r]);
-    }
-  }
-  for (; b < blocks; ++b) {
-    __m512i acc[kRows];
-    for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_si512();
-    block_dots(acc);
-    for (int r = 0; r < kRows; ++r) {
-      const float s = absmax[b] * scale[r][b];
-      sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_set1_ps(s), sum[r]);
+    for (; b < blocks; ++b) {
+      __m512i acc[kRows];
+      for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_si512();
+      block_dots(acc);
+      for (int r = 0; r < kRows; ++r) {
+        const float s = absmax[b] * scale[r][b];
+        sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_set1_ps(s), sum[r]);
+      }
     }
   }
   for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n * p.y_col_stride] = _mm512_reduce_add_ps(sum[r]);
