@@ -345,7 +345,8 @@ void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y,
   const weft::detail::GemmBlockSource rows{fill_dequantized, &source, 64};
   if (w.n * w.k < kWeightsAsBMaxValues || m >= kWeightsAsBMinRows)
     return weft::detail::gemm(m, w.n, w.k, {x, w.k, 1, false}, rows, true, y, w.n, false);
-  const Tensor yt = empty({w.n, m}, kFloat32);  // from the caching allocator: reused, and released by empty_cache
+  // From the caching allocator: reused, and released by empty_cache.
+  const Tensor yt = empty({w.n, m}, TensorOptions(kFloat32).device(kCPU));
   weft::detail::gemm(w.n, m, w.k, rows, {x, 1, w.k, false}, yt.data<float>(), m, false);
   // y = (yᵀ)ᵀ by 16 × 16 blocks, so both sides stay in L1; the threads take 16 rows of y each (on
   // one thread the other waited for it: 4 % of a 512×512 product at batch 128).

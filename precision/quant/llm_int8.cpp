@@ -48,7 +48,7 @@ Int8Rows int8_vectorwise_quant(const Tensor& a, double threshold) {
   std::vector<uint8_t> outlier_col(static_cast<size_t>(k), 0);
   if (threshold > 0) {
     // PyTorch compares |a| >= threshold in a's dtype, so the threshold is rounded to it first.
-    const float t = scalar_tensor(threshold, a.dtype()).item<float>();
+    const float t = scalar_tensor(threshold, TensorOptions(a.dtype()).device(kCPU)).item<float>();
     for (int64_t r = 0; r < rows; ++r) {
       float* row = x + r * k;
       for (int64_t c = 0; c < k; ++c) {
@@ -59,8 +59,8 @@ Int8Rows int8_vectorwise_quant(const Tensor& a, double threshold) {
     }
   }
   Int8Rows out;
-  out.codes = empty({rows, k}, kInt8);
-  out.stats = empty({rows}, kFloat32);
+  out.codes = empty({rows, k}, TensorOptions(kInt8).device(kCPU));
+  out.stats = empty({rows}, TensorOptions(kFloat32).device(kCPU));
   quant_format(QuantKind::LlmInt8)
       .quantize(x, rows * k, k, reinterpret_cast<uint8_t*>(out.codes.data<int8_t>()), out.stats.data<float>());
 
@@ -72,7 +72,7 @@ Int8Rows int8_vectorwise_quant(const Tensor& a, double threshold) {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c : cols) codes[r * k + c] = 0;
   }
-  out.outlier_cols = from_vector(cols, {static_cast<int64_t>(cols.size())}, kInt64);
+  out.outlier_cols = from_vector(cols, {static_cast<int64_t>(cols.size())}, TensorOptions(kInt64).device(kCPU));
   if (!a.device().is_cpu()) {
     out.codes = out.codes.to(a.device());
     out.stats = out.stats.to(a.device());
@@ -86,7 +86,7 @@ Tensor int8_vectorwise_dequant(const Tensor& codes, const Tensor& stats) {
   check_vector(stats, codes.size(0), "stats", "int8_vectorwise_dequant");
   // On the CPU, returned on the codes' device.
   const Tensor c = codes.to(kCPU).contiguous();
-  Tensor out = empty(codes.shape(), kFloat32);
+  Tensor out = empty(codes.shape(), TensorOptions(kFloat32).device(kCPU));
   int8_dequantize_rows(c.data<int8_t>(), stats.to(kCPU).contiguous().data<float>(), codes.numel(), codes.size(1),
                        out.data<float>());
   return out.to(codes.device());
@@ -133,7 +133,7 @@ Tensor int8_dequant_matmul(const Tensor& g, const Tensor& codes, const Tensor& s
   // written and read back per call.
   const Tensor gc = g.contiguous(), cc = codes.contiguous(), sc = stats.contiguous();
   const int64_t m = g.size(0), n = codes.size(0), k = codes.size(1);
-  Tensor out = empty({m, k}, kFloat32);
+  Tensor out = empty({m, k}, TensorOptions(kFloat32).device(kCPU));
   const Int8RowsSource rows{cc.data<int8_t>(), sc.data<float>(), k, int8_row_dequantizer(cpu_isa())};
   weft::detail::gemm(m, k, n, {gc.data<float>(), n, 1, false}, {fill_int8_rows, &rows, 1}, false, out.data<float>(), k,
                      false);
@@ -151,7 +151,7 @@ Tensor int8_linear_matmul(const Tensor& a, const Tensor& b) {
   WEFT_CHECK(a.device().is_cpu(), "[int8_linear_matmul] no int8 kernel for ", a.device(),
              " in this build; the CUDA backend installs one with set_int8_gemm_kernel");
   const Tensor ac = a.contiguous(), bc = b.contiguous();
-  Tensor c = empty({a.size(0), b.size(0)}, kInt32);
+  Tensor c = empty({a.size(0), b.size(0)}, TensorOptions(kInt32).device(kCPU));
   int8_gemm(ac.data<int8_t>(), bc.data<int8_t>(), c.data<int32_t>(), a.size(0), b.size(0), a.size(1));
   return c;
 }
@@ -161,7 +161,7 @@ Tensor int8_linear_matmul(const Tensor& a, const PackedInt8Matrix& b) {
   WEFT_CHECK(a.size(1) == b.cols(), "[int8_linear_matmul] A (M, K) and the packed B (N, K) must share K, got ",
              a.shape(), " and (", b.rows(), ", ", b.cols(), ")");
   const Tensor ac = a.contiguous();
-  Tensor c = empty({a.size(0), b.rows()}, kInt32);
+  Tensor c = empty({a.size(0), b.rows()}, TensorOptions(kInt32).device(kCPU));
   int8_gemm(ac.data<int8_t>(), a.size(0), b, c.data<int32_t>());
   return c;
 }
@@ -179,7 +179,7 @@ Tensor int8_mm_dequant(const Tensor& c, const Tensor& row_stats, const Tensor& c
   const Tensor cc = c.to(kCPU).contiguous();
   const Tensor rs = row_stats.to(kCPU).contiguous(), cs = col_stats.to(kCPU).contiguous();
   const Tensor b = bias.defined() ? bias.to(kCPU).to(kFloat32).contiguous() : Tensor();
-  Tensor out = empty({m, n}, kFloat32);
+  Tensor out = empty({m, n}, TensorOptions(kFloat32).device(kCPU));
   const int32_t* ci = cc.data<int32_t>();
   const float *r = rs.data<float>(), *s = cs.data<float>();
   const float* bias_values = b.defined() ? b.data<float>() : nullptr;
@@ -218,8 +218,8 @@ Tensor int8_mixed_scaled_mm(const Tensor& a, const Int8Rows& q, const Tensor& cb
   const int64_t m = a.size(0), n = cb.size(0);
   const Tensor cols = q.outlier_cols.to(kCPU);
   const Tensor x = index_select(a.to(kCPU), 1, cols).to(kFloat32).contiguous();
-  const Tensor wt =
-      int8_vectorwise_dequant(index_select(cb.to(kCPU), 1, cols), scb.to(kCPU)).to(a.dtype()).to(kFloat32).t().contiguous();
+  const Tensor w_cols = int8_vectorwise_dequant(index_select(cb.to(kCPU), 1, cols), scb.to(kCPU));
+  const Tensor wt = w_cols.to(a.dtype()).to(kFloat32).t().contiguous();
   Tensor result = out.to(kFloat32).to(kCPU).contiguous();
   int8_outlier_correction(x.data<float>(), wt.data<float>(), m, n, outliers, result.data<float>());
   return result.to(a.dtype()).to(device);

@@ -117,3 +117,35 @@ TEST_CASE("matmul_4bit refuses operands that do not fit the quantized matrix") {
   CHECK_THROWS_WITH_AS(matmul_4bit(randn({2, 64}), codes8, state8, absmax), doctest::Contains("expected an NF4 or FP4"),
                        Error);
 }
+
+TEST_CASE("the CPU's quantized functions keep their buffers on the CPU under another default device") {
+  // An init-context frame whose default device is a GPU (Fabric's init_module on cuda) must not
+  // send the host kernels' buffers there: they write them through host pointers. Without a GPU
+  // the frame makes every factory fail, so a buffer left to the default device shows as an error.
+  manual_seed(9);
+  Tensor x = randn({6, 128});
+  x.data<float>()[5] = 8.0f;  // an outlier column
+  const Tensor w = randn({10, 128});
+  const Int8Rows qx = int8_vectorwise_quant(x, 6.0), qw = int8_vectorwise_quant(w);
+  const Tensor product = int8_mixed_scaled_mm(x, qx, qw.codes, qw.stats, Tensor());
+  const auto [packed, state] = quantize_4bit(w, QuantKind::NF4, 64);
+  const Tensor deq = dequantize_4bit(packed, state);
+  const Tensor y4 = matmul_4bit(x, packed, state, state.absmax);
+  const Tensor dq = int8_vectorwise_dequant(qw.codes, qw.stats);
+  const Tensor grad = randn({3, 10});
+  const Tensor g = int8_dequant_matmul(grad, qw.codes, qw.stats);
+
+  const TensorFrameGuard gpu_default(TensorFrame{{}, Device("cuda"), {}});
+  const Int8Rows qx2 = int8_vectorwise_quant(x, 6.0);
+  CHECK(qx2.codes.device().is_cpu());
+  CHECK(equal(qx2.codes, qx.codes));
+  CHECK(equal(qx2.stats, qx.stats));
+  CHECK(equal(qx2.outlier_cols, qx.outlier_cols));
+  CHECK(equal(int8_mixed_scaled_mm(x, qx2, qw.codes, qw.stats, Tensor()), product));
+  CHECK(equal(int8_vectorwise_dequant(qw.codes, qw.stats), dq));
+  const auto [packed2, state2] = quantize_4bit(w, QuantKind::NF4, 64);
+  CHECK(equal(packed2, packed));
+  CHECK(equal(dequantize_4bit(packed2, state2), deq));
+  CHECK(equal(matmul_4bit(x, packed, state, state.absmax), y4));
+  CHECK(equal(int8_dequant_matmul(grad, qw.codes, qw.stats), g));
+}
