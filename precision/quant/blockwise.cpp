@@ -36,7 +36,7 @@ void nest(QuantState& state, const Tensor& absmax, int64_t nested_blocksize) {
   const int64_t n = absmax.numel();
   const float* a = absmax.data<float>();
   state.offset = pytorch_mean(a, n);
-  Tensor centered = empty({n}, TensorOptions(kFloat32).device(kCPU));
+  Tensor centered = weft::detail::make_tensor({n}, kFloat32, kCPU);
   float* c = centered.data<float>();
   for (int64_t i = 0; i < n; ++i) c[i] = a[i] - state.offset;
   auto [codes, inner] = quantize_blockwise(centered, nested_blocksize, false);
@@ -69,8 +69,8 @@ std::pair<Tensor, QuantState> quantize_4bit(const Tensor& x, QuantKind type, int
   check_block_size(format, blocksize, "quantize_4bit");
   const Tensor xf = as_float32(x);
   const int64_t n = xf.numel();
-  Tensor packed = empty({(n + 1) / 2, 1}, TensorOptions(kUInt8).device(kCPU));
-  Tensor absmax = empty({(n + blocksize - 1) / blocksize}, TensorOptions(kFloat32).device(kCPU));
+  Tensor packed = weft::detail::make_tensor({(n + 1) / 2, 1}, kUInt8, kCPU);
+  Tensor absmax = weft::detail::make_tensor({(n + blocksize - 1) / blocksize}, kFloat32, kCPU);
   format.quantize(xf.data<float>(), n, blocksize, packed.data<uint8_t>(), absmax.data<float>());
 
   QuantState state;
@@ -90,8 +90,8 @@ std::pair<Tensor, QuantState> quantize_blockwise(const Tensor& x, int64_t blocks
   check_block_size(format, blocksize, "quantize_blockwise");
   const Tensor xf = as_float32(x);
   const int64_t n = xf.numel();
-  Tensor codes = empty(x.shape(), TensorOptions(kUInt8).device(kCPU));
-  Tensor absmax = empty({(n + blocksize - 1) / blocksize}, TensorOptions(kFloat32).device(kCPU));
+  Tensor codes = weft::detail::make_tensor(x.shape(), kUInt8, kCPU);
+  Tensor absmax = weft::detail::make_tensor({(n + blocksize - 1) / blocksize}, kFloat32, kCPU);
   format.quantize(xf.data<float>(), n, blocksize, codes.data<uint8_t>(), absmax.data<float>());
 
   QuantState state;
@@ -108,7 +108,7 @@ std::pair<Tensor, QuantState> quantize_blockwise(const Tensor& x, int64_t blocks
 Tensor block_absmax(const QuantState& state) {
   if (!state.nested) return state.absmax.contiguous();
   const int64_t n = state.absmax.numel();
-  Tensor out = empty({n}, TensorOptions(kFloat32).device(kCPU));
+  Tensor out = weft::detail::make_tensor({n}, kFloat32, kCPU);
   const Tensor nested_absmax = state.nested_absmax.contiguous();
   quant_format(QuantKind::Int8Dynamic)
       .dequantize(state.absmax.contiguous().data<uint8_t>(), nested_absmax.data<float>(), n, state.nested_blocksize,
@@ -121,7 +121,7 @@ Tensor block_absmax(const QuantState& state) {
 Tensor dequantize_4bit(const Tensor& packed, const QuantState& state) {
   check_quant_state(state, packed, "dequantize_4bit");
   const Tensor absmax = block_absmax(state);
-  Tensor out = empty(state.shape, TensorOptions(kFloat32).device(kCPU));
+  Tensor out = weft::detail::make_tensor(state.shape, kFloat32, kCPU);
   const int64_t n = state.numel();
   float* o = out.data<float>();
   quant_format(state.type).dequantize(packed.contiguous().data<uint8_t>(), absmax.data<float>(), n, state.blocksize, o);
@@ -136,7 +136,7 @@ Tensor dequantize_4bit(const Tensor& packed, const QuantState& state) {
 Tensor dequantize_blockwise(const Tensor& codes, const QuantState& state) {
   check_quant_state(state, codes, "dequantize_blockwise");
   const Tensor absmax = block_absmax(state);
-  Tensor out = empty(codes.shape(), TensorOptions(kFloat32).device(kCPU));
+  Tensor out = weft::detail::make_tensor(codes.shape(), kFloat32, kCPU);
   quant_format(QuantKind::Int8Dynamic)
       .dequantize(codes.contiguous().data<uint8_t>(), absmax.data<float>(), state.numel(), state.blocksize,
                   out.data<float>());

@@ -77,7 +77,8 @@ Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
       p.q_sum[static_cast<size_t>(i * blocks + b)] = sum;
       p.scale[static_cast<size_t>(i * blocks + b)] = amax / 16129.0f;
     }
-    // Value j of each 64-value chunk goes to position j/2 (even j) or 32 + j/2 (odd j).
+    // Permuted chunk by chunk into prepared_position's order: value j of each 64-value chunk to
+    // position j/2 (even j) or 32 + j/2 (odd j).
     int8_t* q = p.q.data() + i * k;
     uint8_t* q_abs = p.q_abs.data() + i * k;
     for (int64_t c = 0; c < k; c += kChunk)
@@ -189,6 +190,23 @@ std::vector<Phase> prepare_phases(const float* x, int64_t m, const Weights4bit& 
   return out;
 }
 
+// One kernel row whose blocks reach past the weight's last byte (Note [Blocks across rows]), from a
+// zero-padded copy of its bytes and block absmax: args as for the weight in place, one row.
+void run_padded_row(kernels::Gemm4bitArgs args, const Weights4bit& w, Panel panel) {
+  const int64_t bytes = (w.n * w.k + 1) / 2, blocks = (w.n * w.k + w.blocksize - 1) / w.blocksize;
+  const int64_t byte0 = args.w - w.packed, block0 = args.absmax - w.absmax;
+  thread_local std::vector<uint8_t> padded_w;
+  thread_local std::vector<float> padded_absmax;
+  padded_w.assign(static_cast<size_t>(args.k / 2), 0);
+  std::copy(args.w, w.packed + std::min(bytes, byte0 + args.k / 2), padded_w.begin());
+  padded_absmax.assign(static_cast<size_t>(args.k / w.blocksize), 0.0f);
+  std::copy(args.absmax, w.absmax + std::min(blocks, block0 + args.k / w.blocksize), padded_absmax.begin());
+  args.w = padded_w.data();
+  args.absmax = padded_absmax.data();
+  args.rows = 1;
+  panel(args);
+}
+
 void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel) {
   check(w, m);
   WEFT_CHECK(gemm_4bit_fused_supported(w.k, w.blocksize), "[gemm_4bit] the fused kernel needs blocks of 32 values ",
@@ -196,20 +214,21 @@ void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel)
              kMaxPhases, " offsets into a block (blocksize / gcd(K, blocksize)), got K=", w.k, ", blocksize=",
              w.blocksize);
   if (m == 0 || w.n == 0) return;
+  const Panel kernel = panel ? panel : reference_panel;
   const int64_t period = phase_period(w.k, w.blocksize), phases = std::min(period, w.n);
   const std::vector<Phase> prepared = prepare_phases(x, m, w, phases);
   const std::vector<int8_t> table = int8_table(w.type);
-  const int64_t values = w.n * w.k, bytes = (values + 1) / 2, blocks = (values + w.blocksize - 1) / w.blocksize;
   // Rows n0 .. n0 + rows_per_item - 1 per work item, each offset's rows one panel: the item reads
   // its stretch of W front to back, as the prefetches ahead of each row expect.
   const int64_t rows_per_item = (kRowsPerItem + period - 1) / period * period;
-  auto args_for = [&](const Phase& phase, int64_t first_row) {
+  auto args_for = [&](const Phase& phase, int64_t first_row, int64_t rows) {
     const int64_t start = first_row * w.k - phase.offset;  // the first block's first value
     kernels::Gemm4bitArgs args;
     args.w = w.packed + start / 2;
     args.w_stride = period * w.k / 2;
     args.absmax = w.absmax + start / w.blocksize;
     args.absmax_stride = period * w.k / w.blocksize;
+    args.rows = rows;
     args.k = phase.k;
     args.blocksize = w.blocksize;
     args.table = table.data();
@@ -228,26 +247,11 @@ void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel)
     for (int64_t c = 0; c < phases && n0 + c < n1; ++c) {
       const Phase& phase = prepared[static_cast<size_t>(c)];
       const int64_t first = n0 + c, rows = (n1 - first + period - 1) / period;
-      auto reaches_past_end = [&](int64_t r) { return (first + r * period) * w.k - phase.offset + phase.k > values; };
+      // Rows in place while their blocks end within the weight; only the last rows can reach past.
       int64_t whole = rows;
-      while (whole > 0 && reaches_past_end(whole - 1)) --whole;
-      kernels::Gemm4bitArgs args = args_for(phase, first);
-      args.rows = whole;
-      if (whole > 0) (panel ? panel : reference_panel)(args);
-      for (int64_t r = whole; r < rows; ++r) {
-        args = args_for(phase, first + r * period);
-        args.rows = 1;
-        thread_local std::vector<uint8_t> padded_w;
-        thread_local std::vector<float> padded_absmax;
-        const int64_t byte0 = args.w - w.packed, block0 = args.absmax - w.absmax;
-        padded_w.assign(static_cast<size_t>(phase.k / 2), 0);
-        std::copy(args.w, w.packed + std::min(bytes, byte0 + phase.k / 2), padded_w.begin());
-        padded_absmax.assign(static_cast<size_t>(phase.k / w.blocksize), 0.0f);
-        std::copy(args.absmax, w.absmax + std::min(blocks, block0 + phase.k / w.blocksize), padded_absmax.begin());
-        args.w = padded_w.data();
-        args.absmax = padded_absmax.data();
-        (panel ? panel : reference_panel)(args);
-      }
+      while (whole > 0 && (first + (whole - 1) * period) * w.k - phase.offset + phase.k > w.n * w.k) --whole;
+      if (whole > 0) kernel(args_for(phase, first, whole));
+      for (int64_t r = whole; r < rows; ++r) run_padded_row(args_for(phase, first + r * period, 1), w, kernel);
     }
   };
   parallel_for_if(m * w.n * w.k >= kParallelWork, (w.n + rows_per_item - 1) / rows_per_item, panel_item);
@@ -346,7 +350,7 @@ void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y,
   if (w.n * w.k < kWeightsAsBMaxValues || m >= kWeightsAsBMinRows)
     return weft::detail::gemm(m, w.n, w.k, {x, w.k, 1, false}, rows, true, y, w.n, false);
   // From the caching allocator: reused, and released by empty_cache.
-  const Tensor yt = empty({w.n, m}, TensorOptions(kFloat32).device(kCPU));
+  const Tensor yt = weft::detail::make_tensor({w.n, m}, kFloat32, kCPU);
   weft::detail::gemm(w.n, m, w.k, rows, {x, 1, w.k, false}, yt.data<float>(), m, false);
   // y = (yᵀ)ᵀ by 16 × 16 blocks, so both sides stay in L1; the threads take 16 rows of y each (on
   // one thread the other waited for it: 4 % of a 512×512 product at batch 128).

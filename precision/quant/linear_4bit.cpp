@@ -130,7 +130,7 @@ Tensor Linear4bitImpl::forward(const Tensor& input) {
                          const Tensor g_dense = g_rows.to(kCPU).contiguous();
                          const Tensor packed_cpu = packed.to(kCPU).contiguous();
                          const Tensor absmax_cpu = absmax.to(kCPU).contiguous();
-                         Tensor dx = empty({rows, k}, TensorOptions(kFloat32).device(kCPU));
+                         Tensor dx = weft::detail::make_tensor({rows, k}, kFloat32, kCPU);
                          gemm_4bit_input_grad(g_dense.data<float>(), rows, weights_of(packed_cpu, absmax_cpu, state),
                                               dx.data<float>());
                          grads[0] = dx.reshape(input_shape).to(g.device());

@@ -82,13 +82,14 @@ void Linear8bitLtImpl::requantize_if_changed() {
   packed_stale_ = true;
 }
 
-const PackedInt8Matrix& Linear8bitLtImpl::packed_weight() {
+const PackedInt8Matrix* Linear8bitLtImpl::packed_weight() {
+  const Tensor& codes = options_.has_fp16_weights ? codes_ : weight;
+  if (!codes.device().is_cpu() || int8_gemm_kernel(codes.device().type)) return nullptr;
   if (packed_stale_ || packed_.isa() != cpu_isa()) {
-    const Tensor codes = options_.has_fp16_weights ? codes_ : weight.contiguous();
-    packed_ = pack_int8_matrix(codes.data<int8_t>(), out_features, in_features);
+    packed_ = pack_int8_matrix(codes.contiguous().data<int8_t>(), out_features, in_features);
     packed_stale_ = false;
   }
-  return packed_;
+  return &packed_;
 }
 
 int64_t Linear8bitLtImpl::weight_bytes() const {
@@ -114,10 +115,7 @@ Tensor Linear8bitLtImpl::forward(const Tensor& input) {
   if (options_.has_fp16_weights) requantize_if_changed();
   const Tensor cb = options_.has_fp16_weights ? codes_ : weight.detach();
   const Tensor scb = scb_;
-  // The CPU's packed weight serves only its built-in kernel: on another device the product goes
-  // to that device's kernel (or fails naming the way to install one).
-  const bool built_in = cb.device().is_cpu() && !int8_gemm_kernel(cb.device().type);
-  Tensor out = int8_mixed_scaled_mm(x, qx, cb, scb, b, built_in ? &packed_weight() : nullptr).reshape(out_shape);
+  Tensor out = int8_mixed_scaled_mm(x, qx, cb, scb, b, packed_weight()).reshape(out_shape);
 
   const Tensor w = options_.has_fp16_weights ? weight : Tensor();
   if (autograd::needs_grad({&input, &w, &bias})) {

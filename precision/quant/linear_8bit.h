@@ -60,7 +60,9 @@ class Linear8bitLtImpl : public nn::LinearImpl {
 
  private:
   void set_quantized(const Tensor& codes, const Tensor& scb);
-  const PackedInt8Matrix& packed_weight();
+  // The int8 weight packed for the CPU's built-in GEMM; null where that kernel does not run (the
+  // weight on another device, or a kernel installed for its device type takes cb itself).
+  const PackedInt8Matrix* packed_weight();
   // Training mode: the quantization of the current float weight, redone only when its values
   // changed since the last forward (compared byte for byte with a copy: optimizers write
   // parameters in place without telling anyone).

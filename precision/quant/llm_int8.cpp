@@ -59,8 +59,8 @@ Int8Rows int8_vectorwise_quant(const Tensor& a, double threshold) {
     }
   }
   Int8Rows out;
-  out.codes = empty({rows, k}, TensorOptions(kInt8).device(kCPU));
-  out.stats = empty({rows}, TensorOptions(kFloat32).device(kCPU));
+  out.codes = weft::detail::make_tensor({rows, k}, kInt8, kCPU);
+  out.stats = weft::detail::make_tensor({rows}, kFloat32, kCPU);
   quant_format(QuantKind::LlmInt8)
       .quantize(x, rows * k, k, reinterpret_cast<uint8_t*>(out.codes.data<int8_t>()), out.stats.data<float>());
 
@@ -86,7 +86,7 @@ Tensor int8_vectorwise_dequant(const Tensor& codes, const Tensor& stats) {
   check_vector(stats, codes.size(0), "stats", "int8_vectorwise_dequant");
   // On the CPU, returned on the codes' device.
   const Tensor c = codes.to(kCPU).contiguous();
-  Tensor out = empty(codes.shape(), TensorOptions(kFloat32).device(kCPU));
+  Tensor out = weft::detail::make_tensor(codes.shape(), kFloat32, kCPU);
   int8_dequantize_rows(c.data<int8_t>(), stats.to(kCPU).contiguous().data<float>(), codes.numel(), codes.size(1),
                        out.data<float>());
   return out.to(codes.device());
@@ -117,7 +117,8 @@ struct Int8RowsSource {
 
 void fill_int8_rows(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out) {
   const auto& s = *static_cast<const Int8RowsSource*>(context);
-  for (int64_t r = 0; r < rows; ++r) s.dequantize(s.codes + (r0 + r) * s.k + p0, s.stats + r0 + r, kc, kc, out + r * kc);
+  for (int64_t r = 0; r < rows; ++r)
+    s.dequantize(s.codes + (r0 + r) * s.k + p0, s.stats + r0 + r, kc, kc, out + r * kc);
 }
 
 }  // namespace
@@ -133,7 +134,7 @@ Tensor int8_dequant_matmul(const Tensor& g, const Tensor& codes, const Tensor& s
   // written and read back per call.
   const Tensor gc = g.contiguous(), cc = codes.contiguous(), sc = stats.contiguous();
   const int64_t m = g.size(0), n = codes.size(0), k = codes.size(1);
-  Tensor out = empty({m, k}, TensorOptions(kFloat32).device(kCPU));
+  Tensor out = weft::detail::make_tensor({m, k}, kFloat32, kCPU);
   const Int8RowsSource rows{cc.data<int8_t>(), sc.data<float>(), k, int8_row_dequantizer(cpu_isa())};
   weft::detail::gemm(m, k, n, {gc.data<float>(), n, 1, false}, {fill_int8_rows, &rows, 1}, false, out.data<float>(), k,
                      false);
@@ -151,7 +152,7 @@ Tensor int8_linear_matmul(const Tensor& a, const Tensor& b) {
   WEFT_CHECK(a.device().is_cpu(), "[int8_linear_matmul] no int8 kernel for ", a.device(),
              " in this build; the CUDA backend installs one with set_int8_gemm_kernel");
   const Tensor ac = a.contiguous(), bc = b.contiguous();
-  Tensor c = empty({a.size(0), b.size(0)}, TensorOptions(kInt32).device(kCPU));
+  Tensor c = weft::detail::make_tensor({a.size(0), b.size(0)}, kInt32, kCPU);
   int8_gemm(ac.data<int8_t>(), bc.data<int8_t>(), c.data<int32_t>(), a.size(0), b.size(0), a.size(1));
   return c;
 }
@@ -161,7 +162,7 @@ Tensor int8_linear_matmul(const Tensor& a, const PackedInt8Matrix& b) {
   WEFT_CHECK(a.size(1) == b.cols(), "[int8_linear_matmul] A (M, K) and the packed B (N, K) must share K, got ",
              a.shape(), " and (", b.rows(), ", ", b.cols(), ")");
   const Tensor ac = a.contiguous();
-  Tensor c = empty({a.size(0), b.rows()}, TensorOptions(kInt32).device(kCPU));
+  Tensor c = weft::detail::make_tensor({a.size(0), b.rows()}, kInt32, kCPU);
   int8_gemm(ac.data<int8_t>(), a.size(0), b, c.data<int32_t>());
   return c;
 }
@@ -179,7 +180,7 @@ Tensor int8_mm_dequant(const Tensor& c, const Tensor& row_stats, const Tensor& c
   const Tensor cc = c.to(kCPU).contiguous();
   const Tensor rs = row_stats.to(kCPU).contiguous(), cs = col_stats.to(kCPU).contiguous();
   const Tensor b = bias.defined() ? bias.to(kCPU).to(kFloat32).contiguous() : Tensor();
-  Tensor out = empty({m, n}, TensorOptions(kFloat32).device(kCPU));
+  Tensor out = weft::detail::make_tensor({m, n}, kFloat32, kCPU);
   const int32_t* ci = cc.data<int32_t>();
   const float *r = rs.data<float>(), *s = cs.data<float>();
   const float* bias_values = b.defined() ? b.data<float>() : nullptr;

@@ -37,7 +37,7 @@ Tensor matmul_4bit(const Tensor& x, const Tensor& packed, const QuantState& stat
              "[matmul_4bit] expected ", (n * k + 1) / 2, " packed uint8 codes and ", state.num_blocks(),
              " float32 block absmax, got ", packed.numel(), " ", packed.dtype(), " and ", block_absmax.numel(), " ",
              block_absmax.dtype());
-  Tensor y = empty({x.size(0), n}, TensorOptions(kFloat32).device(kCPU));
+  Tensor y = weft::detail::make_tensor({x.size(0), n}, kFloat32, kCPU);
   const Weights4bit w{packed.data<uint8_t>(), block_absmax.data<float>(), n, k, state.blocksize, state.type};
   gemm_4bit(x.data<float>(), x.size(0), w, y.data<float>());
   return y;

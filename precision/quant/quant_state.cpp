@@ -24,7 +24,7 @@ DType dtype_from_name(const std::string& name, const char* field) {
 }
 
 Tensor bytes_of(const std::string& text) {
-  Tensor t = empty({static_cast<int64_t>(text.size())}, TensorOptions(kUInt8).device(kCPU));
+  Tensor t = weft::detail::make_tensor({static_cast<int64_t>(text.size())}, kUInt8, kCPU);
   std::memcpy(t.data_ptr(), text.data(), text.size());
   return t;
 }
