@@ -92,6 +92,25 @@ TEST_CASE("index_select") {
                        "[index_select] expected an integer index tensor, got float32", Error);
 }
 
+// Large enough to be copied on several threads, rows picked out of order and repeated, with an
+// outer dim: every element is checked against its source position.
+TEST_CASE("index_select of many scattered rows") {
+  constexpr int64_t kOuter = 3, kRows = 500, kInner = 70, kPicked = 300;
+  const Tensor x = arange(kOuter * kRows * kInner, kFloat32).view({kOuter, kRows, kInner});
+  std::vector<int64_t> picks;
+  for (int64_t j = 0; j < kPicked; ++j) picks.push_back((j * 37 + 11) % kRows);
+  const Tensor y = index_select(x, 1, from_vector(picks, {kPicked}, kInt64));
+  REQUIRE(y.shape() == Shape{kOuter, kPicked, kInner});
+  const std::vector<double> got = values(y);
+  int64_t wrong = 0;
+  for (int64_t o = 0; o < kOuter; ++o)
+    for (int64_t j = 0; j < kPicked; ++j)
+      for (int64_t i = 0; i < kInner; ++i)
+        wrong += got[static_cast<size_t>((o * kPicked + j) * kInner + i)] !=
+                 static_cast<double>((o * kRows + picks[static_cast<size_t>(j)]) * kInner + i);
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("gather") {
   const Tensor x = tensor({1, 2, 3, 4, 5, 6}).view({2, 3});
   const Tensor g = gather(x, 1, tensor({0, 0, 2, 1}, kInt64).view({2, 2}));
