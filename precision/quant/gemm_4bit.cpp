@@ -33,14 +33,6 @@ std::vector<int8_t> int8_table(QuantKind type) {
   return t;
 }
 
-// The activations, quantized per block and permuted (Note [4-bit product layout]).
-struct Prepared {
-  std::vector<int8_t> q;
-  std::vector<uint8_t> q_abs;
-  std::vector<int32_t> q_sum;
-  std::vector<float> scale;
-};
-
 // The position of value v of a row among the prepared activations: within its 64-value chunk,
 // the even values first, then the odd ones (Note [4-bit product layout]).
 int64_t prepared_position(int64_t v) {
@@ -48,40 +40,39 @@ int64_t prepared_position(int64_t v) {
   return v - j + (j % 2 == 0 ? j / 2 : kChunk / 2 + j / 2);
 }
 
-Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
-  const int64_t blocks = k / blocksize;
-  Prepared p;
-  p.q.resize(static_cast<size_t>(m * k));
-  p.q_abs.resize(p.q.size());
-  p.q_sum.resize(static_cast<size_t>(m * blocks));
-  p.scale.resize(p.q_sum.size());
-  std::vector<int8_t> codes(static_cast<size_t>(k));  // one row's codes in x's order
-  for (int64_t i = 0; i < m; ++i) {
+// The scalar reference of the activations' preparation (kernels::Prepare4bitArgs).
+void prepare_reference(const kernels::Prepare4bitArgs& p) {
+  const int64_t blocks = p.k / p.blocksize;
+  std::vector<int8_t> codes(static_cast<size_t>(p.k));  // one row's codes in x's order
+  for (int64_t i = 0; i < p.m; ++i) {
     for (int64_t b = 0; b < blocks; ++b) {
-      const float* xb = x + i * k + b * blocksize;
-      int8_t* cb = codes.data() + b * blocksize;
-      const float amax = absmax_of(xb, blocksize);  // NaN if the block holds one
+      const float* xb = p.x + i * p.k + b * p.blocksize;
+      int8_t* cb = codes.data() + b * p.blocksize;
+      const float amax = absmax_of(xb, p.blocksize);  // NaN if the block holds one
       // A zero block has codes 0; a block holding NaN or Inf has codes 0 and that scale, so its
       // outputs come out NaN as a float product's would (and xb[j] * 0 is not used for the zeros:
-      // a NaN or Inf times 0 is NaN, whose conversion to int8 is undefined).
-      const float inverse = amax > 0.0f && std::isfinite(amax) ? 127.0f / amax : 0.0f;
+      // a NaN or Inf times 0 is NaN, whose conversion to int8 is undefined). So has a block too
+      // small for 127 / max|x| to be finite (max|x| < 3.7e-37, as quantize_int8_rows does): its
+      // codes would be x · Inf.
+      const float ratio = 127.0f / amax;
+      const float inverse = std::isfinite(ratio) && ratio > 0.0f ? ratio : 0.0f;
       int32_t sum = 0;
       if (inverse == 0.0f) {
-        std::fill(cb, cb + blocksize, int8_t{0});
+        std::fill(cb, cb + p.blocksize, int8_t{0});
       } else {
-        for (int64_t j = 0; j < blocksize; ++j) {
+        for (int64_t j = 0; j < p.blocksize; ++j) {
           cb[j] = static_cast<int8_t>(round_half_even(xb[j] * inverse));
           sum += cb[j];
         }
       }
-      p.q_sum[static_cast<size_t>(i * blocks + b)] = sum;
-      p.scale[static_cast<size_t>(i * blocks + b)] = amax / 16129.0f;
+      p.q_sum[i * blocks + b] = sum;
+      p.scale[i * blocks + b] = amax / 16129.0f;
     }
     // Permuted chunk by chunk into prepared_position's order: value j of each 64-value chunk to
     // position j/2 (even j) or 32 + j/2 (odd j).
-    int8_t* q = p.q.data() + i * k;
-    uint8_t* q_abs = p.q_abs.data() + i * k;
-    for (int64_t c = 0; c < k; c += kChunk)
+    int8_t* q = p.q + i * p.k;
+    uint8_t* q_abs = p.q_abs + i * p.k;
+    for (int64_t c = 0; c < p.k; c += kChunk)
       for (int64_t j = 0; j < kChunk / 2; ++j) {
         const int8_t even = codes[static_cast<size_t>(c + 2 * j)], odd = codes[static_cast<size_t>(c + 2 * j + 1)];
         q[c + j] = even;
@@ -90,6 +81,19 @@ Prepared prepare(const float* x, int64_t m, int64_t k, int64_t blocksize) {
         q_abs[c + kChunk / 2 + j] = static_cast<uint8_t>(odd < 0 ? -odd : odd);
       }
   }
+}
+
+using Prepare = void (*)(const kernels::Prepare4bitArgs&);
+
+Prepare prepare_for(CpuIsa isa) { return isa == CpuIsa::Scalar ? prepare_reference : kernels::prepare_4bit_avx2; }
+
+PreparedActivations prepare(const float* x, int64_t m, int64_t k, int64_t blocksize, Prepare kernel) {
+  PreparedActivations p;
+  p.q.resize(static_cast<size_t>(m * k));
+  p.q_abs.resize(p.q.size());
+  p.q_sum.resize(static_cast<size_t>(m * (k / blocksize)));
+  p.scale.resize(p.q_sum.size());
+  kernel({x, m, k, blocksize, p.q.data(), p.q_abs.data(), p.q_sum.data(), p.scale.data()});
   return p;
 }
 
@@ -159,7 +163,7 @@ void check_isa(CpuIsa isa) {
 struct Phase {
   int64_t offset;  // values of the row's first block that belong to the rows before it
   int64_t k;       // values per kernel row: whole blocks
-  Prepared x;      // the activations shifted right by `offset`, zero-padded to k, prepared
+  PreparedActivations x;  // the activations shifted right by `offset`, zero-padded to k, prepared
 };
 
 int64_t phase_period(int64_t k, int64_t blocksize) { return blocksize / std::gcd(k, blocksize); }
@@ -168,24 +172,25 @@ int64_t phase_period(int64_t k, int64_t blocksize) { return blocksize / std::gcd
 // dequantized per thread are the cheaper way.
 constexpr int64_t kMaxPhases = 16;
 
-// Below this many activation values (over all offsets, ~0.6 ns each: 5 µs) the offsets are
-// prepared on the calling thread. 512×784 at batch 4 / 8: 37 → 32 and 69 → 59 µs on two threads.
+// Below this many activation values (over all offsets, ~0.25 ns each with AVX2: 2 µs) the offsets
+// are prepared on the calling thread. 512×784 at batch 4 / 8, two threads: 30 / 57 µs with the
+// threshold at 32K values, 28 / 50 at 8K.
 constexpr int64_t kParallelPrepare = int64_t{1} << 13;
 
-std::vector<Phase> prepare_phases(const float* x, int64_t m, const Weights4bit& w, int64_t phases) {
+std::vector<Phase> prepare_phases(const float* x, int64_t m, const Weights4bit& w, int64_t phases, Prepare kernel) {
   std::vector<Phase> out(static_cast<size_t>(phases));
   parallel_for_if(phases > 1 && phases * m * w.k >= kParallelPrepare, phases, [&](int64_t c) {
     Phase& phase = out[static_cast<size_t>(c)];
     phase.offset = c * w.k % w.blocksize;
     phase.k = (phase.offset + w.k + w.blocksize - 1) / w.blocksize * w.blocksize;
     if (phase.k == w.k) {
-      phase.x = prepare(x, m, w.k, w.blocksize);
+      phase.x = prepare(x, m, w.k, w.blocksize, kernel);
       return;
     }
     std::vector<float> shifted(static_cast<size_t>(m * phase.k), 0.0f);
     for (int64_t i = 0; i < m; ++i)
       std::copy(x + i * w.k, x + (i + 1) * w.k, shifted.data() + i * phase.k + phase.offset);
-    phase.x = prepare(shifted.data(), m, phase.k, w.blocksize);
+    phase.x = prepare(shifted.data(), m, phase.k, w.blocksize, kernel);
   });
   return out;
 }
@@ -207,16 +212,16 @@ void run_padded_row(kernels::Gemm4bitArgs args, const Weights4bit& w, Panel pane
   panel(args);
 }
 
-void run(const float* x, int64_t m, const Weights4bit& w, float* y, Panel panel) {
+void run(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
   check(w, m);
   WEFT_CHECK(gemm_4bit_fused_supported(w.k, w.blocksize), "[gemm_4bit] the fused kernel needs blocks of 32 values ",
              "with K a multiple of 64, or blocks of a multiple of 64 values and rows that start at no more than ",
              kMaxPhases, " offsets into a block (blocksize / gcd(K, blocksize)), got K=", w.k, ", blocksize=",
              w.blocksize);
   if (m == 0 || w.n == 0) return;
-  const Panel kernel = panel ? panel : reference_panel;
+  const Panel panel = panel_for(isa), kernel = panel ? panel : reference_panel;
   const int64_t period = phase_period(w.k, w.blocksize), phases = std::min(period, w.n);
-  const std::vector<Phase> prepared = prepare_phases(x, m, w, phases);
+  const std::vector<Phase> prepared = prepare_phases(x, m, w, phases, prepare_for(isa));
   const std::vector<int8_t> table = int8_table(w.type);
   // Rows n0 .. n0 + rows_per_item - 1 per work item, each offset's rows one panel: the item reads
   // its stretch of W front to back, as the prefetches ahead of each row expect.
@@ -377,17 +382,26 @@ bool gemm_4bit_fused_supported(int64_t k, int64_t blocksize) {
 
 void gemm_4bit_fused(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
   check_isa(isa);
-  run(x, m, w, y, panel_for(isa));
+  run(x, m, w, y, isa);
 }
 
-void gemm_4bit_fused_reference(const float* x, int64_t m, const Weights4bit& w, float* y) { run(x, m, w, y, nullptr); }
+void gemm_4bit_fused_reference(const float* x, int64_t m, const Weights4bit& w, float* y) { run(x, m, w, y, CpuIsa::Scalar); }
+
+PreparedActivations prepare_4bit_activations(const float* x, int64_t m, int64_t k, int64_t blocksize, CpuIsa isa) {
+  check_isa(isa);
+  WEFT_CHECK(m >= 0 && k > 0 && blocksize > 0 && k % kChunk == 0 && k % blocksize == 0 &&
+                 (blocksize == kChunk / 2 || blocksize % kChunk == 0),
+             "[prepare_4bit_activations] expected K a multiple of 64 and of the block (32 or a multiple of 64), ",
+             "got m=", m, ", K=", k, ", blocksize=", blocksize);
+  return prepare(x, m, k, blocksize, prepare_for(isa));
+}
 
 void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
   check_isa(isa);
   check(w, m);
   if (m == 0 || w.n == 0) return;
   if (m <= kFusedMaxRows && gemm_4bit_fused_supported(w.k, w.blocksize)) {
-    run(x, m, w, y, panel_for(isa));
+    run(x, m, w, y, isa);
   } else {
     gemm_dequantized(x, m, w, y, isa);
   }

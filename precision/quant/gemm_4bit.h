@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "precision/quant/quant_format.h"
 #include "tensor/cpu/isa.h"
@@ -50,6 +51,19 @@ void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa
 bool gemm_4bit_fused_supported(int64_t k, int64_t blocksize);
 void gemm_4bit_fused(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa = cpu_isa());
 void gemm_4bit_fused_reference(const float* x, int64_t m, const Weights4bit& w, float* y);
+
+// The fused kernel's activations (Note [4-bit product layout] in gemm_4bit_kernels.h): m rows of
+// k values (k a multiple of 64 and of blocksize) quantized per block and permuted, as the
+// preparation for `isa` makes them (CpuIsa::Scalar: the reference). Every level gives the same
+// bytes; exposed so that the tests can check it.
+struct PreparedActivations {
+  std::vector<int8_t> q;
+  std::vector<uint8_t> q_abs;
+  std::vector<int32_t> q_sum;
+  std::vector<float> scale;
+};
+PreparedActivations prepare_4bit_activations(const float* x, int64_t m, int64_t k, int64_t blocksize,
+                                             CpuIsa isa = cpu_isa());
 
 // dx: (m, w.k) = g: (m, w.n) · W, the gradient of x·Wᵀ with respect to x, with W dequantized
 // exactly block by block inside weft's float32 GEMM (as exact as dequantize-then-multiply).

@@ -11,7 +11,7 @@
 // values) at a time and split them into the high nibbles (even values) and the low nibbles (odd
 // values), so the activations are prepared in the same order: within every 64 values, the 32
 // even-indexed ones first, then the 32 odd-indexed ones. Per activation row and block they are
-// quantized to int8 (q = round(x · 127 / max|x|)) with:
+// quantized to int8 (q = round(x · (127 / max|x|)), 0 where 127 / max|x| is not finite) with:
 //   q      the codes, permuted as above
 //   q_abs  |q|, for the vpmaddubsw kernels (unsigned operand)
 //   q_sum  Σ q over the block, for the VNNI kernel's +128 compensation
@@ -51,6 +51,20 @@ constexpr int64_t kWeightPrefetchBytes = 2048;
 void gemm_4bit_panel_avx2(const Gemm4bitArgs& args);
 void gemm_4bit_panel_avx512(const Gemm4bitArgs& args);
 void gemm_4bit_panel_avx512vnni(const Gemm4bitArgs& args);
+
+// The activations' preparation (the layout above): m rows of k values, k a multiple of 64 and of
+// blocksize, quantized per block into q, q_abs (row stride k), q_sum and scale (row stride
+// k / blocksize). The bytes of the scalar reference, prepare_reference() in gemm_4bit.cpp.
+struct Prepare4bitArgs {
+  const float* x;  // (m, k), row stride k
+  int64_t m, k, blocksize;
+  int8_t* q;
+  uint8_t* q_abs;
+  int32_t* q_sum;
+  float* scale;
+};
+
+void prepare_4bit_avx2(const Prepare4bitArgs& args);
 
 // Dequantization of a run of values of a packed 4-bit array, in float32:
 //   out[i - begin] = table[code(i)] · absmax[i / blocksize]   for begin <= i < end

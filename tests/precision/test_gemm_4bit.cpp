@@ -3,7 +3,9 @@
 // dequantization bit for bit), and both regimes against dequantizing and multiplying in float64.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "precision/quant/blockwise.h"
@@ -196,6 +198,72 @@ TEST_CASE("4-bit dequantization of rows: every supported instruction set gives d
           CHECK(same);
         }
     }
+}
+
+namespace {
+
+uint32_t bits_of(float f) { return std::bit_cast<uint32_t>(f); }
+
+// The preparation for `isa` gives the reference's bytes: codes, |codes|, sums, and scale bits.
+void check_prepared_like_reference(const std::vector<float>& x, int64_t m, int64_t k, int64_t bs, CpuIsa isa) {
+  const PreparedActivations want = prepare_4bit_activations(x.data(), m, k, bs, CpuIsa::Scalar);
+  const PreparedActivations got = prepare_4bit_activations(x.data(), m, k, bs, isa);
+  INFO("isa ", cpu_isa_name(isa), " M=", m, " K=", k, " bs=", bs);
+  CHECK(got.q == want.q);
+  CHECK(got.q_abs == want.q_abs);
+  CHECK(got.q_sum == want.q_sum);
+  REQUIRE(got.scale.size() == want.scale.size());
+  int64_t different = 0;
+  for (size_t b = 0; b < got.scale.size(); ++b) different += bits_of(got.scale[b]) != bits_of(want.scale[b]);
+  CHECK(different == 0);
+}
+
+}  // namespace
+
+TEST_CASE("4-bit product: the activations' preparation, by hand and at every level bit for bit") {
+  // By hand: one block 0, 1, ..., 63 (max 63): codes round(v · 127 / 63), even values first.
+  std::vector<float> ramp(64);
+  for (int v = 0; v < 64; ++v) ramp[static_cast<size_t>(v)] = static_cast<float>(v);
+  const PreparedActivations p = prepare_4bit_activations(ramp.data(), 1, 64, 64, CpuIsa::Scalar);
+  int32_t sum = 0;
+  for (int v = 0; v < 64; ++v) {
+    const auto code = static_cast<int8_t>(std::nearbyint(static_cast<float>(v) * (127.0f / 63.0f)));
+    const size_t at = static_cast<size_t>(v % 2 == 0 ? v / 2 : 32 + v / 2);
+    CHECK(p.q[at] == code);
+    CHECK(p.q_abs[at] == code);
+    sum += code;
+  }
+  CHECK(p.q_sum == std::vector<int32_t>{sum});
+  CHECK(p.scale == std::vector<float>{63.0f / 16129.0f});
+
+  // Every level against the reference, where rounding ties matter: a block whose max is 127
+  // (values times exactly 1) holding halves, both signs, zero and negative zero; a block of
+  // zeros; blocks with NaN, with infinity, with denormals; and random blocks of 32 to 8192.
+  std::vector<float> ties(256, 0.0f);
+  for (int v = 0; v < 64; ++v) ties[static_cast<size_t>(v)] = (v % 2 ? -1.0f : 1.0f) * (static_cast<float>(v) + 0.5f);
+  ties[5] = 127.0f;
+  ties[6] = -0.0f;
+  ties[64 + 64 + 7] = std::nanf("");
+  ties[192 + 3] = -std::numeric_limits<float>::infinity();
+  ties[192 + 4] = 1e-40f;
+  std::vector<float> denormal(64, 3e-42f);
+  denormal[9] = -7e-41f;
+  // Magnitudes below 127 / FLT_MAX, where 127 / max|x| overflows: codes 0, as for a zero block.
+  const PreparedActivations tiny = prepare_4bit_activations(denormal.data(), 1, 64, 32, CpuIsa::Scalar);
+  CHECK(tiny.q == std::vector<int8_t>(64, 0));
+  CHECK(tiny.q_sum == std::vector<int32_t>{0, 0});
+  manual_seed(29);
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    check_prepared_like_reference(ties, 1, 256, 64, isa);
+    check_prepared_like_reference(ties, 2, 128, 32, isa);
+    check_prepared_like_reference(denormal, 1, 64, 32, isa);
+    for (const auto& [m, k, bs] : {std::tuple{3, 640, 64}, {2, 384, 128}, {4, 320, 32}, {1, 8192, 8192}, {2, 4096, 256}}) {
+      const std::vector<float> x = mul(randn({m, k}), 5.0).to_vector<float>();
+      check_prepared_like_reference(x, m, k, bs, isa);
+    }
+  }
+  CHECK_THROWS_WITH_AS(prepare_4bit_activations(ramp.data(), 1, 48, 16), doctest::Contains("got m=1, K=48, blocksize=16"),
+                       Error);
 }
 
 TEST_CASE("4-bit product: zero and non-finite activations, unsupported shapes") {
