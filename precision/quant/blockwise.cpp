@@ -1,12 +1,14 @@
 // Tensor-level blockwise quantization on top of the QuantFormat reference kernels.
 #include "precision/quant/blockwise.h"
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
 #include "precision/quant/codebooks.h"
 #include "precision/quant/pytorch_sum.h"
 #include "tensor/ops.h"
+#include "tensor/parallel.h"
 
 namespace weft::precision::quant {
 namespace {
@@ -30,6 +32,19 @@ Tensor table_tensor(QuantKind type) {
 }
 
 Tensor as_float32(const Tensor& x) { return x.to(kFloat32).contiguous(); }
+
+// Runs fn(first, count) over [0, n) in runs of whole blocks, on weft's threads when there are
+// several. Each block is quantized (or decoded) on its own, so the bytes do not depend on the
+// split; blocks are even, so a 4-bit run starts on a byte, and only the last run holds a partial
+// last block or an odd count. A 4096² weight on two threads: nf4 quantization 208 -> 69 ms (with
+// nearest_4bit's branch-free count), dequantization 18 -> 9 ms; 8-bit 52 -> 26 and 9.6 -> 5 ms.
+template <class Fn>
+void over_block_runs(int64_t n, int64_t block, Fn&& fn) {
+  constexpr int64_t kValuesPerRun = int64_t{1} << 16;  // ~0.1-1 ms of work
+  const int64_t blocks_per_run = std::max<int64_t>(1, kValuesPerRun / block), run = blocks_per_run * block;
+  const int64_t runs = (n + run - 1) / run;
+  parallel_for_if(runs > 1, runs, [&](int64_t r) { fn(r * run, std::min(n - r * run, run)); });
+}
 
 // Stores (absmax - mean) as int8_dynamic codes in blocks of `nested_blocksize` inside `state`.
 void nest(QuantState& state, const Tensor& absmax, int64_t nested_blocksize) {
@@ -71,7 +86,10 @@ std::pair<Tensor, QuantState> quantize_4bit(const Tensor& x, QuantKind type, int
   const int64_t n = xf.numel();
   Tensor packed = weft::detail::make_tensor({(n + 1) / 2, 1}, kUInt8, kCPU);
   Tensor absmax = weft::detail::make_tensor({(n + blocksize - 1) / blocksize}, kFloat32, kCPU);
-  format.quantize(xf.data<float>(), n, blocksize, packed.data<uint8_t>(), absmax.data<float>());
+  over_block_runs(n, blocksize, [&](int64_t first, int64_t count) {
+    format.quantize(xf.data<float>() + first, count, blocksize, packed.data<uint8_t>() + first / 2,
+                    absmax.data<float>() + first / blocksize);
+  });
 
   QuantState state;
   state.type = type;
@@ -92,7 +110,10 @@ std::pair<Tensor, QuantState> quantize_blockwise(const Tensor& x, int64_t blocks
   const int64_t n = xf.numel();
   Tensor codes = weft::detail::make_tensor(x.shape(), kUInt8, kCPU);
   Tensor absmax = weft::detail::make_tensor({(n + blocksize - 1) / blocksize}, kFloat32, kCPU);
-  format.quantize(xf.data<float>(), n, blocksize, codes.data<uint8_t>(), absmax.data<float>());
+  over_block_runs(n, blocksize, [&](int64_t first, int64_t count) {
+    format.quantize(xf.data<float>() + first, count, blocksize, codes.data<uint8_t>() + first,
+                    absmax.data<float>() + first / blocksize);
+  });
 
   QuantState state;
   state.type = QuantKind::Int8Dynamic;
@@ -124,7 +145,11 @@ Tensor dequantize_4bit(const Tensor& packed, const QuantState& state) {
   Tensor out = weft::detail::make_tensor(state.shape, kFloat32, kCPU);
   const int64_t n = state.numel();
   float* o = out.data<float>();
-  quant_format(state.type).dequantize(packed.contiguous().data<uint8_t>(), absmax.data<float>(), n, state.blocksize, o);
+  const Tensor codes = packed.contiguous();
+  over_block_runs(n, state.blocksize, [&](int64_t first, int64_t count) {
+    quant_format(state.type).dequantize(codes.data<uint8_t>() + first / 2, absmax.data<float>() + first / state.blocksize,
+                                        count, state.blocksize, o + first);
+  });
   // bitsandbytes decodes a tensor whose last dimension is odd with its generic path, whose FP4
   // table has +0 where the CPU kernel has -0; adding +0 turns -0 into +0 and changes nothing else.
   const int64_t last_dim = state.shape.empty() ? 1 : state.shape.back();
@@ -137,9 +162,12 @@ Tensor dequantize_blockwise(const Tensor& codes, const QuantState& state) {
   check_quant_state(state, codes, "dequantize_blockwise");
   const Tensor absmax = block_absmax(state);
   Tensor out = weft::detail::make_tensor(codes.shape(), kFloat32, kCPU);
-  quant_format(QuantKind::Int8Dynamic)
-      .dequantize(codes.contiguous().data<uint8_t>(), absmax.data<float>(), state.numel(), state.blocksize,
-                  out.data<float>());
+  const Tensor contiguous = codes.contiguous();
+  over_block_runs(state.numel(), state.blocksize, [&](int64_t first, int64_t count) {
+    quant_format(QuantKind::Int8Dynamic)
+        .dequantize(contiguous.data<uint8_t>() + first, absmax.data<float>() + first / state.blocksize, count,
+                    state.blocksize, out.data<float>() + first);
+  });
   return out.to(state.dtype);
 }
 

@@ -43,11 +43,14 @@ const SortedTable& sorted_table(QuantKind kind) {
 }
 
 // torch.bucketize(v, bounds): the number of bounds strictly below v, so a value exactly on a
-// midpoint takes the lower code. NaN compares false everywhere and lands on the first code.
+// midpoint takes the lower code. NaN compares false everywhere and lands on the first code. All
+// 15 bounds are counted, not only those before the first one at or above v (the same number, as
+// they are sorted): a scan that stopped there mispredicted its exit on most values (4096² nf4 on
+// one thread: 208 -> 142 ms; halving the bounds, four dependent steps a value, was slower still).
 uint8_t nearest_4bit(float v, const SortedTable& t) {
-  int i = 0;
-  while (i < 15 && t.bounds[i] < v) ++i;
-  return t.code_of[i];
+  int below = 0;
+  for (int i = 0; i < 15; ++i) below += t.bounds[i] < v ? 1 : 0;
+  return t.code_of[below];
 }
 
 template <QuantKind kKind>

@@ -61,6 +61,43 @@ TEST_CASE("nf4 / fp4: packed codes, absmax and dequantized values equal bitsandb
   }
 }
 
+// Tensors of several runs of blocks are quantized and decoded on several threads, run by run: the
+// bytes must be those of quantizing piece by piece (pieces of whole blocks, each one run), with
+// the partial last block and the odd count in the last piece; and decode to the same values.
+TEST_CASE("blockwise quantization of large tensors: the same bytes as piece by piece") {
+  manual_seed(31);
+  constexpr int64_t kBlock = 64, kPiece = 8192, kN = 3 * 65536 + 40 * kBlock + 37;
+  const Tensor x = randn({kN});
+  for (const QuantKind kind : {QuantKind::NF4, QuantKind::FP4, QuantKind::Int8Dynamic}) {
+    const bool four_bit = kind != QuantKind::Int8Dynamic;
+    INFO(quant_format(kind).name);
+    auto [codes, state] = four_bit ? quantize_4bit(x, kind, kBlock) : quantize_blockwise(x, kBlock, false);
+    const Tensor decoded = four_bit ? dequantize_4bit(codes, state) : dequantize_blockwise(codes, state);
+    const std::vector<uint8_t> all_codes = codes.reshape({-1}).to_vector<uint8_t>();
+    const std::vector<float> all_absmax = state.absmax.to_vector<float>(), all_decoded = decoded.to_vector<float>();
+    int64_t wrong_codes = 0, wrong_absmax = 0, wrong_values = 0;
+    for (int64_t first = 0; first < kN; first += kPiece) {
+      const int64_t count = std::min(kPiece, kN - first);
+      auto [piece_codes, piece_state] = four_bit ? quantize_4bit(x.narrow(0, first, count), kind, kBlock)
+                                                 : quantize_blockwise(x.narrow(0, first, count), kBlock, false);
+      const Tensor piece_decoded =
+          four_bit ? dequantize_4bit(piece_codes, piece_state) : dequantize_blockwise(piece_codes, piece_state);
+      const auto c = piece_codes.reshape({-1}).to_vector<uint8_t>();
+      const auto a = piece_state.absmax.to_vector<float>();
+      const auto d = piece_decoded.to_vector<float>();
+      const int64_t code0 = four_bit ? first / 2 : first;
+      for (size_t i = 0; i < c.size(); ++i) wrong_codes += c[i] != all_codes[static_cast<size_t>(code0) + i];
+      for (size_t i = 0; i < a.size(); ++i) wrong_absmax += a[i] != all_absmax[static_cast<size_t>(first / kBlock) + i];
+      // By value: an FP4 tensor of odd length decodes its zeros as +0, as bitsandbytes does, and
+      // only the last piece is of odd length.
+      for (size_t i = 0; i < d.size(); ++i) wrong_values += d[i] != all_decoded[static_cast<size_t>(first) + i];
+    }
+    CHECK(wrong_codes == 0);
+    CHECK(wrong_absmax == 0);
+    CHECK(wrong_values == 0);
+  }
+}
+
 TEST_CASE("double quantization: nested codes, offset, nested absmax and bfloat16 output equal bitsandbytes") {
   const Tensor& x = get("bnb_4bit", "dq.x");
   REQUIRE(x.dtype() == kBFloat16);
