@@ -4,11 +4,14 @@
 // (sizes, errors) and the accuracy band bitsandbytes' tests accept.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "precision/quant/blockwise.h"
 #include "precision/quant/codebooks.h"
 #include "precision/quant/pytorch_sum.h"
+#include "tensor/all.h"
 #include "quant_test_helpers.h"
 
 using namespace weft;
@@ -95,6 +98,56 @@ TEST_CASE("blockwise quantization of large tensors: the same bytes as piece by p
     CHECK(wrong_codes == 0);
     CHECK(wrong_absmax == 0);
     CHECK(wrong_values == 0);
+  }
+}
+
+// The 4-bit quantizer's and decoder's vector kernels against the scalar reference, bit for bit, at
+// every instruction set the machine has: values on the midpoints between table entries (ties go
+// to the lower entry), just off them, beyond ±absmax's scale, NaN, ±Inf, ±0, denormals, a zero
+// block; random blocks of every size, with a partial last block and an odd count.
+TEST_CASE("4-bit quantization and decoding: every instruction set gives the reference's bits") {
+  manual_seed(37);
+  for (const QuantKind kind : {QuantKind::NF4, QuantKind::FP4}) {
+    std::array<float, 16> sorted = kind == QuantKind::NF4 ? nf4_code() : fp4_code();
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<float> special;  // blocks of 64 whose absmax is 1: each value is its scaled value
+    for (int i = 0; i < 15; ++i) {
+      const float midpoint = (sorted[static_cast<size_t>(i)] + sorted[static_cast<size_t>(i) + 1]) / 2.0f;
+      special.insert(special.end(), {midpoint, std::nextafter(midpoint, -2.0f), std::nextafter(midpoint, 2.0f)});
+    }
+    special.insert(special.end(), {1.0f, -1.0f, 0.0f, -0.0f, 1e-40f, -3e-39f});
+    special.resize(128, 0.25f);
+    special[100] = std::nanf("");  // a block with NaN: its absmax is NaN
+    std::vector<float> blocks = special;
+    blocks.resize(256, 0.0f);      // a block of zeros
+    blocks.insert(blocks.end(), {std::numeric_limits<float>::infinity(), 0.5f, -2.0f});
+    blocks.resize(384, -std::numeric_limits<float>::infinity());
+    for (int i = 0; i < 64; ++i) blocks.push_back(static_cast<float>(i - 32) * 1e-39f);  // denormals only
+    const std::vector<float> random = mul(randn({3 * 4096 + 300 + 17}), 4.0).to_vector<float>();
+    struct Input {
+      const std::vector<float>* values;
+      int64_t blocksize;
+    };
+    for (const Input input : {Input{&blocks, 64}, Input{&random, 32}, Input{&random, 64}, Input{&random, 256},
+                              Input{&random, 4096}}) {
+      const Tensor x = from_vector(*input.values, {static_cast<int64_t>(input.values->size())});
+      Tensor want_codes, want_absmax, want_values;
+      {
+        CpuIsaGuard guard(CpuIsa::Scalar);
+        auto [codes, state] = quantize_4bit(x, kind, input.blocksize);
+        want_codes = codes;
+        want_absmax = state.absmax;
+        want_values = dequantize_4bit(codes, state);
+      }
+      for (const CpuIsa isa : cpu_isas_supported()) {
+        INFO(quant_format(kind).name, " bs=", input.blocksize, " isa ", cpu_isa_name(isa));
+        CpuIsaGuard guard(isa);
+        auto [codes, state] = quantize_4bit(x, kind, input.blocksize);
+        check_bitwise(codes, want_codes, "codes");
+        check_bitwise(state.absmax, want_absmax, "absmax");
+        check_bitwise(dequantize_4bit(want_codes, state), want_values, "decoded");
+      }
+    }
   }
 }
 
