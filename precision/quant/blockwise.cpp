@@ -147,8 +147,9 @@ Tensor dequantize_4bit(const Tensor& packed, const QuantState& state) {
   float* o = out.data<float>();
   const Tensor codes = packed.contiguous();
   over_block_runs(n, state.blocksize, [&](int64_t first, int64_t count) {
-    quant_format(state.type).dequantize(codes.data<uint8_t>() + first / 2, absmax.data<float>() + first / state.blocksize,
-                                        count, state.blocksize, o + first);
+    quant_format(state.type).dequantize(codes.data<uint8_t>() + first / 2,
+                                        absmax.data<float>() + first / state.blocksize, count, state.blocksize,
+                                        o + first);
   });
   // bitsandbytes decodes a tensor whose last dimension is odd with its generic path, whose FP4
   // table has +0 where the CPU kernel has -0; adding +0 turns -0 into +0 and changes nothing else.

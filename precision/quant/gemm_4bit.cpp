@@ -385,7 +385,9 @@ void gemm_4bit_fused(const float* x, int64_t m, const Weights4bit& w, float* y, 
   run(x, m, w, y, isa);
 }
 
-void gemm_4bit_fused_reference(const float* x, int64_t m, const Weights4bit& w, float* y) { run(x, m, w, y, CpuIsa::Scalar); }
+void gemm_4bit_fused_reference(const float* x, int64_t m, const Weights4bit& w, float* y) {
+  run(x, m, w, y, CpuIsa::Scalar);
+}
 
 PreparedActivations prepare_4bit_activations(const float* x, int64_t m, int64_t k, int64_t blocksize, CpuIsa isa) {
   check_isa(isa);

@@ -3,7 +3,11 @@
 //   - the outlier correction: each output row's sums, 32 columns at a time in four ymm
 //     accumulators, one fused multiply-add per outlier column in the scalar reference's order, so
 //     every lane computes exactly the reference's chain (std::fma rounds once, as vfmadd does);
-//   - the weight's dequantization, code · stat · (1/127) with the reference's two roundings.
+//   - the weight's dequantization, code · stat · (1/127) with the reference's two roundings;
+//   - the rows' quantization (activations every forward, weights as they load): a pass for the
+//     absmax of the values under the threshold, an integer max over their magnitudes' bits, and
+//     one for the codes, converted with vcvtps2dq (ties to even, as round_half_even) and packed,
+//     outliers masked to 0. At 128 × 4096 it was a fifth of Linear8bitLt's forward.
 #include "precision/quant/llm_int8_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -50,6 +54,90 @@ void dequantize_int8_rows_avx2(const int8_t* codes, const float* stats, int64_t 
       _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(values, stat), inverse));
     }
     for (; i < end; ++i) out[i] = static_cast<float>(codes[i]) * stats[r] * inverse_127;
+  }
+}
+
+namespace {
+
+// One row's absmax over the values below the threshold (all with !outliers), its outlier columns
+// flagged. Magnitudes as integers: every NaN above infinity, as the reference's absmax_of.
+float row_absmax(const float* x, int64_t k, bool outliers, float threshold, uint8_t* outlier_col) {
+  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256 t = _mm256_set1_ps(threshold);
+  __m256i m = _mm256_setzero_si256();
+  int64_t c = 0;
+  for (; c + 8 <= k; c += 8) {
+    __m256i bits = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c)), magnitude);
+    if (outliers) {
+      const __m256 out = _mm256_cmp_ps(_mm256_castsi256_ps(bits), t, _CMP_GE_OQ);
+      if (int mask = _mm256_movemask_ps(out); mask != 0)
+        for (int j = 0; j < 8; ++j) outlier_col[c + j] |= static_cast<uint8_t>((mask >> j) & 1);
+      bits = _mm256_andnot_si256(_mm256_castps_si256(out), bits);
+    }
+    m = _mm256_max_epu32(m, bits);
+  }
+  __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4E));
+  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xB1));
+  auto most = static_cast<uint32_t>(_mm_cvtsi128_si32(h));
+  for (; c < k; ++c) {
+    uint32_t bits;
+    __builtin_memcpy(&bits, x + c, 4);
+    bits &= 0x7FFFFFFFu;
+    float value;
+    __builtin_memcpy(&value, &bits, 4);
+    if (outliers && value >= threshold) {
+      outlier_col[c] = 1;
+      continue;
+    }
+    most = bits > most ? bits : most;
+  }
+  float amax;
+  __builtin_memcpy(&amax, &most, 4);
+  return amax;
+}
+
+// Codes of 8 values: round(x · scale) as int32, outliers 0.
+__m256i codes8(const float* x, __m256 scale, bool outliers, __m256 threshold) {
+  const __m256 v = _mm256_loadu_ps(x);
+  const __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(v, scale));
+  if (!outliers) return q;
+  const __m256 magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+  return _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(magnitude, threshold, _CMP_GE_OQ)), q);
+}
+
+}  // namespace
+
+void quantize_int8_rows_avx2(const QuantizeInt8RowsArgs& p) {
+  const __m256 threshold = _mm256_set1_ps(p.threshold);
+  const __m256i in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const float* x = p.x + r * p.k;
+    int8_t* codes = p.codes + r * p.k;
+    const float amax = row_absmax(x, p.k, p.outliers, p.threshold, p.outlier_col);
+    p.stats[r] = amax;
+    const float reciprocal = 1.0f / amax;
+    const float scale = reciprocal * 127.0f;
+    if (!(amax > 0.0f) || !__builtin_isfinite(amax) || !__builtin_isfinite(scale)) {
+      __builtin_memset(codes, 0, static_cast<size_t>(p.k));
+      continue;
+    }
+    const __m256 s = _mm256_set1_ps(scale);
+    int64_t c = 0;
+    for (; c + 32 <= p.k; c += 32) {
+      const __m256i q0 = codes8(x + c, s, p.outliers, threshold);
+      const __m256i q1 = codes8(x + c + 8, s, p.outliers, threshold);
+      const __m256i q2 = codes8(x + c + 16, s, p.outliers, threshold);
+      const __m256i q3 = codes8(x + c + 24, s, p.outliers, threshold);
+      // The packs work within 128-bit lanes; the permute puts the 32 codes back in order.
+      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + c), _mm256_permutevar8x32_epi32(packed, in_order));
+    }
+    for (; c < p.k; ++c) {
+      const float magnitude = x[c] < 0.0f ? -x[c] : x[c];
+      const bool outlier = p.outliers && magnitude >= p.threshold;
+      codes[c] = outlier ? int8_t{0} : static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(x[c] * scale)));
+    }
   }
 }
 

@@ -15,4 +15,22 @@ void outlier_correction_avx2(const float* x, const float* wt, int64_t m, int64_t
 // the llm_int8 format's dequantization (quant_format.cpp), eight values at a time.
 void dequantize_int8_rows_avx2(const int8_t* codes, const float* stats, int64_t n, int64_t row, float* out);
 
+// LLM.int8()'s row quantization of `rows` rows of k values (row stride k), the llm_int8 format's
+// rule (quantize_int8_rows in quant_format.cpp, inside the scalar reference in llm_int8.cpp) with
+// outliers left out: with `outliers`, a value whose magnitude reaches `threshold` counts as 0 —
+// outside its row's absmax, code 0 — and sets outlier_col[column] to 1. Per row: stats = absmax,
+// codes = round-half-even(x · ((1 / absmax) · 127)); a row whose absmax is 0, NaN or infinite, or
+// whose scale overflows, codes 0.
+struct QuantizeInt8RowsArgs {
+  const float* x;
+  int64_t rows, k;
+  bool outliers;
+  float threshold;
+  int8_t* codes;         // rows · k
+  float* stats;          // rows
+  uint8_t* outlier_col;  // k flags, only set (never cleared) here
+};
+
+void quantize_int8_rows_avx2(const QuantizeInt8RowsArgs& args);
+
 }  // namespace weft::precision::quant::kernels

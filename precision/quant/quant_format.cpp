@@ -98,7 +98,8 @@ template <QuantKind kKind>
 void dequantize_4bit(const uint8_t* packed, const float* absmax, int64_t n, int64_t block, float* out) {
   const std::array<float, 16>& table = kKind == QuantKind::NF4 ? nf4_code() : fp4_cpu_decode_code();
   // The vector kernel where the CPU has one: the same multiply per value, so the same bits.
-  if (cpu_isa() != CpuIsa::Scalar) return kernels::dequantize_4bit_avx2({packed, absmax, table.data(), block, 0, n, out});
+  if (cpu_isa() != CpuIsa::Scalar)
+    return kernels::dequantize_4bit_avx2({packed, absmax, table.data(), block, 0, n, out});
   for (int64_t start = 0; start < n; start += block) {  // block by block: no division per value
     const float a = absmax[start / block];
     for (int64_t i = start; i < std::min(n, start + block); ++i) {
@@ -179,8 +180,9 @@ void quantize_int8_rows(const float* x, int64_t n, int64_t row, uint8_t* codes, 
     absmax[r] = absmax_of(x + start, len);
     const float reciprocal = 1.0f / absmax[r];
     const float scale = reciprocal * 127.0f;
-    if (!(absmax[r] > 0.0f) || !std::isfinite(scale)) {
-      // A zero row (0 · inf), or one holding NaN or Inf: PyTorch's int8 cast of NaN gives 0.
+    if (!(absmax[r] > 0.0f) || !std::isfinite(absmax[r]) || !std::isfinite(scale)) {
+      // A zero row (0 · inf), or one holding NaN or Inf (x · 0 would be NaN for the Inf itself),
+      // or one too small for its scale to be finite: PyTorch's int8 cast of NaN gives 0.
       std::fill(codes + start, codes + start + len, uint8_t{0});
       continue;
     }

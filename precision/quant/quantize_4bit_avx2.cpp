@@ -34,7 +34,8 @@ float absmax(const float* x, int64_t n) {
 __m256i midpoints_below(const float* x, __m256 inverse, const __m256* bounds) {
   const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x), inverse);
   __m256i count = _mm256_setzero_si256();
-  for (int b = 0; b < 15; ++b) count = _mm256_sub_epi32(count, _mm256_castps_si256(_mm256_cmp_ps(bounds[b], v, _CMP_LT_OQ)));
+  for (int b = 0; b < 15; ++b)
+    count = _mm256_sub_epi32(count, _mm256_castps_si256(_mm256_cmp_ps(bounds[b], v, _CMP_LT_OQ)));
   return count;
 }
 
@@ -43,7 +44,8 @@ __m256i midpoints_below(const float* x, __m256 inverse, const __m256* bounds) {
 void quantize_4bit_avx2(const Quantize4bitArgs& p) {
   __m256 bounds[15];
   for (int b = 0; b < 15; ++b) bounds[b] = _mm256_set1_ps(p.bounds[b]);
-  const __m256i codes_table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.code_of)));
+  const __m256i codes_table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.code_of)));
   const __m256i high_low = _mm256_set1_epi16(0x0110);  // bytes 16, 1: the pair's first code times 16, plus the second
   for (int64_t block = 0; block < p.blocks; ++block) {
     const float* x = p.x + block * p.blocksize;
@@ -53,11 +55,13 @@ void quantize_4bit_avx2(const Quantize4bitArgs& p) {
     const __m256 inverse = _mm256_set1_ps(1.0f / floored);
     uint8_t* out = p.packed + block * p.blocksize / 2;
     for (int64_t i = 0; i < p.blocksize; i += 32, out += 16) {
-      const __m256i c0 = midpoints_below(x + i, inverse, bounds), c1 = midpoints_below(x + i + 8, inverse, bounds);
-      const __m256i c2 = midpoints_below(x + i + 16, inverse, bounds), c3 = midpoints_below(x + i + 24, inverse, bounds);
+      const __m256i c0 = midpoints_below(x + i, inverse, bounds);
+      const __m256i c1 = midpoints_below(x + i + 8, inverse, bounds);
+      const __m256i c2 = midpoints_below(x + i + 16, inverse, bounds);
+      const __m256i c3 = midpoints_below(x + i + 24, inverse, bounds);
       // The packs work within 128-bit lanes; the permute puts the 32 counts back in order.
-      const __m256i counts = _mm256_permutevar8x32_epi32(
-          _mm256_packs_epi16(_mm256_packs_epi32(c0, c1), _mm256_packs_epi32(c2, c3)), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(c0, c1), _mm256_packs_epi32(c2, c3));
+      const __m256i counts = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
       const __m256i codes = _mm256_shuffle_epi8(codes_table, counts);
       const __m256i pairs = _mm256_maddubs_epi16(codes, high_low);  // 16 bytes' worth, 8 per 128-bit lane
       const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(pairs, pairs), 0x08);

@@ -257,13 +257,14 @@ TEST_CASE("4-bit product: the activations' preparation, by hand and at every lev
     check_prepared_like_reference(ties, 1, 256, 64, isa);
     check_prepared_like_reference(ties, 2, 128, 32, isa);
     check_prepared_like_reference(denormal, 1, 64, 32, isa);
-    for (const auto& [m, k, bs] : {std::tuple{3, 640, 64}, {2, 384, 128}, {4, 320, 32}, {1, 8192, 8192}, {2, 4096, 256}}) {
+    for (const auto& [m, k, bs] :
+         {std::tuple{3, 640, 64}, {2, 384, 128}, {4, 320, 32}, {1, 8192, 8192}, {2, 4096, 256}}) {
       const std::vector<float> x = mul(randn({m, k}), 5.0).to_vector<float>();
       check_prepared_like_reference(x, m, k, bs, isa);
     }
   }
-  CHECK_THROWS_WITH_AS(prepare_4bit_activations(ramp.data(), 1, 48, 16), doctest::Contains("got m=1, K=48, blocksize=16"),
-                       Error);
+  CHECK_THROWS_WITH_AS(prepare_4bit_activations(ramp.data(), 1, 48, 16),
+                       doctest::Contains("got m=1, K=48, blocksize=16"), Error);
 }
 
 TEST_CASE("4-bit product: zero and non-finite activations, unsupported shapes") {

@@ -4,13 +4,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "precision/quant/llm_int8.h"
 #include "precision/quant/quant_format.h"
 #include "quant_test_helpers.h"
+#include "tensor/all.h"
 
 using namespace weft;
 using namespace weft::precision::quant;
@@ -45,6 +48,67 @@ TEST_CASE("int8_vectorwise_quant: codes, row absmax and outlier columns equal bi
   check_bitwise(w.codes, g("cb"), "weight codes");
   check_bitwise(w.stats, g("scb"), "weight stats");
   CHECK(w.outlier_cols.numel() == 0);
+}
+
+// The rows' quantization at every instruction set the machine has against the scalar reference,
+// bit for bit and on several threads: rows of 37, 64 and 4100 values (vector steps and tails),
+// outliers in a few columns, rows holding NaN, +Inf, only zeros, or magnitudes too small for a
+// finite scale, ties of x · scale, float16 input (threshold rounded to it).
+TEST_CASE("int8_vectorwise_quant: every instruction set gives the reference's bits") {
+  manual_seed(41);
+  for (const int64_t k : {37, 64, 4100}) {
+    Tensor a = randn({40, k});  // 40 × 4100 values: two threads, each its own outlier flags
+    float* x = a.data<float>();
+    for (int64_t r = 0; r < 40; ++r) x[r * k + (r * 7) % k] *= 9.0f;  // outliers in several columns
+    x[1 * k + 3] = std::nanf("");
+    x[2 * k + k - 1] = std::numeric_limits<float>::infinity();
+    std::fill(x + 3 * k, x + 4 * k, 0.0f);
+    for (int64_t c = 0; c < k; ++c) x[4 * k + c] = static_cast<float>(c % 5) * 1e-39f;  // 1 / absmax overflows
+    // absmax 4, scale (1/4) · 127 = 31.75 exactly: ±2 scale to the ties ±63.5
+    for (int64_t c = 0; c < k; ++c) x[5 * k + c] = static_cast<float>(c % 3 - 1) * 2.0f;
+    x[5 * k + 1] = 4.0f;
+    x[6 * k] = -6.0f;  // exactly the threshold: an outlier
+    for (const double threshold : {0.0, 6.0})
+      for (const DType dtype : {kFloat32, kFloat16}) {
+        const Tensor input = a.to(dtype);
+        Int8Rows want;
+        {
+          CpuIsaGuard guard(CpuIsa::Scalar);
+          want = int8_vectorwise_quant(input, threshold);
+        }
+        // Independently of how the rows are shared out: the outlier columns are those holding a
+        // magnitude at or above the threshold (6 is exact in float16), and each row on its own
+        // gets the same statistic and, outside those columns, the same codes.
+        std::vector<int64_t> expected_cols;
+        const Tensor as_float = input.to(kFloat32);
+        for (int64_t c = 0; c < k && threshold > 0; ++c) {
+          bool outlier = false;
+          for (int64_t r = 0; r < 40; ++r) outlier = outlier || std::fabs(as_float.data<float>()[r * k + c]) >= 6.0f;
+          if (outlier) expected_cols.push_back(c);
+        }
+        CHECK(want.outlier_cols.to_vector<int64_t>() == expected_cols);
+        const auto codes = want.codes.to_vector<int>();
+        int64_t row_mismatches = 0;
+        for (int64_t r = 0; r < 40; ++r) {
+          const Int8Rows one = int8_vectorwise_quant(input.narrow(0, r, 1), threshold);
+          row_mismatches += std::bit_cast<uint32_t>(one.stats.data<float>()[0]) !=
+                            std::bit_cast<uint32_t>(want.stats.data<float>()[r]);
+          const auto row_codes = one.codes.to_vector<int>();
+          for (int64_t c = 0; c < k; ++c)
+            if (!std::binary_search(expected_cols.begin(), expected_cols.end(), c))
+              row_mismatches += row_codes[static_cast<size_t>(c)] != codes[static_cast<size_t>(r * k + c)];
+        }
+        CHECK(row_mismatches == 0);
+        for (const CpuIsa isa : cpu_isas_supported()) {
+          INFO("K=", k, " threshold ", threshold, " ", dtype, " isa ", cpu_isa_name(isa));
+          CpuIsaGuard guard(isa);
+          const Int8Rows got = int8_vectorwise_quant(input, threshold);
+          check_bitwise(got.codes, want.codes, "codes");
+          check_bitwise(got.stats, want.stats, "stats");
+          check_bitwise(got.outlier_cols, want.outlier_cols, "outlier columns");
+        }
+      }
+  }
 }
 
 TEST_CASE("int8 product, dequantization and the mixed decomposition equal bitsandbytes") {
