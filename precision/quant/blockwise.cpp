@@ -1,4 +1,5 @@
-// Tensor-level blockwise quantization on top of the QuantFormat reference kernels.
+// Tensor-level blockwise quantization on top of the QuantFormat reference kernels, with the 4-bit
+// formats' vector kernels where the CPU has them (the references' bytes), on weft's threads.
 #include "precision/quant/blockwise.h"
 
 #include <algorithm>
@@ -6,7 +7,10 @@
 #include <vector>
 
 #include "precision/quant/codebooks.h"
+#include "precision/quant/gemm_4bit_kernels.h"
 #include "precision/quant/pytorch_sum.h"
+#include "precision/quant/quantize_4bit_kernels.h"
+#include "tensor/cpu/isa.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 
@@ -37,7 +41,8 @@ Tensor as_float32(const Tensor& x) { return x.to(kFloat32).contiguous(); }
 // several. Each block is quantized (or decoded) on its own, so the bytes do not depend on the
 // split; blocks are even, so a 4-bit run starts on a byte, and only the last run holds a partial
 // last block or an odd count. A 4096² weight on two threads against one: nf4 quantization 18 ->
-// 9 ms, decoding 7.7 -> 4.4 ms (both with their AVX2 kernels); 8-bit 52 -> 26 and 9.6 -> 5 ms.
+// 9 ms, decoding 7.7 -> 4.4 ms (both with their AVX2 kernels; the scalar references took 208 and
+// 18 ms on one thread); 8-bit 52 -> 26 and 9.6 -> 5 ms.
 template <class Fn>
 void over_block_runs(int64_t n, int64_t block, Fn&& fn) {
   constexpr int64_t kValuesPerRun = int64_t{1} << 16;  // ~0.1-1 ms of work
@@ -86,9 +91,19 @@ std::pair<Tensor, QuantState> quantize_4bit(const Tensor& x, QuantKind type, int
   const int64_t n = xf.numel();
   Tensor packed = weft::detail::make_tensor({(n + 1) / 2, 1}, kUInt8, kCPU);
   Tensor absmax = weft::detail::make_tensor({(n + blocksize - 1) / blocksize}, kFloat32, kCPU);
+  // Full blocks by the vector kernel where the CPU has one (the reference's bytes), the partial
+  // last block and an odd count's padding by the reference.
+  const bool vector = cpu_isa() != CpuIsa::Scalar && blocksize % 32 == 0;
+  const Table4bitSearch search = table_4bit_search(type);
   over_block_runs(n, blocksize, [&](int64_t first, int64_t count) {
-    format.quantize(xf.data<float>() + first, count, blocksize, packed.data<uint8_t>() + first / 2,
-                    absmax.data<float>() + first / blocksize);
+    const int64_t whole = vector ? count / blocksize * blocksize : 0;
+    if (whole > 0)
+      kernels::quantize_4bit_avx2({xf.data<float>() + first, whole / blocksize, blocksize, search.bounds,
+                                   search.code_of, packed.data<uint8_t>() + first / 2,
+                                   absmax.data<float>() + first / blocksize});
+    if (whole < count)
+      format.quantize(xf.data<float>() + first + whole, count - whole, blocksize,
+                      packed.data<uint8_t>() + (first + whole) / 2, absmax.data<float>() + (first + whole) / blocksize);
   });
 
   QuantState state;
@@ -146,10 +161,16 @@ Tensor dequantize_4bit(const Tensor& packed, const QuantState& state) {
   const int64_t n = state.numel();
   float* o = out.data<float>();
   const Tensor codes = packed.contiguous();
+  // The vector decoder where the CPU has one, with the reference's table: the same multiply per
+  // value, so the same bits.
+  const float* table = state.type == QuantKind::NF4 ? nf4_code().data() : fp4_cpu_decode_code().data();
   over_block_runs(n, state.blocksize, [&](int64_t first, int64_t count) {
-    quant_format(state.type).dequantize(codes.data<uint8_t>() + first / 2,
-                                        absmax.data<float>() + first / state.blocksize, count, state.blocksize,
-                                        o + first);
+    const uint8_t* run_codes = codes.data<uint8_t>() + first / 2;
+    const float* run_absmax = absmax.data<float>() + first / state.blocksize;
+    if (cpu_isa() != CpuIsa::Scalar)
+      kernels::dequantize_4bit_avx2({run_codes, run_absmax, table, state.blocksize, 0, count, o + first});
+    else
+      quant_format(state.type).dequantize(run_codes, run_absmax, count, state.blocksize, o + first);
   });
   // bitsandbytes decodes a tensor whose last dimension is odd with its generic path, whose FP4
   // table has +0 where the CPU kernel has -0; adding +0 turns -0 into +0 and changes nothing else.

@@ -1,4 +1,5 @@
-// The QuantFormat table and its scalar reference kernels.
+// The QuantFormat table and its scalar reference kernels (the vector kernels that follow them are
+// chosen by the tensor-level functions: blockwise.cpp, llm_int8.cpp, gemm_4bit.cpp).
 //
 // Where a multiply meets an add the rounding is spelled out (std::fma where bitsandbytes' own
 // build fuses them), so the results do not depend on whether this compiler contracts them.
@@ -11,9 +12,6 @@
 #include <string>
 
 #include "precision/quant/codebooks.h"
-#include "precision/quant/gemm_4bit_kernels.h"
-#include "precision/quant/quantize_4bit_kernels.h"
-#include "tensor/cpu/isa.h"
 #include "tensor/error.h"
 
 namespace weft::precision::quant {
@@ -63,14 +61,7 @@ void quantize_4bit(const float* x, int64_t n, int64_t block, uint8_t* packed, fl
   auto code_of = [&](float scaled) { return nearest_4bit(std::clamp(scaled, -1.0f, 1.0f), table); };
   std::fill(packed, packed + (n + 1) / 2, uint8_t{0});
   auto put = [&](int64_t i, uint8_t code) { packed[i / 2] |= i % 2 == 0 ? static_cast<uint8_t>(code << 4) : code; };
-  // The full blocks by the vector kernel where the CPU has one (the same bytes); the loop below is
-  // its reference.
-  int64_t b = 0;
-  if (cpu_isa() != CpuIsa::Scalar && block % 32 == 0) {
-    kernels::quantize_4bit_avx2({x, full_blocks, block, table.bounds.data(), table.code_of.data(), packed, absmax});
-    b = full_blocks;
-  }
-  for (; b < full_blocks; ++b) {
+  for (int64_t b = 0; b < full_blocks; ++b) {
     const float* xb = x + b * block;
     absmax[b] = absmax_of(xb, block);
     // Full blocks: multiply by the reciprocal of absmax (floored at 1e-38 so zeros stay zeros).
@@ -97,9 +88,6 @@ void quantize_4bit(const float* x, int64_t n, int64_t block, uint8_t* packed, fl
 template <QuantKind kKind>
 void dequantize_4bit(const uint8_t* packed, const float* absmax, int64_t n, int64_t block, float* out) {
   const std::array<float, 16>& table = kKind == QuantKind::NF4 ? nf4_code() : fp4_cpu_decode_code();
-  // The vector kernel where the CPU has one: the same multiply per value, so the same bits.
-  if (cpu_isa() != CpuIsa::Scalar)
-    return kernels::dequantize_4bit_avx2({packed, absmax, table.data(), block, 0, n, out});
   for (int64_t start = 0; start < n; start += block) {  // block by block: no division per value
     const float a = absmax[start / block];
     for (int64_t i = start; i < std::min(n, start + block); ++i) {
@@ -225,6 +213,12 @@ std::string format_names() {
 }  // namespace
 
 std::span<const QuantFormat> quant_formats() { return kQuantFormats; }
+
+Table4bitSearch table_4bit_search(QuantKind kind) {
+  WEFT_CHECK(kind == QuantKind::NF4 || kind == QuantKind::FP4, "[table_4bit_search] expected nf4 or fp4");
+  const SortedTable& t = sorted_table(kind);
+  return {t.bounds.data(), t.code_of.data()};
+}
 
 float absmax_of(const float* x, int64_t n) {
   // On the bits of |x|, integer order is float order, with every NaN above infinity: an integer

@@ -54,6 +54,15 @@ int64_t quantized_bytes(const QuantFormat& format, int64_t n, int64_t block);
 // Throws weft::Error naming `op` unless `block` is a power of two the format allows.
 void check_block_size(const QuantFormat& format, int64_t block, std::string_view op);
 
+// How the 4-bit formats find a value's code, for the vector kernels that follow the reference: the
+// 15 midpoints between the sorted table's neighbours (ascending) and the code of each of the 16
+// sorted entries. A scaled value's code is code_of[number of midpoints strictly below it].
+struct Table4bitSearch {
+  const float* bounds;
+  const uint8_t* code_of;
+};
+Table4bitSearch table_4bit_search(QuantKind kind);
+
 // max |x[i]| over n values (0 for none), NaN if any is NaN, as torch.max of abs() returns.
 float absmax_of(const float* x, int64_t n);
 

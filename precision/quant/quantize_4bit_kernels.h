@@ -1,5 +1,5 @@
 // Entry points of the 4-bit quantization kernel units (quantize_4bit_<isa>.cpp), chosen at run
-// time by quant_format.cpp. Plain declarations only (Note [ISA kernel units] in tensor/cpu/simd.h).
+// time by blockwise.cpp. Plain declarations only (Note [ISA kernel units] in tensor/cpu/simd.h).
 //
 // bitsandbytes' rule, as the scalar reference quantize_4bit in quant_format.cpp computes it, for
 // whole blocks: absmax = max |x| over the block (NaN if it holds one), each value scaled by
