@@ -21,17 +21,6 @@ constexpr int64_t kChunk = 64;
 __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 void store(void* p, __m256i v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
 
-// max |x[i]| over n values (a multiple of 8), NaN if any is NaN.
-float absmax(const float* x, int64_t n) {
-  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
-  __m256i m = _mm256_setzero_si256();
-  for (int64_t i = 0; i < n; i += 8) m = _mm256_max_epu32(m, _mm256_and_si256(load(x + i), magnitude));
-  __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4E));
-  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xB1));
-  return _mm_cvtss_f32(_mm_castsi128_ps(h));
-}
-
 int32_t horizontal_sum(__m256i v) {
   __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
@@ -46,10 +35,7 @@ __m256i quantize32(const float* x, __m256 inverse, __m256i& sum) {
     v[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), inverse));
     sum = _mm256_add_epi32(sum, v[j]);
   }
-  // The packs work within 128-bit lanes: their dwords hold values 0-3, 8-11, 16-19, 24-27, then
-  // 4-7, 12-15, 20-23, 28-31.
-  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
-  return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  return pack_epi32_to_epi8(v[0], v[1], v[2], v[3]);
 }
 
 // One 64-value chunk of codes in order to the prepared layout: its 32 even values, then its 32 odd.
@@ -78,7 +64,7 @@ void prepare_4bit_avx2(const Prepare4bitArgs& p) {
     uint8_t* q_abs = p.q_abs + i * p.k;
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t first = b * p.blocksize;
-      const float amax = absmax(x + first, p.blocksize);
+      const float amax = absmax_ps(x + first, p.blocksize);
       // As the reference: codes 0 where 127 / max|x| is not a finite positive number (a block of
       // zeros, one holding NaN or Inf, one of magnitudes below 3.7e-37).
       const float ratio = 127.0f / amax;

@@ -76,15 +76,15 @@ Int8Rows int8_vectorwise_quant(const Tensor& a, double threshold) {
   // Runs of rows on weft's threads, each flagging outlier columns in its own copy of the flags.
   const RowQuantizer quantize = row_quantizer(cpu_isa());
   const int64_t parts = std::clamp<int64_t>(rows * k / kValuesPerPart, 1, std::min<int64_t>(num_threads(), rows));
-  std::vector<std::vector<uint8_t>> part_cols(static_cast<size_t>(parts), std::vector<uint8_t>(static_cast<size_t>(k)));
+  std::vector<uint8_t> part_cols(static_cast<size_t>(parts * k), 0);
   parallel_for_if(parts > 1, parts, [&](int64_t part) {
     const int64_t first = rows * part / parts, count = rows * (part + 1) / parts - first;
     quantize({values.data<float>() + first * k, count, k, threshold > 0, t, out.codes.data<int8_t>() + first * k,
-              out.stats.data<float>() + first, part_cols[static_cast<size_t>(part)].data()});
+              out.stats.data<float>() + first, part_cols.data() + part * k});
   });
-  std::vector<uint8_t> outlier_col(static_cast<size_t>(k), 0);
-  for (const auto& flags : part_cols)
-    for (int64_t c = 0; c < k; ++c) outlier_col[static_cast<size_t>(c)] |= flags[static_cast<size_t>(c)];
+  std::vector<uint8_t> outlier_col(part_cols.begin(), part_cols.begin() + k);
+  for (int64_t part = 1; part < parts; ++part)
+    for (int64_t c = 0; c < k; ++c) outlier_col[static_cast<size_t>(c)] |= part_cols[static_cast<size_t>(part * k + c)];
 
   std::vector<int64_t> cols;
   for (int64_t c = 0; c < k; ++c)

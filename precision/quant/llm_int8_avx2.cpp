@@ -76,10 +76,7 @@ float row_absmax(const float* x, int64_t k, bool outliers, float threshold, uint
     }
     m = _mm256_max_epu32(m, bits);
   }
-  __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4E));
-  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xB1));
-  auto most = static_cast<uint32_t>(_mm_cvtsi128_si32(h));
+  uint32_t most = hmax_epu32(m);
   for (; c < k; ++c) {
     uint32_t bits;
     __builtin_memcpy(&bits, x + c, 4);
@@ -110,7 +107,6 @@ __m256i codes8(const float* x, __m256 scale, bool outliers, __m256 threshold) {
 
 void quantize_int8_rows_avx2(const QuantizeInt8RowsArgs& p) {
   const __m256 threshold = _mm256_set1_ps(p.threshold);
-  const __m256i in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t r = 0; r < p.rows; ++r) {
     const float* x = p.x + r * p.k;
     int8_t* codes = p.codes + r * p.k;
@@ -129,9 +125,7 @@ void quantize_int8_rows_avx2(const QuantizeInt8RowsArgs& p) {
       const __m256i q1 = codes8(x + c + 8, s, p.outliers, threshold);
       const __m256i q2 = codes8(x + c + 16, s, p.outliers, threshold);
       const __m256i q3 = codes8(x + c + 24, s, p.outliers, threshold);
-      // The packs work within 128-bit lanes; the permute puts the 32 codes back in order.
-      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + c), _mm256_permutevar8x32_epi32(packed, in_order));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + c), pack_epi32_to_epi8(q0, q1, q2, q3));
     }
     for (; c < p.k; ++c) {
       const float magnitude = x[c] < 0.0f ? -x[c] : x[c];

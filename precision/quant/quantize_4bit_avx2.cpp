@@ -17,19 +17,6 @@
 namespace weft::precision::quant::kernels {
 namespace {
 
-__m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// max |x[i]| over n values (a multiple of 8), NaN if any is NaN.
-float absmax(const float* x, int64_t n) {
-  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
-  __m256i m = _mm256_setzero_si256();
-  for (int64_t i = 0; i < n; i += 8) m = _mm256_max_epu32(m, _mm256_and_si256(load(x + i), magnitude));
-  __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4E));
-  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xB1));
-  return _mm_cvtss_f32(_mm_castsi128_ps(h));
-}
-
 // For 8 values: the number of the 15 midpoints strictly below x · inverse, as int32.
 __m256i midpoints_below(const float* x, __m256 inverse, const __m256* bounds) {
   const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x), inverse);
@@ -49,7 +36,7 @@ void quantize_4bit_avx2(const Quantize4bitArgs& p) {
   const __m256i high_low = _mm256_set1_epi16(0x0110);  // bytes 16, 1: the pair's first code times 16, plus the second
   for (int64_t block = 0; block < p.blocks; ++block) {
     const float* x = p.x + block * p.blocksize;
-    const float amax = absmax(x, p.blocksize);
+    const float amax = absmax_ps(x, p.blocksize);
     p.absmax[block] = amax;
     const float floored = amax < 1e-38f ? 1e-38f : amax;  // std::max(amax, 1e-38f): NaN stays NaN
     const __m256 inverse = _mm256_set1_ps(1.0f / floored);
@@ -59,10 +46,7 @@ void quantize_4bit_avx2(const Quantize4bitArgs& p) {
       const __m256i c1 = midpoints_below(x + i + 8, inverse, bounds);
       const __m256i c2 = midpoints_below(x + i + 16, inverse, bounds);
       const __m256i c3 = midpoints_below(x + i + 24, inverse, bounds);
-      // The packs work within 128-bit lanes; the permute puts the 32 counts back in order.
-      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(c0, c1), _mm256_packs_epi32(c2, c3));
-      const __m256i counts = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-      const __m256i codes = _mm256_shuffle_epi8(codes_table, counts);
+      const __m256i codes = _mm256_shuffle_epi8(codes_table, pack_epi32_to_epi8(c0, c1, c2, c3));
       const __m256i pairs = _mm256_maddubs_epi16(codes, high_low);  // 16 bytes' worth, 8 per 128-bit lane
       const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(pairs, pairs), 0x08);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(bytes));

@@ -32,6 +32,37 @@
 #include <immintrin.h>
 #endif
 
+#if defined(__AVX2__)
+// The largest of eight unsigned 32-bit lanes.
+static inline uint32_t hmax_epu32(__m256i v) {
+  __m128i h = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4E));
+  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xB1));
+  return static_cast<uint32_t>(_mm_cvtsi128_si32(h));
+}
+
+// max |x[i]| over n values (a multiple of 8), NaN if any is NaN: on the magnitudes' bits integer
+// order is float order, every NaN above infinity (the quantizers' absmax_of, vectorised).
+static inline float absmax_ps(const float* x, int64_t n) {
+  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+  __m256i m = _mm256_setzero_si256();
+  for (int64_t i = 0; i < n; i += 8)
+    m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), magnitude));
+  const uint32_t most = hmax_epu32(m);
+  float amax;
+  __builtin_memcpy(&amax, &most, 4);
+  return amax;
+}
+
+// 32 int32 lanes (a: values 0-7, b: 8-15, ...) saturated to int8, in order. The packs work within
+// 128-bit lanes, leaving dwords of values 0-3, 8-11, 16-19, 24-27, 4-7, ...; the permute restores
+// the order.
+static inline __m256i pack_epi32_to_epi8(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+  return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+#endif
+
 #if defined(__AVX512F__) || defined(WEFT_SIMD_EMULATE_UNIT)
 // Sixteen rows of sixteen 32-bit words transposed in registers, for the AVX-512 units' packers
 // (the int8 and float32 GEMMs'): r[c] holds row c; afterwards r[w] holds word w of every row.
