@@ -321,7 +321,7 @@ void dequantized_rows(const float* x, int64_t m, const Weights4bit& w, float* y,
   const int64_t rows_per_item = std::clamp<int64_t>(kItemValues / w.k, 1, (w.n + threads - 1) / threads);
   const int64_t items = (w.n + rows_per_item - 1) / rows_per_item;
   parallel_for(items, [&](int64_t item) {
-    thread_local std::vector<float> tile;
+    thread_local detail::AlignedVector<float> tile;
     const int64_t n0 = item * rows_per_item, rows = std::min(rows_per_item, w.n - n0);
     tile.resize(static_cast<size_t>(rows * w.k));
     dequantize_4bit_rows(w, n0, rows, tile.data(), isa);  // inside parallel_for: on this thread

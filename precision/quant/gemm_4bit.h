@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "precision/quant/quant_format.h"
+#include "tensor/cpu/aligned_vector.h"
 #include "tensor/cpu/isa.h"
 
 namespace weft::precision::quant {
@@ -57,10 +58,10 @@ void gemm_4bit_fused_reference(const float* x, int64_t m, const Weights4bit& w, 
 // preparation for `isa` makes them (CpuIsa::Scalar: the reference). Every level gives the same
 // bytes; exposed so that the tests can check it.
 struct PreparedActivations {
-  std::vector<int8_t> q;
-  std::vector<uint8_t> q_abs;
-  std::vector<int32_t> q_sum;
-  std::vector<float> scale;
+  detail::AlignedVector<int8_t> q;
+  detail::AlignedVector<uint8_t> q_abs;
+  detail::AlignedVector<int32_t> q_sum;
+  detail::AlignedVector<float> scale;
 };
 PreparedActivations prepare_4bit_activations(const float* x, int64_t m, int64_t k, int64_t blocksize,
                                              CpuIsa isa = cpu_isa());

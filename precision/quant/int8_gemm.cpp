@@ -189,7 +189,7 @@ bool pack_panels(const Kernel& kernel, CpuIsa isa, const PanelLayout& layout, co
 // The storage of each calling thread for its packed copy of A: a fresh buffer would be cleared and
 // page-faulted in on every product. It grows to the largest A the thread has multiplied.
 uint8_t* thread_a_buffer(int64_t bytes) {
-  thread_local std::vector<uint8_t> buffer;
+  thread_local detail::AlignedVector<uint8_t> buffer;
   if (buffer.size() < static_cast<size_t>(bytes)) buffer.resize(static_cast<size_t>(bytes));
   return buffer.data();
 }

@@ -18,8 +18,7 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
-
+#include "tensor/cpu/aligned_vector.h"
 #include "tensor/cpu/isa.h"
 
 namespace weft::precision::quant {
@@ -51,8 +50,8 @@ class PackedInt8Matrix {
   }
   int64_t n_ = 0, k_ = 0;
   CpuIsa isa_ = CpuIsa::Scalar;
-  std::vector<int8_t> data_;          // panels (or B itself for the scalar reference), maybe more
-  std::vector<int32_t> compensation_;  // 128 · Σk B[n, k] per padded column (VNNI only)
+  detail::AlignedVector<int8_t> data_;          // panels (or B itself for the scalar reference), maybe more
+  detail::AlignedVector<int32_t> compensation_;  // 128 · Σk B[n, k] per padded column (VNNI only)
 };
 
 // Packs b: (n, k) for `isa`'s kernel (which must be supported). Throws weft::Error on -128, on

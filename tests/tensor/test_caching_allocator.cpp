@@ -1,6 +1,6 @@
 // The caching CPU allocator (tensor/cpu/caching_allocator.h): size classes (an exact table),
 // reuse of a freed block by the next request of its class, the counters, alignment, empty_cache,
-// and consistency under concurrent use. Other tests share the process-wide allocator, so each
+// and consistency under concurrent use; and the cache-line aligned vectors kernels pack into. Other tests share the process-wide allocator, so each
 // check is on differences of the counters around its own allocations.
 #include <doctest/doctest.h>
 
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tensor/all.h"
+#include "tensor/cpu/aligned_vector.h"
 
 using namespace weft;
 
@@ -86,6 +87,23 @@ TEST_CASE("blocks are 64-byte aligned, and 2 MiB aligned from 2 MiB on") {
   for (size_t n : {2 * kMiB, 5 * kMiB + 3}) {
     CAPTURE(n);
     CHECK(address(bytes_tensor(n)) % (2 * kMiB) == 0);
+  }
+}
+
+TEST_CASE("packing buffers (AlignedVector) start on a cache line, through growth and copies") {
+  // Sizes on both sides of malloc's mmap threshold (128 KiB by default), where a plain vector's
+  // data sits 16 bytes past a page start.
+  for (size_t n : {size_t{1}, size_t{100}, 4097 * size_t{1}, 200 * kKiB, kMiB + 5}) {
+    CAPTURE(n);
+    detail::AlignedVector<int8_t> bytes(n, 1);
+    CHECK(reinterpret_cast<uintptr_t>(bytes.data()) % 64 == 0);
+    bytes.resize(3 * n + 1);  // reallocates: the new block is aligned too, the contents kept
+    CHECK(reinterpret_cast<uintptr_t>(bytes.data()) % 64 == 0);
+    CHECK(bytes[n - 1] == 1);
+    const detail::AlignedVector<int8_t> copy = bytes;
+    CHECK(reinterpret_cast<uintptr_t>(copy.data()) % 64 == 0);
+    detail::AlignedVector<float> floats(n);
+    CHECK(reinterpret_cast<uintptr_t>(floats.data()) % 64 == 0);
   }
 }
 
