@@ -10,7 +10,9 @@
 // per zmm), and an AMX tile is 16 consecutive groups of 16 columns, rows nr·4 bytes apart. A (M, K) is packed row-major with K padded the same way and M padded to a multiple of
 // the kernel's `mr`; for the VNNI kernel its bytes are stored as a + 128 (unsigned), and
 // `compensation[n] = 128 · Σk B[n, k]` is subtracted from each column (cpu-kernels.md §4).
-// Padding is zero, so it adds nothing.
+// Padding is zero, so it adds nothing. Both live in cache-line aligned storage
+// (tensor/cpu/aligned_vector.h): a tile row or zmm load that spans two lines halves the AMX
+// kernel's rate.
 #pragma once
 
 #include <cstdint>
