@@ -37,24 +37,31 @@ inline void store_row(int32_t* c, __m256i lo, __m256i hi, int64_t cols) {
 }
 
 // A: (4, 4·groups) packed rows · B panel: (16, 4·groups)ᵀ -> C: (4, cols)
+//
+// The accumulators are two flat arrays and the loops over rows are unrolled by pragma (as in
+// int8_gemm_avx512vnni.cpp): held as acc[4][2], GCC 12 copied them through spare registers and
+// the stack every step.
 void tile(const Int8PanelArgs& p, int64_t row0) {
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256i acc[kMr][2];
-  for (int64_t r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  __m256i c0[kMr], c1[kMr];
+#pragma GCC unroll 4
+  for (int64_t r = 0; r < kMr; ++r) c0[r] = c1[r] = _mm256_setzero_si256();
   const uint8_t* a = p.a + row0 * p.a_stride;
   const int8_t* b = p.b;
   for (int64_t g = 0; g < p.groups; ++g, b += 4 * kNr) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32));
+#pragma GCC unroll 4
     for (int64_t r = 0; r < kMr; ++r) {
       const __m256i ar = broadcast_group(a + r * p.a_stride + 4 * g);
       const __m256i ar_abs = _mm256_abs_epi8(ar);
-      acc[r][0] = dot_group(acc[r][0], ar_abs, ar, b0, ones);
-      acc[r][1] = dot_group(acc[r][1], ar_abs, ar, b1, ones);
+      c0[r] = dot_group(c0[r], ar_abs, ar, b0, ones);
+      c1[r] = dot_group(c1[r], ar_abs, ar, b1, ones);
     }
   }
-  for (int64_t r = 0; r < kMr && row0 + r < p.c_rows; ++r)
-    store_row(p.c + (row0 + r) * p.c_stride, acc[r][0], acc[r][1], p.cols);
+#pragma GCC unroll 4
+  for (int64_t r = 0; r < kMr; ++r)
+    if (row0 + r < p.c_rows) store_row(p.c + (row0 + r) * p.c_stride, c0[r], c1[r], p.cols);
 }
 
 }  // namespace

@@ -30,25 +30,30 @@ inline void store_row(int32_t* c, __m512i lo, __m512i hi, int64_t cols) {
 }
 
 // A: (8, 4·groups) packed rows · B panel: (32, 4·groups)ᵀ -> C: (8, cols)
+//
+// Flat accumulator arrays and rows unrolled by pragma, as in int8_gemm_avx512vnni.cpp.
 void tile(const Int8PanelArgs& p, int64_t row0) {
   const __m512i ones = _mm512_set1_epi16(1);
-  __m512i acc[kMr][2];
-  for (int64_t r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  __m512i c0[kMr], c1[kMr];
+#pragma GCC unroll 8
+  for (int64_t r = 0; r < kMr; ++r) c0[r] = c1[r] = _mm512_setzero_si512();
   const uint8_t* a = p.a + row0 * p.a_stride;
   const int8_t* b = p.b;
   for (int64_t g = 0; g < p.groups; ++g, b += 4 * kNr) {
     const __m512i b0 = _mm512_loadu_si512(b);
     const __m512i b1 = _mm512_loadu_si512(b + 64);
+#pragma GCC unroll 8
     for (int64_t r = 0; r < kMr; ++r) {
       const __m512i ar = broadcast_group(a + r * p.a_stride + 4 * g);
       const __m512i ar_abs = _mm512_abs_epi8(ar);
       const __mmask64 negative = _mm512_movepi8_mask(ar);
-      acc[r][0] = dot_group(acc[r][0], ar_abs, negative, b0, ones);
-      acc[r][1] = dot_group(acc[r][1], ar_abs, negative, b1, ones);
+      c0[r] = dot_group(c0[r], ar_abs, negative, b0, ones);
+      c1[r] = dot_group(c1[r], ar_abs, negative, b1, ones);
     }
   }
-  for (int64_t r = 0; r < kMr && row0 + r < p.c_rows; ++r)
-    store_row(p.c + (row0 + r) * p.c_stride, acc[r][0], acc[r][1], p.cols);
+#pragma GCC unroll 8
+  for (int64_t r = 0; r < kMr; ++r)
+    if (row0 + r < p.c_rows) store_row(p.c + (row0 + r) * p.c_stride, c0[r], c1[r], p.cols);
 }
 
 }  // namespace
