@@ -28,7 +28,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "precision/quant/quant_format.h"
 #include "tensor/cpu/aligned_vector.h"

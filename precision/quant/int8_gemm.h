@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+
 #include "tensor/cpu/aligned_vector.h"
 #include "tensor/cpu/isa.h"
 
