@@ -163,11 +163,12 @@ Tensor dequantize_4bit(const Tensor& packed, const QuantState& state) {
   const Tensor codes = packed.contiguous();
   // The vector decoder where the CPU has one, with the reference's table: the same multiply per
   // value, so the same bits.
-  const float* table = state.type == QuantKind::NF4 ? nf4_code().data() : fp4_cpu_decode_code().data();
+  const float* table = table_4bit_decode(state.type).data();
+  const bool vector = cpu_isa() != CpuIsa::Scalar;
   over_block_runs(n, state.blocksize, [&](int64_t first, int64_t count) {
     const uint8_t* run_codes = codes.data<uint8_t>() + first / 2;
     const float* run_absmax = absmax.data<float>() + first / state.blocksize;
-    if (cpu_isa() != CpuIsa::Scalar)
+    if (vector)
       kernels::dequantize_4bit_avx2({run_codes, run_absmax, table, state.blocksize, 0, count, o + first});
     else
       quant_format(state.type).dequantize(run_codes, run_absmax, count, state.blocksize, o + first);

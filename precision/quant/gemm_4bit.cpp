@@ -262,10 +262,6 @@ void run(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) 
   parallel_for_if(m * w.n * w.k >= kParallelWork, (w.n + rows_per_item - 1) / rows_per_item, panel_item);
 }
 
-const std::array<float, 16>& decode_table(QuantKind type) {
-  return type == QuantKind::NF4 ? nf4_code() : fp4_cpu_decode_code();
-}
-
 // Values [begin, end) of the flat weight array, as the scalar reference decodes them.
 void dequantize_reference(const kernels::Dequant4bitArgs& p) {
   for (int64_t i = p.begin; i < p.end; ++i) {
@@ -292,7 +288,7 @@ struct DequantizedWeights {
 void fill_dequantized(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out) {
   const auto& source = *static_cast<const DequantizedWeights*>(context);
   const Weights4bit& w = *source.w;
-  const float* table = decode_table(w.type).data();
+  const float* table = table_4bit_decode(w.type).data();
   // Each row's run is a few cache lines 2·K bytes after the previous one's: too far apart for the
   // hardware prefetcher, so the decoding waited on memory for most of its time. The run two rows
   // ahead is fetched while this one is decoded.
@@ -432,7 +428,7 @@ void dequantize_4bit_rows(const Weights4bit& w, int64_t row0, int64_t rows, floa
   const int64_t chunk = std::max<int64_t>(w.blocksize, (int64_t{1} << 16) / w.blocksize * w.blocksize);
   const int64_t first = begin / chunk, last = (end + chunk - 1) / chunk;
   auto part = [&](int64_t c) {
-    kernels::Dequant4bitArgs args{w.packed, w.absmax, decode_table(w.type).data(), w.blocksize,
+    kernels::Dequant4bitArgs args{w.packed, w.absmax, table_4bit_decode(w.type).data(), w.blocksize,
                                   std::max(begin, (first + c) * chunk), std::min(end, (first + c + 1) * chunk), nullptr};
     args.out = out + (args.begin - begin);
     if (args.begin < args.end) kernel(args);

@@ -87,7 +87,7 @@ void quantize_4bit(const float* x, int64_t n, int64_t block, uint8_t* packed, fl
 
 template <QuantKind kKind>
 void dequantize_4bit(const uint8_t* packed, const float* absmax, int64_t n, int64_t block, float* out) {
-  const std::array<float, 16>& table = kKind == QuantKind::NF4 ? nf4_code() : fp4_cpu_decode_code();
+  const std::array<float, 16>& table = table_4bit_decode(kKind);
   for (int64_t start = 0; start < n; start += block) {  // block by block: no division per value
     const float a = absmax[start / block];
     for (int64_t i = start; i < std::min(n, start + block); ++i) {
@@ -213,6 +213,11 @@ std::string format_names() {
 }  // namespace
 
 std::span<const QuantFormat> quant_formats() { return kQuantFormats; }
+
+const std::array<float, 16>& table_4bit_decode(QuantKind kind) {
+  WEFT_CHECK(kind == QuantKind::NF4 || kind == QuantKind::FP4, "[table_4bit_decode] expected nf4 or fp4");
+  return kind == QuantKind::NF4 ? nf4_code() : fp4_cpu_decode_code();
+}
 
 Table4bitSearch table_4bit_search(QuantKind kind) {
   WEFT_CHECK(kind == QuantKind::NF4 || kind == QuantKind::FP4, "[table_4bit_search] expected nf4 or fp4");

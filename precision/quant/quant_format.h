@@ -22,6 +22,7 @@
 // division; 8-bit codes go through the library's 65536-entry lookup table.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -62,6 +63,9 @@ struct Table4bitSearch {
   const uint8_t* code_of;
 };
 Table4bitSearch table_4bit_search(QuantKind kind);
+// What each of a 4-bit format's codes decodes to, as bitsandbytes' CPU kernel decodes it (FP4's
+// code 0b1000 as -0: fp4_cpu_decode_code in codebooks.h). Every decoder uses it.
+const std::array<float, 16>& table_4bit_decode(QuantKind kind);
 
 // max |x[i]| over n values (0 for none), NaN if any is NaN, as torch.max of abs() returns.
 float absmax_of(const float* x, int64_t n);
