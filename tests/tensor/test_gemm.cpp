@@ -13,6 +13,7 @@
 // tol · Σ_p |a_ip·b_pj|, the standard bound for a sum computed in floating point.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -23,6 +24,8 @@
 #include "tensor_test_helpers.h"
 #include "tensor/all.h"
 #include "tensor/cpu/gemm/gemm.h"
+#include "tensor/cpu/gemm/gemm_kernels.h"
+#include "tensor/cpu/gemm/packing.h"
 
 using namespace weft;
 using testing::random;
@@ -193,6 +196,45 @@ TEST_CASE("weft's GEMM gives the same bits whatever the thread count") {
     CHECK(std::memcmp(one.data_ptr(), three.data_ptr(), one.nbytes()) == 0);
   }
   set_num_threads(saved);
+}
+
+TEST_CASE("the AVX-512 packer of bf16 K-pair panels writes the portable packer's bytes") {
+  // Every panel byte, padding included, for both fast layouts (a lane's steps adjacent: x·Wᵀ's B
+  // and a row-major A; a step's lanes adjacent: a row-major B and gᵀ as A), at the widths of A
+  // (12) and B (32), with partial panels, odd steps, runs past 16 pairs, and pairs padded past
+  // the steps as the AMX set pads them. A dropped or misplaced pair would shift a product by one
+  // term in K, which the products' tolerance above could miss.
+  const auto isas = cpu_isas_supported();
+  if (std::find(isas.begin(), isas.end(), CpuIsa::Avx512Bf16) == isas.end()) return;
+  CpuIsaGuard guard(CpuIsa::Avx512Bf16);
+  for (const int width : {12, 32})
+    for (const int64_t lanes : {1, 12, 13, 16, 17, 32, 45, 70})
+      for (const int64_t steps : {1, 2, 3, 31, 32, 33, 64, 70})
+        for (const int64_t extra_pairs : {0, 5})
+          for (const bool steps_adjacent : {true, false}) {
+            CAPTURE(width);
+            CAPTURE(lanes);
+            CAPTURE(steps);
+            CAPTURE(extra_pairs);
+            CAPTURE(steps_adjacent);
+            const int64_t pairs = (steps + 1) / 2 + extra_pairs;
+            // The source is padded (leading dimension + 3) so that reads past a row would show.
+            const int64_t lane_stride = steps_adjacent ? steps + 3 : 1, step_stride = steps_adjacent ? 1 : lanes + 3;
+            std::vector<uint16_t> src(static_cast<size_t>((lanes + 3) * (steps + 3)));
+            for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i * 40503u + 1);
+            const int64_t panels = (lanes + width - 1) / width;
+            std::vector<uint16_t> fast(static_cast<size_t>(panels * pairs * width * 2), 0xDEAD);
+            std::vector<uint16_t> portable(fast.size(), 0xBEEF);
+            REQUIRE(detail::pack_pairs_avx512(src.data(), lane_stride, step_stride, lanes, steps, pairs, width,
+                                              fast.data()));
+            // pack_a_bf16_pairs takes A's rows as the lanes: A(l, s) = src[l·lane_stride + s·step_stride].
+            detail::pack_a_bf16_pairs(detail::GemmMatrix{src.data(), lane_stride, step_stride, true}, lanes, steps,
+                                      pairs, width, portable.data());
+            CHECK(fast == portable);
+          }
+  // Neither stride 1 is left to the portable packer.
+  std::vector<uint16_t> src(64), dst(64);
+  CHECK_FALSE(detail::pack_pairs_avx512(src.data(), 2, 8, 4, 4, 2, 12, dst.data()));
 }
 
 TEST_CASE("the kernel in use is named for each dtype and level") {

@@ -111,6 +111,19 @@ void pack_b_panels(const GemmKernel& ker, const GemmMatrix& b, int64_t kc, int64
   if (!ker.pack_b || !ker.pack_b(b.data, b.bf16, b.rs, b.cs, kc, nc, dst)) pack_b_f32(b, kc, nc, ker.nr, dst);
 }
 
+// A bf16 block packed into K-pair panels (A's rows or B's columns as the lanes), likewise.
+void pack_a_pairs(const GemmKernel& ker, const GemmMatrix& a, int64_t mc, int64_t kc, int64_t pairs, uint16_t* dst) {
+  const auto* src = static_cast<const uint16_t*>(a.data);
+  if (!ker.pack_pairs || !ker.pack_pairs(src, a.rs, a.cs, mc, kc, pairs, ker.mr, dst))
+    pack_a_bf16_pairs(a, mc, kc, pairs, ker.mr, dst);
+}
+
+void pack_b_pairs(const GemmKernel& ker, const GemmMatrix& b, int64_t kc, int64_t nc, int64_t pairs, uint16_t* dst) {
+  const auto* src = static_cast<const uint16_t*>(b.data);
+  if (!ker.pack_pairs || !ker.pack_pairs(src, b.cs, b.rs, nc, kc, pairs, ker.nr, dst))
+    pack_b_bf16_pairs(b, kc, nc, pairs, ker.nr, dst);
+}
+
 // Part `part` of `parts` near-equal runs of whole units (tiles) over n values: its first value and
 // its length.
 struct PartRange {
@@ -223,7 +236,7 @@ void pack_b_columns(const GemmKernel& ker, const BOperand& b_block, int64_t kc, 
   const GemmMatrix columns = b_block.matrix.at(0, first);
   if (ker.bf16_pairs) {
     const int64_t pairs = packed_pairs(ker, kc);
-    pack_b_bf16_pairs(columns, kc, count, pairs, ker.nr, static_cast<uint16_t*>(packed) + first * pairs * 2);
+    pack_b_pairs(ker, columns, kc, count, pairs, static_cast<uint16_t*>(packed) + first * pairs * 2);
   }
   else
     pack_b_panels(ker, columns, kc, count, static_cast<float*>(packed) + first * kc);
@@ -249,7 +262,7 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
   if (pairs) {
     ap = t_pack_a.get<uint16_t>(a_size);
     if (ker.a_rows) pack_a_bf16_rows(a_block, mc, kc, kpairs, ker.mr, ap);
-    else pack_a_bf16_pairs(a_block, mc, kc, kpairs, ker.mr, ap);
+    else pack_a_pairs(ker, a_block, mc, kc, kpairs, ap);
   } else if (!a_in_place) {
     af = t_pack_a.get<float>(a_size);
     pack_a_panels(ker, a_block, mc, kc, af);

@@ -70,6 +70,7 @@ const GemmKernel kGemmBf16Amx = {
     .pair_block = kPairsPerTile,
     .a_rows = true,
     .begin_block = amx_configure_tiles,
+    .pack_pairs = pack_pairs_avx512,
 };
 
 }  // namespace weft::detail

@@ -65,6 +65,71 @@ void tile(const GemmTileBf16& t) {
   }
 }
 
+// The fast packers of K-pair panels (Note [bf16 K-pair panels] in packing.h), one panel of
+// `width` lanes (B: 32 columns, A: 12 rows) from a source whose lanes are `lane_stride` apart and
+// steps `step_stride` apart; lanes past `lanes`, steps past `steps` and pairs past them are zero.
+// The scalar reference is pack_panel_pairs in packing.cpp.
+//
+// Each lane's steps adjacent (x·Wᵀ's B, a row-major A): a pair is one 32-bit word, so 16 lanes ×
+// 16 pairs are one load per lane and, transposed in registers, one store per pair.
+void pack_pairs_by_lanes(const uint16_t* src, int64_t lane_stride, int lanes, int64_t steps, int64_t pairs,
+                         int width, uint16_t* dst) {
+  const int64_t filled = (steps + 1) / 2 < pairs ? (steps + 1) / 2 : pairs;
+  for (int first = 0; first < width; first += 16) {
+    const int count = lanes - first;
+    const __mmask16 store = lane_mask(width - first);
+    for (int64_t q0 = 0; q0 < filled; q0 += 16) {
+      const int64_t left = steps - 2 * q0;
+      const __mmask32 load = left >= 32 ? ~__mmask32(0) : (__mmask32(1) << left) - 1;
+      __m512i r[16];
+      for (int l = 0; l < 16; ++l)
+        r[l] = l < count ? _mm512_maskz_loadu_epi16(load, src + (first + l) * lane_stride + 2 * q0)
+                         : _mm512_setzero_si512();
+      transpose16x16_epi32(r);
+      const int64_t run = filled - q0 < 16 ? filled - q0 : 16;
+      for (int64_t q = 0; q < run; ++q) _mm512_mask_storeu_epi32(dst + ((q0 + q) * width + first) * 2, store, r[q]);
+    }
+    for (int64_t q = filled; q < pairs; ++q)
+      _mm512_mask_storeu_epi32(dst + (q * width + first) * 2, store, _mm512_setzero_si512());
+  }
+}
+
+// Each step's lanes adjacent (a row-major B, gᵀ as A): pair q interleaves steps 2q and 2q + 1,
+// 16 lanes at a time, with one two-source permute of 16-bit words.
+void pack_pairs_by_steps(const uint16_t* src, int64_t step_stride, int lanes, int64_t steps, int64_t pairs,
+                         int width, uint16_t* dst) {
+  alignas(64) static const uint16_t kInterleave[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                                       8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
+  for (int64_t q = 0; q < pairs; ++q, dst += width * 2) {
+    const uint16_t* first_step = src + 2 * q * step_stride;
+    for (int first = 0; first < width; first += 16) {
+      const int count = lanes - first;
+      const __mmask32 load = count >= 16 ? __mmask32(0xFFFF) : count <= 0 ? 0 : (__mmask32(1) << count) - 1;
+      const __m512i even = 2 * q < steps ? _mm512_maskz_loadu_epi16(load, first_step + first) : _mm512_setzero_si512();
+      const __m512i odd = 2 * q + 1 < steps ? _mm512_maskz_loadu_epi16(load, first_step + step_stride + first)
+                                            : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(dst + first * 2, lane_mask(width - first),
+                               _mm512_permutex2var_epi16(even, interleave, odd));
+    }
+  }
+}
+
+}  // namespace
+
+bool pack_pairs_avx512(const uint16_t* src, int64_t lane_stride, int64_t step_stride, int64_t lanes, int64_t steps,
+                       int64_t pairs, int width, uint16_t* dst) {
+  if (lane_stride != 1 && step_stride != 1) return false;
+  for (int64_t l0 = 0; l0 < lanes; l0 += width, dst += pairs * width * 2) {
+    const int count = lanes - l0 < width ? static_cast<int>(lanes - l0) : width;
+    if (step_stride == 1) pack_pairs_by_lanes(src + l0 * lane_stride, lane_stride, count, steps, pairs, width, dst);
+    else pack_pairs_by_steps(src + l0, step_stride, count, steps, pairs, width, dst);
+  }
+  return true;
+}
+
+namespace {
+
 void micro_bf16(const GemmTileBf16& t) {
   switch (t.m) {
     case 1: return tile<1>(t);
@@ -94,6 +159,7 @@ const GemmKernel kGemmBf16Avx512Bf16 = {
     .pack_b = nullptr,
     .pack_a = nullptr,
     .dot_rows = nullptr,
+    .pack_pairs = pack_pairs_avx512,
 };
 
 }  // namespace weft::detail

@@ -64,6 +64,13 @@ using GemmPackB = bool (*)(const void* src, bool bf16, int64_t rs, int64_t cs, i
 // A(i, p) = src[i·rs + p·cs] as for GemmPackB. Returns false for layouts it has no fast path for.
 using GemmPackA = bool (*)(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst);
 
+// Packs M(l, s), l < lanes, s < steps, bfloat16 bits at src[l·lane_stride + s·step_stride], into
+// ceil(lanes/width) panels of `pairs` K-pairs × width lanes (Note [bf16 K-pair panels] in
+// packing.h: pair q of lane l is M(l, 2q), M(l, 2q+1)), zero past `lanes` and `steps`. A packs with
+// its rows as lanes, B with its columns. Returns false for layouts it has no fast path for.
+using GemmPackPairs = bool (*)(const uint16_t* src, int64_t lane_stride, int64_t step_stride, int64_t lanes,
+                               int64_t steps, int64_t pairs, int width, uint16_t* dst);
+
 // y[j] (+)= Σ_{p<k} w[j·ldw + p]·x[p] for j < rows: W·x with W's rows and x contiguous. Each row
 // streams from memory once, at full vector width (a tile would broadcast W one value at a time).
 using GemmDotRows = void (*)(const float* w, int64_t ldw, const float* x, int64_t k, int64_t rows, float* y,
@@ -83,7 +90,13 @@ struct GemmKernel {
   int pair_block = 1;         // packed K-pairs are padded to a multiple of this (zeros)
   bool a_rows = false;        // bf16 A is packed as plain rows, not K-pairs
   void (*begin_block)() = nullptr;  // run on the thread before a block's tiles (AMX: its tile config)
+  GemmPackPairs pack_pairs = nullptr;  // bf16 K-pair panels; nullptr: the portable packer only
 };
+
+// The AVX-512 packer of bf16 K-pair panels (gemm_bf16_avx512bf16.cpp), shared by the sets that
+// pack pairs: every CPU with AVX-512 BF16 or AMX has the AVX-512BW it needs.
+bool pack_pairs_avx512(const uint16_t* src, int64_t lane_stride, int64_t step_stride, int64_t lanes, int64_t steps,
+                       int64_t pairs, int width, uint16_t* dst);
 
 extern const GemmKernel kGemmScalar;
 extern const GemmKernel kGemmF32Avx2;
