@@ -4,8 +4,8 @@
 // Bias corrections are computed in double from the step count, as PyTorch computes them in Python;
 // per-element scalars are then rounded to the compute type once, and each line of the loop is one
 // PyTorch op of _single_tensor_adam(w), in the same order. Those Eigen expressions are also the
-// scalar reference of the AVX2 kernel (optim/update_avx2.cpp) that float32 blocks take on
-// CPUs that have it: the same operations in the same order, so the same bits.
+// scalar reference of the AVX2 and AVX-512 kernels (optim/update_avx2.cpp, update_avx512.cpp) that
+// float32 blocks take on CPUs that have them: the same operations in the same order, so the same bits.
 #include "optim/adam.h"
 
 #include <algorithm>
@@ -64,17 +64,19 @@ void adam_update(const AdamParam& a, const AdamLaunch& s) {
   const C weight_decay = static_cast<C>(s.weight_decay);
   const C decay_factor = static_cast<C>(1.0 - s.lr * s.weight_decay);
   const bool coupled_decay = !s.decoupled && s.weight_decay != 0.0;
-  // float32 blocks take the AVX2 kernel where the CPU has it: the same operations, 8 lanes wide.
-  const bool avx2 = std::is_same_v<C, float> && cpu_isa() >= CpuIsa::Avx2;
+  // float32 blocks take the widest vector kernel the CPU has: the same operations, 8 or 16 lanes wide.
+  const CpuIsa isa = cpu_isa();
 
   detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), a.param.numel(),
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
     if constexpr (std::is_same_v<C, float>) {
-      if (avx2) {
-        detail::adam_block_f32_avx2({p_data, g_data, m_data + offset, v_data + offset,
-                                     v_max_data ? v_max_data + offset : nullptr, length, s.decoupled, coupled_decay,
-                                     weight_decay, decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2,
-                                     neg_step_size, inv_bias_correction2_sqrt, eps});
+      if (isa >= CpuIsa::Avx2) {
+        const detail::AdamBlockF32 block{p_data, g_data, m_data + offset, v_data + offset,
+                                         v_max_data ? v_max_data + offset : nullptr, length, s.decoupled,
+                                         coupled_decay, weight_decay, decay_factor, beta1, one_minus_beta1, beta2,
+                                         one_minus_beta2, neg_step_size, inv_bias_correction2_sqrt, eps};
+        if (isa >= CpuIsa::Avx512) detail::adam_block_f32_avx512(block);
+        else detail::adam_block_f32_avx2(block);
         return;
       }
     }

@@ -2,9 +2,9 @@
 // and the CPU kernel (formulas in optim/sgd.h). Scalars are rounded to the
 // compute type once, as PyTorch rounds a Python float to the tensor's dtype, and each line below
 // is one PyTorch op of _single_tensor_sgd, in the same order. Those Eigen expressions are also the
-// scalar reference of the AVX2 kernel (optim/update_avx2.cpp) that float32 blocks take on CPUs
-// that have it, which keeps a momentum buffer decayed into denormals from costing a microcode
-// assist per operation (Note [Denormal moments]).
+// scalar reference of the AVX2 and AVX-512 kernels (optim/update_avx2.cpp, update_avx512.cpp)
+// that float32 blocks take on CPUs that have them, which keep a momentum buffer decayed into
+// denormals from costing a microcode assist per operation (Note [Denormal moments]).
 #include "optim/sgd.h"
 
 #include <algorithm>
@@ -48,13 +48,16 @@ void sgd_update(const SgdParam& a, const SgdLaunch& o) {
   const C one_minus_dampening = static_cast<C>(1.0 - o.dampening);
   const C neg_lr = static_cast<C>(-o.lr);
   const bool decay = o.weight_decay != 0.0;
-  const bool avx2 = std::is_same_v<C, float> && cpu_isa() >= CpuIsa::Avx2;
+  const CpuIsa isa = cpu_isa();
   detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), a.param.numel(),
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
     if constexpr (std::is_same_v<C, float>) {
-      if (avx2) {
-        detail::sgd_block_f32_avx2({p_data, g_data, buffer_data ? buffer_data + offset : nullptr, length, first_step,
-                                    o.nesterov, decay, weight_decay, momentum, one_minus_dampening, neg_lr});
+      if (isa >= CpuIsa::Avx2) {
+        const detail::SgdBlockF32 block{p_data, g_data, buffer_data ? buffer_data + offset : nullptr, length,
+                                        first_step, o.nesterov, decay, weight_decay, momentum, one_minus_dampening,
+                                        neg_lr};
+        if (isa >= CpuIsa::Avx512) detail::sgd_block_f32_avx512(block);
+        else detail::sgd_block_f32_avx2(block);
         return;
       }
     }

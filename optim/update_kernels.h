@@ -25,6 +25,7 @@ struct AdamBlockF32 {
 };
 
 void adam_block_f32_avx2(const AdamBlockF32& block);
+void adam_block_f32_avx512(const AdamBlockF32& block);
 
 // One block of n float32 elements of SGD: parameter p, gradient g, and the momentum buffer (null
 // without momentum), with the step's scalars rounded to float32. The formulas and the scalar
@@ -41,5 +42,6 @@ struct SgdBlockF32 {
 };
 
 void sgd_block_f32_avx2(const SgdBlockF32& block);
+void sgd_block_f32_avx512(const SgdBlockF32& block);
 
 }  // namespace weft::optim::detail

@@ -69,9 +69,34 @@ static inline void mask_storeu_epi16(void* p, uint32_t k, simde__m512i v) {
   uint16_t l[32]; to_lanes(v, l);
   for (int i = 0; i < 32; ++i) if (k >> i & 1) std::memcpy(static_cast<char*>(p) + 2 * i, &l[i], 2);
 }
+static inline void mask_storeu_epi32(void* p, uint16_t k, simde__m512i v) {
+  uint32_t l[16]; to_lanes(v, l);
+  for (int i = 0; i < 16; ++i) if (k >> i & 1) std::memcpy(static_cast<char*>(p) + 4 * i, &l[i], 4);
+}
+static inline uint16_t cmplt_epu32_mask(simde__m512i a, simde__m512i b) {
+  uint32_t x[16], y[16]; to_lanes(a, x); to_lanes(b, y);
+  uint16_t k = 0;
+  for (int i = 0; i < 16; ++i) k = static_cast<uint16_t>(k | (x[i] < y[i]) << i);
+  return k;
+}
 static inline void mask_storeu_epi8(void* p, uint64_t k, simde__m512i v) {
   uint8_t l[64]; to_lanes(v, l);
   for (int i = 0; i < 64; ++i) if (k >> i & 1) static_cast<uint8_t*>(p)[i] = l[i];
+}
+// vcvtps2pd / vcvtpd2ps (round to nearest even) and vextractf32x8, for the optimizers' float64 path.
+static inline simde__m512d cvtps_pd(simde__m256 v) {
+  float a[8]; double r[8]; to_lanes(v, a);
+  for (int i = 0; i < 8; ++i) r[i] = a[i];
+  return from_lanes<simde__m512d>(r);
+}
+static inline simde__m256 cvtpd_ps(simde__m512d v) {
+  double a[8]; float r[8]; to_lanes(v, a);
+  for (int i = 0; i < 8; ++i) r[i] = static_cast<float>(a[i]);
+  return from_lanes<simde__m256>(r);
+}
+static inline simde__m256 extractf32x8_ps(simde__m512 v, int half) {
+  float a[16]; to_lanes(v, a);
+  return from_lanes<simde__m256>(a + 8 * (half & 1));
 }
 static inline simde__m512 cvtepi32_ps(simde__m512i v) {
   int32_t a[16]; float r[16]; to_lanes(v, a);
@@ -147,6 +172,15 @@ static inline simde__m256i cvtepi32_epi16(simde__m512i v) {
 #define _mm512_maskz_loadu_epi16 weft_simd_emulation::maskz_loadu_epi16
 #define _mm512_mask_storeu_epi16 weft_simd_emulation::mask_storeu_epi16
 #define _mm512_mask_storeu_epi8 weft_simd_emulation::mask_storeu_epi8
+#define _mm512_mask_storeu_epi32 weft_simd_emulation::mask_storeu_epi32
+#undef _mm512_cmplt_epu32_mask
+#define _mm512_cmplt_epu32_mask weft_simd_emulation::cmplt_epu32_mask
+#undef _mm512_cvtps_pd
+#undef _mm512_cvtpd_ps
+#undef _mm512_extractf32x8_ps
+#define _mm512_cvtps_pd weft_simd_emulation::cvtps_pd
+#define _mm512_cvtpd_ps weft_simd_emulation::cvtpd_ps
+#define _mm512_extractf32x8_ps weft_simd_emulation::extractf32x8_ps
 #define _mm512_cvtepi32_ps weft_simd_emulation::cvtepi32_ps
 #define _mm512_cvtps_epi32 weft_simd_emulation::cvtps_epi32
 #define _mm512_cvtepu8_epi32 weft_simd_emulation::cvtepu8_epi32

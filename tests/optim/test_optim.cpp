@@ -320,9 +320,9 @@ TEST_CASE("large parameters are updated the same with one thread or several") {
 }
 
 TEST_CASE("Adam and AdamW give the same bits at every instruction-set level") {
-  // The AVX2 kernel performs the scalar path's operations in the same order (optim/adam.cpp), so
-  // the results must match exactly: ragged block ends, amsgrad (NaN-free max), both decays, and
-  // a bfloat16 parameter (widened to float32 blocks).
+  // The AVX2 and AVX-512 kernels perform the scalar path's operations in the same order
+  // (optim/adam.cpp), so the results must match exactly: ragged block ends, amsgrad (NaN-free max),
+  // both decays, and a bfloat16 parameter (widened to float32 blocks).
   const int64_t n = 2 * 1024 + 13;
   const Tensor grad = randn({n}), init = linspace(-1, 1, n);
   auto run = [&](CpuIsa isa, bool decoupled, bool amsgrad, DType dtype) {
@@ -424,10 +424,10 @@ TEST_CASE("moments that decay into denormals give the scalar path's bits at ever
 }
 
 TEST_CASE("SGD gives the same bits at every instruction-set level, denormal momentum included") {
-  // The AVX2 kernel (optim/update_avx2.cpp) against the scalar path: momentum with and without
-  // dampening and Nesterov, weight decay, a bfloat16 parameter, ragged ends, and (Note
-  // [Denormal moments]) gradients that stop after the first step, so the buffers decay through
-  // the denormal range (μ = 0.7 sticks at the smallest denormals, μ = 0.5 reaches zero).
+  // The AVX2 and AVX-512 kernels (optim/update_avx2.cpp, update_avx512.cpp) against the scalar
+  // path: momentum with and without dampening and Nesterov, weight decay, a bfloat16 parameter,
+  // ragged ends, and (Note [Denormal moments]) gradients that stop after the first step, so the
+  // buffers decay through the denormal range (μ = 0.7 sticks at the smallest denormals, μ = 0.5 reaches zero).
   const float denormal = std::ldexp(1.0f, -140);
   std::vector<float> p0(1037), g0(1037);
   for (size_t i = 0; i < p0.size(); ++i) {
