@@ -11,7 +11,15 @@
                      float16 batch of 128 without outliers and with 8 outlier columns (x10), beside
                      PyTorch's fp32 linear of the batch
   training step      forward + backward to the input at batch 128: both bitsandbytes layers (the
-                     Linear8bitLt in float16) and PyTorch's fp32 linear
+                     Linear8bitLt in float16) and PyTorch's fp32 linear. A layer whose backward
+                     leaves the input without a gradient is reported as null, with the reason:
+                     bitsandbytes 0.50's CPU 4-bit product on AVX-512 BF16 CPUs (its gemv_4bit
+                     kernel) has no autograd formula, so its backward returns at once and computes
+                     nothing (PyTorch warns "an autograd kernel was not registered").
+  bnb_linear4bit.batchN_error  the largest |y - x·Wdqᵀ| / max |x·Wdqᵀ| of bitsandbytes' output
+                     against the float32 product with its own dequantized weight (taken before the
+                     first forward, which on some CPUs repacks the weight): how exact its "float32
+                     compute" is (weft's layer computes that product in float32)
 
 Timing as bench_quant: a warm-up call, then calls until --min-time seconds and at least 6 calls;
 the median call. Prints a table, then one line of JSON starting with {"bench":"quant_torch".
@@ -108,6 +116,8 @@ def main():
                                       compress_statistics=True, quant_type="nf4")
             layer.load_state_dict({"weight": w})
             layer = layer.to("cpu").eval()
+            # Before the first forward: on some CPUs that repacks the weight for bitsandbytes' kernel.
+            dequantized = bnb.functional.dequantize_4bit(layer.weight.data, layer.weight.quant_state).float()
             out["bnb_linear4bit"]["version"] = bnb.__version__
         print(f"\n{features} x {features} layer\n{'batch':>6} | {'fp32 ms':>10} {'bnb nf4 ms':>11}")
         for batch in (1, 8, 32):
@@ -116,7 +126,13 @@ def main():
             out["linear_fp32"][f"batch{batch}_ms"] = t * 1e3
             tb = median_seconds(lambda: layer(x), args.min_time) if layer is not None else None
             out["bnb_linear4bit"][f"batch{batch}_ms"] = None if tb is None else tb * 1e3
-            print(f"{batch:>6} | {t * 1e3:>10.3f} {'n/a' if tb is None else f'{tb * 1e3:.3f}':>11}")
+            error = None
+            if layer is not None:
+                exact = x @ dequantized.t()
+                error = ((layer(x).float() - exact).abs().max() / exact.abs().max()).item()
+            out["bnb_linear4bit"][f"batch{batch}_error"] = error
+            print(f"{batch:>6} | {t * 1e3:>10.3f} {'n/a' if tb is None else f'{tb * 1e3:.3f}':>11}"
+                  f"  (relative error {'n/a' if error is None else f'{error:.1e}'})")
 
         out["linear8bit"] = {"features": features, "batch": 128, "cases": []}
         layer8 = None
@@ -146,13 +162,20 @@ def main():
         inp.grad = None
         module(inp).backward(grad)
 
+    def timed_step(module, inp, grad, name):
+        step(module, inp, grad)
+        if inp.grad is None:
+            print(f"{name}: backward left the input without a gradient; not timed")
+            return None
+        return median_seconds(lambda: step(module, inp, grad), args.min_time) * 1e3
+
     out["train_step"] = {"batch": 128,
                          "fp32_ms": median_seconds(lambda: step(lambda v: torch.nn.functional.linear(v, w), x, g),
                                                    args.min_time) * 1e3,
                          "bnb_linear4bit_ms": None, "bnb_linear8bit_ms": None}
     if layer is not None:
-        out["train_step"]["bnb_linear4bit_ms"] = median_seconds(lambda: step(layer, x, g), args.min_time) * 1e3
-        out["train_step"]["bnb_linear8bit_ms"] = median_seconds(lambda: step(layer8, xh, g.half()), args.min_time) * 1e3
+        out["train_step"]["bnb_linear4bit_ms"] = timed_step(layer, x, g, "bnb Linear4bit")
+        out["train_step"]["bnb_linear8bit_ms"] = timed_step(layer8, xh, g.half(), "bnb Linear8bitLt")
     ts = out["train_step"]
     print(f"\nforward + backward to the input, batch 128: fp32 linear {ts['fp32_ms']:.3f} ms, bnb Linear4bit "
           f"{ts['bnb_linear4bit_ms'] or float('nan'):.3f} ms, bnb Linear8bitLt {ts['bnb_linear8bit_ms'] or float('nan'):.3f} ms")

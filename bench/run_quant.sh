@@ -81,16 +81,18 @@ for a, b in zip(w["gemv_4bit"], t["linear_gemv"]):
           f"{a['seconds'] * 1e3:>9.3f} {speedup:>10.2f}")
 f = w["linear4bit"]["features"]
 print(f"\n{'Linear4bit ' + str(f) + '^2':<24} {'weft ms':>9} {'fp32 ms':>9} {'fp32/weft':>10} {'bnb ms':>9} {'bnb/weft':>9}"
-      f" {'weft fp32':>10} {'fp32/weft fp32':>15}")
+      f" {'weft fp32':>10} {'fp32/weft fp32':>15} {'bnb error':>10}")
 for batch in (1, 8, 32):
     key = f"batch{batch}_ms"
     wm, fm, bm = w["linear4bit"][key], t["linear_fp32"][key], t["bnb_linear4bit"].get(key)
     wf = w["linear4bit"][f"fp32_{key}"]
+    be = t["bnb_linear4bit"].get(f"batch{batch}_error")
     summary["linear4bit"][f"batch{batch}"] = {"weft_ms": wm, "torch_fp32_ms": fm, "bnb_ms": bm,
                                              "fp32_over_weft": fm / wm, "bnb_over_weft": bm / wm if bm else None,
-                                             "weft_fp32_ms": wf, "torch_fp32_over_weft_fp32": fm / wf}
+                                             "weft_fp32_ms": wf, "torch_fp32_over_weft_fp32": fm / wf,
+                                             "bnb_relative_error": be}
     print(f"{'batch ' + str(batch):<24} {wm:>9.3f} {fm:>9.3f} {fm / wm:>10.2f} {bm or float('nan'):>9.3f} "
-          f"{(bm or float('nan')) / wm:>9.2f} {wf:>10.3f} {fm / wf:>15.2f}")
+          f"{(bm or float('nan')) / wm:>9.2f} {wf:>10.3f} {fm / wf:>15.2f} {be or float('nan'):>10.1e}")
 e = w["linear8bit"]
 summary["linear8bit"] = []
 print(f"\n{'Linear8bitLt ' + str(e['features']) + '^2, b' + str(e['batch']):<24} {'weft ms':>9} {'bnb ms':>9} {'bnb/weft':>9}"
