@@ -157,9 +157,10 @@ struct PanelLayout {
 
 // Panels [first, first + count) of b: (n, k) into `data` (and, for VNNI, their columns'
 // compensation). Each column's k-groups of 4 bytes go nr·4 bytes apart: a transpose of 4-byte
-// words; AVX-512 levels transpose 16 × 16 words at a time (int8_pack_avx512.cpp). The packers
-// write the columns' whole groups and the bytes of a partial one; the rest of that group and the
-// groups padding K are cleared first. Columns past N in the last panel are left as they are:
+// words; AVX-512 levels transpose 16 × 16 words at a time and scan the rows for -128 and their
+// sums with vector instructions (int8_pack_avx512.cpp). The packers write the columns' whole
+// groups and the bytes of a partial one; the rest of that group and the groups padding K are
+// cleared first. Columns past N in the last panel are left as they are:
 // they only feed columns of C that are never stored. Returns whether the panels' rows of b hold
 // -128 (checked while they are in cache).
 bool pack_panels(const Kernel& kernel, CpuIsa isa, const PanelLayout& layout, const int8_t* b, int64_t n, int64_t k,
@@ -172,8 +173,13 @@ bool pack_panels(const Kernel& kernel, CpuIsa isa, const PanelLayout& layout, co
     int8_t* dst = data + panel * layout.panel_bytes;
     std::memset(dst + layout.whole_groups * kernel.nr * 4, 0,
                 static_cast<size_t>((layout.groups - layout.whole_groups) * kernel.nr * 4));
-    if (wide) kernels::int8_pack_b_panel_avx512(src, k, cols, dst);
-    else pack_b_panel(src, k, cols, kernel.nr, dst);
+    if (wide) {
+      kernels::int8_pack_b_panel_avx512(src, k, cols, dst);
+      int32_t* sums = compensation ? compensation + panel * kernel.nr : nullptr;
+      minus_128 |= kernels::int8_scan_b_rows_avx512(src, k, cols, sums);
+      continue;
+    }
+    pack_b_panel(src, k, cols, kernel.nr, dst);
     minus_128 |= holds_minus_128(src, cols * k);
     if (compensation == nullptr) continue;
     for (int64_t j = 0; j < cols; ++j) {

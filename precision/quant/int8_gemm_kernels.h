@@ -43,4 +43,9 @@ void int8_gemm_panel_amx(const Int8PanelArgs& args);
 // whose padding is already zero. The AVX-512 levels' packer; int8_gemm.cpp has the portable one.
 void int8_pack_b_panel_avx512(const int8_t* src, int64_t k, int64_t cols, int8_t* dst);
 
+// Whether rows src[0 .. rows) of b (k bytes each) hold -128; when `compensation` is not null it
+// also writes compensation[j] = 128 · Σ_l src[j·k + l], wrapped to int32 (the VNNI kernel's
+// compensation). The AVX-512 levels' scan; pack_panels in int8_gemm.cpp has the portable one.
+bool int8_scan_b_rows_avx512(const int8_t* src, int64_t k, int64_t rows, int32_t* compensation);
+
 }  // namespace weft::precision::quant::kernels
