@@ -18,11 +18,11 @@ constexpr int64_t kNr = 32;
 
 inline __m512i broadcast_group(const uint8_t* p) { return _mm512_set1_epi32(_mm_cvtsi128_si32(_mm_loadu_si32(p))); }
 
+__mmask16 lane_mask(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
+
 inline void store_row(int32_t* c, __m512i lo, __m512i hi, int64_t cols) {
-  alignas(64) int32_t tmp[kNr];
-  _mm512_store_si512(tmp, lo);
-  _mm512_store_si512(tmp + 16, hi);
-  for (int64_t j = 0; j < cols; ++j) c[j] = tmp[j];
+  _mm512_mask_storeu_epi32(c, lane_mask(cols), lo);
+  _mm512_mask_storeu_epi32(c + 16, lane_mask(cols - 16), hi);
 }
 
 // A + 128: (8, 4·groups) packed rows · B panel: (32, 4·groups)ᵀ - compensation -> C: (8, cols)
