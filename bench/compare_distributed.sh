@@ -31,6 +31,20 @@ for f in "$bench" "$run"; do
   [ -x "$f" ] || { echo "build $f first (cmake --build $build --target bench_distributed weft-run)" >&2; exit 1; }
 done
 export OMP_NUM_THREADS=1
+# The PyTorch peer's JSON line. PyTorch 2.15's Gloo ranks now and then abort as they shut down
+# ("terminate called without an active exception", seen on the Zen 5 VM), before the line is
+# printed: such a run is retried, up to three times in all.
+torch_peer() {
+  local line attempt
+  for attempt in 1 2 3; do
+    if line=$("$python" bench/distributed_torch.py "$@" 2>/dev/null | grep '^{'); then
+      echo "$line"
+      return 0
+    fi
+    echo "PyTorch peer ($*) failed on attempt $attempt" >&2
+  done
+  return 1
+}
 results=()
 for ((i = 0; i < repeat; i++)); do
   for bind in "" --cpu-bind; do
@@ -40,7 +54,7 @@ for ((i = 0; i < repeat; i++)); do
       [ "$s" = ddp ] && weft_extra=("${ddp_weft[@]}") torch_extra=("${ddp_torch[@]}")
       results+=("$("$run" -n 2 $bind "$bench" step --strategy "$s" --steps "$steps" "${weft_extra[@]}" | grep '^{' | sed "$mark")")
       if "$python" -c 'import torch' 2>/dev/null; then
-        results+=("$("$python" bench/distributed_torch.py --strategy "$s" --ranks 2 --steps "$steps" $bind "${torch_extra[@]}" | grep '^{' | sed "$mark")")
+        results+=("$(torch_peer --strategy "$s" --ranks 2 --steps "$steps" $bind "${torch_extra[@]}" | sed "$mark")")
       fi
     done
   done
