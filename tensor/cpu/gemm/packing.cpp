@@ -1,6 +1,6 @@
 // Portable packers (packing.h): loops over the source's strides that the compiler vectorises
 // where a panel row is contiguous in the source. The kernel sets may bring faster packers for the
-// layouts that matter (GemmKernel::pack_b).
+// layouts that matter (GemmKernel::pack_b, pack_a, pack_pairs).
 #include "tensor/cpu/gemm/packing.h"
 
 #include <algorithm>
