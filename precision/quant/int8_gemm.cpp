@@ -20,6 +20,7 @@ struct Kernel {
   int64_t panel_block;  // panels of B per parallel item
   bool unsigned_a;    // VNNI: A stored as a + 128, with column compensation
   bool tiled_a;       // AMX: A stored as tiles (Note [Packed int8 operands])
+  bool avx512_packers;  // packs and scans with the AVX-512 units (int8_pack_avx512.cpp)
 };
 
 // Bytes of k in one AMX tile row: AMX pads K to this and packs A as tiles of it.
@@ -30,12 +31,12 @@ constexpr int64_t kAmxTileBytes = 64;
 // 64 × 32 items would need more bandwidth than memory has.
 Kernel kernel_for(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::Scalar: return {nullptr, 1, 1, 1, 64, 1, false, false};
-    case CpuIsa::Avx2: return {kernels::int8_gemm_panel_avx2, 4, 16, 4, 64, 1, false, false};
-    case CpuIsa::Avx512: return {kernels::int8_gemm_panel_avx512, 8, 32, 4, 64, 1, false, false};
+    case CpuIsa::Scalar: return {nullptr, 1, 1, 1, 64, 1, false, false, false};
+    case CpuIsa::Avx2: return {kernels::int8_gemm_panel_avx2, 4, 16, 4, 64, 1, false, false, false};
+    case CpuIsa::Avx512: return {kernels::int8_gemm_panel_avx512, 8, 32, 4, 64, 1, false, false, true};
     case CpuIsa::Avx512Vnni:
-    case CpuIsa::Avx512Bf16: return {kernels::int8_gemm_panel_avx512vnni, 8, 32, 4, 64, 1, true, false};
-    case CpuIsa::Amx: return {kernels::int8_gemm_panel_amx, 32, 32, kAmxTileBytes, 256, 8, false, true};
+    case CpuIsa::Avx512Bf16: return {kernels::int8_gemm_panel_avx512vnni, 8, 32, 4, 64, 1, true, false, true};
+    case CpuIsa::Amx: return {kernels::int8_gemm_panel_amx, 32, 32, kAmxTileBytes, 256, 8, false, true, true};
   }
   WEFT_FAIL("[int8_gemm] unknown instruction-set level");
 }
@@ -75,13 +76,18 @@ void pack_b_panel(const int8_t* src, int64_t k, int64_t cols, int64_t nr, int8_t
 // for VNNI: a zero shifted), so the buffer needs no clearing first. Rows follow each other, kp
 // bytes apart, or (tiled A) the group is a run of tiles, mr rows × 64 bytes each, so that the AMX
 // kernel reads it front to back. Returns whether the rows hold -128 (checked while they are in
-// cache, instead of in a pass of its own).
+// cache, instead of in a pass of its own). AVX-512 levels copy, shift and check a row in one
+// vector pass (int8_pack_avx512.cpp); the loops here are the reference.
 bool pack_a_group(const Kernel& kernel, const int8_t* a, int64_t m, int64_t k, int64_t kp, int64_t group,
                   uint8_t* dst) {
   bool minus_128 = false;
   for (int64_t r = 0; r < kernel.mr; ++r) {
     const int64_t row = group * kernel.mr + r;
     const int8_t* src = row < m ? a + row * k : nullptr;
+    if (src && kernel.avx512_packers && !kernel.tiled_a) {  // copies, shifts and scans in one pass
+      minus_128 |= kernels::int8_pack_a_row_avx512(src, k, kp, kernel.unsigned_a, dst + r * kp);
+      continue;
+    }
     if (src) minus_128 |= holds_minus_128(src, k);
     if (kernel.tiled_a) {
       for (int64_t l = 0; l < kp; l += kAmxTileBytes) {
@@ -163,9 +169,8 @@ struct PanelLayout {
 // cleared first. Columns past N in the last panel are left as they are:
 // they only feed columns of C that are never stored. Returns whether the panels' rows of b hold
 // -128 (checked while they are in cache).
-bool pack_panels(const Kernel& kernel, CpuIsa isa, const PanelLayout& layout, const int8_t* b, int64_t n, int64_t k,
+bool pack_panels(const Kernel& kernel, const PanelLayout& layout, const int8_t* b, int64_t n, int64_t k,
                  int64_t first, int64_t count, int8_t* data, int32_t* compensation) {
-  const bool wide = isa >= CpuIsa::Avx512 && kernel.nr == 32;
   bool minus_128 = false;
   for (int64_t panel = first; panel < first + count; ++panel) {
     const int8_t* src = b + panel * kernel.nr * k;
@@ -173,7 +178,7 @@ bool pack_panels(const Kernel& kernel, CpuIsa isa, const PanelLayout& layout, co
     int8_t* dst = data + panel * layout.panel_bytes;
     std::memset(dst + layout.whole_groups * kernel.nr * 4, 0,
                 static_cast<size_t>((layout.groups - layout.whole_groups) * kernel.nr * 4));
-    if (wide) {
+    if (kernel.avx512_packers) {
       kernels::int8_pack_b_panel_avx512(src, k, cols, dst);
       int32_t* sums = compensation ? compensation + panel * kernel.nr : nullptr;
       minus_128 |= kernels::int8_scan_b_rows_avx512(src, k, cols, sums);
@@ -251,7 +256,7 @@ void repack_int8_matrix(PackedInt8Matrix& packed, const int8_t* b, int64_t n, in
   // int8_linear_matmul).
   std::atomic<bool> minus_128{false};
   parallel_for_if(n * k * kPackWorkPerByte >= kParallelWork, layout.panels, [&](int64_t panel) {
-    if (pack_panels(kernel, isa, layout, b, n, k, panel, 1, packed.data_.data(), compensation)) minus_128 = true;
+    if (pack_panels(kernel, layout, b, n, k, panel, 1, packed.data_.data(), compensation)) minus_128 = true;
   });
   if (minus_128) {
     packed = PackedInt8Matrix();
@@ -338,7 +343,7 @@ void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t 
   std::atomic<bool> minus_128_a{false}, minus_128_b{false};
   parallel_for(parts, [&](int64_t part) {
     const int64_t first = layout.panels * part / parts, count = layout.panels * (part + 1) / parts - first;
-    const bool bad_b = pack_panels(kernel, isa, layout, b, n, k, first, count, b_data, compensation);
+    const bool bad_b = pack_panels(kernel, layout, b, n, k, first, count, b_data, compensation);
     uint8_t* ap = thread_a_buffer(mp * kp);
     bool bad_a = false;
     for (int64_t group = 0; group < mp / kernel.mr; ++group)

@@ -48,4 +48,9 @@ void int8_pack_b_panel_avx512(const int8_t* src, int64_t k, int64_t cols, int8_t
 // compensation). The AVX-512 levels' scan; pack_panels in int8_gemm.cpp has the portable one.
 bool int8_scan_b_rows_avx512(const int8_t* src, int64_t k, int64_t rows, int32_t* compensation);
 
+// One row of A (k bytes) into its packed row of kp bytes (kp ≥ k), as a + 128 when `to_unsigned`
+// (the VNNI kernel's A), the padding zero (128 when shifted); returns whether the row holds -128.
+// The AVX-512 levels' packer of row-major A; pack_a_group in int8_gemm.cpp has the portable one.
+bool int8_pack_a_row_avx512(const int8_t* src, int64_t k, int64_t kp, bool to_unsigned, uint8_t* dst);
+
 }  // namespace weft::precision::quant::kernels

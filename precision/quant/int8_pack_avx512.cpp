@@ -1,5 +1,6 @@
-// Packing B for the int8 GEMM on AVX-512: 16 × 16 transposes of 4-byte words, and the scan of B's
-// rows for -128 and their sums (ISA kernel unit: Note [ISA kernel units] in tensor/cpu/simd.h).
+// Packing the int8 GEMM's operands on AVX-512: B by 16 × 16 transposes of 4-byte words, the scan
+// of B's rows for -128 and their sums, and A's rows copied, shifted and scanned in one pass (ISA
+// kernel unit: Note [ISA kernel units] in tensor/cpu/simd.h).
 //
 // A panel of 32 columns stores, for each k-group g (4 values of k), the 32 columns' words side by
 // side (Note [Packed int8 operands]): column c's word g goes to word g·32 + c. Sixteen columns ×
@@ -60,6 +61,21 @@ bool int8_scan_b_rows_avx512(const int8_t* src, int64_t k, int64_t rows, int32_t
     // 128·Σ wrapped to 32 bits, as the VNNI kernel's lanes wrap.
     if (compensation)
       compensation[j] = static_cast<int32_t>(static_cast<uint32_t>(_mm512_reduce_add_epi32(sum)) * 128u);
+  }
+  return found != 0;
+}
+
+// 64 bytes at a time: the masked load reads zeros past k, so the same XOR that shifts the values
+// to unsigned writes the padding (a shifted zero).
+bool int8_pack_a_row_avx512(const int8_t* src, int64_t k, int64_t kp, bool to_unsigned, uint8_t* dst) {
+  const __m512i minus_128 = _mm512_set1_epi8(-128), flip = _mm512_set1_epi8(to_unsigned ? -128 : 0);
+  __mmask64 found = 0;
+  for (int64_t l = 0; l < kp; l += 64) {
+    const __mmask64 lanes = k - l >= 64 ? ~__mmask64(0) : k <= l ? 0 : (__mmask64(1) << (k - l)) - 1;
+    const __mmask64 store = kp - l >= 64 ? ~__mmask64(0) : (__mmask64(1) << (kp - l)) - 1;
+    const __m512i v = _mm512_maskz_loadu_epi8(lanes, src + l);
+    found |= _mm512_cmpeq_epi8_mask(v, minus_128);
+    _mm512_mask_storeu_epi8(dst + l, store, _mm512_xor_si512(v, flip));
   }
   return found != 0;
 }
