@@ -123,7 +123,7 @@ template <class Update>
 [[gnu::always_inline]] inline void for_each_16(int64_t n, Update&& update) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) update(Access{i, __mmask16(0xFFFF)});
-  if (i < n) update(Access{i, static_cast<__mmask16>((1u << (n - i)) - 1)});
+  if (i < n) update(Access{i, lane_mask(n - i)});
 }
 
 }  // namespace

@@ -22,13 +22,6 @@ inline __m512i dot_group(__m512i acc, __m512i a_abs, __mmask64 a_negative, __m51
   return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, ones));
 }
 
-inline void store_row(int32_t* c, __m512i lo, __m512i hi, int64_t cols) {
-  alignas(64) int32_t tmp[kNr];
-  _mm512_store_si512(tmp, lo);
-  _mm512_store_si512(tmp + 16, hi);
-  for (int64_t j = 0; j < cols; ++j) c[j] = tmp[j];
-}
-
 // A: (8, 4·groups) packed rows · B panel: (32, 4·groups)ᵀ -> C: (8, cols)
 //
 // Flat accumulator arrays and rows unrolled by pragma, as in int8_gemm_avx512vnni.cpp.
@@ -53,7 +46,7 @@ void tile(const Int8PanelArgs& p, int64_t row0) {
   }
 #pragma GCC unroll 8
   for (int64_t r = 0; r < kMr; ++r)
-    if (row0 + r < p.c_rows) store_row(p.c + (row0 + r) * p.c_stride, c0[r], c1[r], p.cols);
+    if (row0 + r < p.c_rows) store_epi32_row(p.c + (row0 + r) * p.c_stride, c0[r], c1[r], p.cols);
 }
 
 }  // namespace

@@ -18,13 +18,6 @@ constexpr int64_t kNr = 32;
 
 inline __m512i broadcast_group(const uint8_t* p) { return _mm512_set1_epi32(_mm_cvtsi128_si32(_mm_loadu_si32(p))); }
 
-__mmask16 lane_mask(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
-
-inline void store_row(int32_t* c, __m512i lo, __m512i hi, int64_t cols) {
-  _mm512_mask_storeu_epi32(c, lane_mask(cols), lo);
-  _mm512_mask_storeu_epi32(c + 16, lane_mask(cols - 16), hi);
-}
-
 // A + 128: (8, 4·groups) packed rows · B panel: (32, 4·groups)ᵀ - compensation -> C: (8, cols)
 //
 // The accumulators are two flat arrays and the row loop is unrolled by pragma: held as acc[8][2],
@@ -51,7 +44,8 @@ void tile(const Int8PanelArgs& p, int64_t row0) {
 #pragma GCC unroll 8
   for (int64_t r = 0; r < kMr; ++r)
     if (row0 + r < p.c_rows)
-      store_row(p.c + (row0 + r) * p.c_stride, _mm512_sub_epi32(c0[r], comp0), _mm512_sub_epi32(c1[r], comp1), p.cols);
+      store_epi32_row(p.c + (row0 + r) * p.c_stride, _mm512_sub_epi32(c0[r], comp0), _mm512_sub_epi32(c1[r], comp1),
+                      p.cols);
 }
 
 }  // namespace

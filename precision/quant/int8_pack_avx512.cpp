@@ -53,8 +53,7 @@ bool int8_scan_b_rows_avx512(const int8_t* src, int64_t k, int64_t rows, int32_t
     const int8_t* row = src + j * k;
     __m512i sum = _mm512_setzero_si512();
     for (int64_t l = 0; l < k; l += 64) {
-      const __mmask64 lanes = k - l >= 64 ? ~__mmask64(0) : (__mmask64(1) << (k - l)) - 1;
-      const __m512i v = _mm512_maskz_loadu_epi8(lanes, row + l);
+      const __m512i v = _mm512_maskz_loadu_epi8(lane_mask64(k - l), row + l);
       found |= _mm512_cmpeq_epi8_mask(v, minus_128);
       if (compensation) sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(ones8, v), ones16));
     }
@@ -71,11 +70,9 @@ bool int8_pack_a_row_avx512(const int8_t* src, int64_t k, int64_t kp, bool to_un
   const __m512i minus_128 = _mm512_set1_epi8(-128), flip = _mm512_set1_epi8(to_unsigned ? -128 : 0);
   __mmask64 found = 0;
   for (int64_t l = 0; l < kp; l += 64) {
-    const __mmask64 lanes = k - l >= 64 ? ~__mmask64(0) : k <= l ? 0 : (__mmask64(1) << (k - l)) - 1;
-    const __mmask64 store = kp - l >= 64 ? ~__mmask64(0) : (__mmask64(1) << (kp - l)) - 1;
-    const __m512i v = _mm512_maskz_loadu_epi8(lanes, src + l);
+    const __m512i v = _mm512_maskz_loadu_epi8(lane_mask64(k - l), src + l);
     found |= _mm512_cmpeq_epi8_mask(v, minus_128);
-    _mm512_mask_storeu_epi8(dst + l, store, _mm512_xor_si512(v, flip));
+    _mm512_mask_storeu_epi8(dst + l, lane_mask64(kp - l), _mm512_xor_si512(v, flip));
   }
   return found != 0;
 }

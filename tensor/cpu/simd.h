@@ -64,6 +64,25 @@ static inline __m256i pack_epi32_to_epi8(__m256i a, __m256i b, __m256i c, __m256
 #endif
 
 #if defined(__AVX512F__) || defined(WEFT_SIMD_EMULATE_UNIT)
+// Masks of the first n lanes (n clamped to [0, lanes]), for the ragged ends of AVX-512 loops:
+// 16 lanes of 32 bits, 32 of 16 bits, 64 bytes.
+static inline __mmask16 lane_mask(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+static inline __mmask32 lane_mask32(int64_t n) {
+  return n >= 32 ? ~__mmask32(0) : n <= 0 ? __mmask32(0) : (__mmask32(1) << n) - 1;
+}
+static inline __mmask64 lane_mask64(int64_t n) {
+  return n >= 64 ? ~__mmask64(0) : n <= 0 ? __mmask64(0) : (__mmask64(1) << n) - 1;
+}
+
+// The first `count` of 32 int32 lanes (lo: 0-15, hi: 16-31) stored at c: a row of an int8 GEMM
+// tile's C, masked stores whatever its width.
+static inline void store_epi32_row(int32_t* c, __m512i lo, __m512i hi, int64_t count) {
+  _mm512_mask_storeu_epi32(c, lane_mask(count), lo);
+  _mm512_mask_storeu_epi32(c + 16, lane_mask(count - 16), hi);
+}
+
 // Sixteen rows of sixteen 32-bit words transposed in registers, for the AVX-512 units' packers
 // (the int8 and float32 GEMMs'): r[c] holds row c; afterwards r[w] holds word w of every row.
 //   1. unpack 32-bit pairs of rows within 128-bit lanes;  2. unpack 64-bit pairs: lane L of

@@ -16,8 +16,6 @@ namespace {
 
 constexpr int kMr = 12, kNr = 32;
 
-__mmask16 lane_mask(int n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
-
 __m512bh as_bf16x32(__m512i v) {
   __m512bh r;
   __builtin_memcpy(&r, &v, sizeof(r));
@@ -79,8 +77,7 @@ void pack_pairs_by_lanes(const uint16_t* src, int64_t lane_stride, int lanes, in
     const int count = lanes - first;
     const __mmask16 store = lane_mask(width - first);
     for (int64_t q0 = 0; q0 < filled; q0 += 16) {
-      const int64_t left = steps - 2 * q0;
-      const __mmask32 load = left >= 32 ? ~__mmask32(0) : (__mmask32(1) << left) - 1;
+      const __mmask32 load = lane_mask32(steps - 2 * q0);
       __m512i r[16];
       for (int l = 0; l < 16; ++l)
         r[l] = l < count ? _mm512_maskz_loadu_epi16(load, src + (first + l) * lane_stride + 2 * q0)
@@ -105,7 +102,7 @@ void pack_pairs_by_steps(const uint16_t* src, int64_t step_stride, int lanes, in
     const uint16_t* first_step = src + 2 * q * step_stride;
     for (int first = 0; first < width; first += 16) {
       const int count = lanes - first;
-      const __mmask32 load = count >= 16 ? __mmask32(0xFFFF) : count <= 0 ? 0 : (__mmask32(1) << count) - 1;
+      const __mmask32 load = lane_mask32(count < 16 ? count : 16);
       const __m512i even = 2 * q < steps ? _mm512_maskz_loadu_epi16(load, first_step + first) : _mm512_setzero_si512();
       const __m512i odd = 2 * q + 1 < steps ? _mm512_maskz_loadu_epi16(load, first_step + step_stride + first)
                                             : _mm512_setzero_si512();

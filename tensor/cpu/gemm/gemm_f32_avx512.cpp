@@ -23,7 +23,6 @@ namespace {
 
 constexpr int kMr = 12, kNr = 32;
 
-__mmask16 lane_mask(int n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
 
 // HALVES: 2, or 1 for tiles of at most 16 columns.
 template <int ROWS, bool PACKED_A, bool FULL_B, int HALVES>
@@ -120,7 +119,7 @@ void dot_rows_avx512(const float* w, int64_t ldw, const float* x, int64_t k, int
       s3 = _mm512_fmadd_ps(_mm512_loadu_ps(w + p + 48), _mm512_loadu_ps(x + p + 48), s3);
     }
     for (; p < k; p += 16) {
-      const __mmask16 m = lane_mask(static_cast<int>(k - p));
+      const __mmask16 m = lane_mask(k - p);
       s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + p), _mm512_maskz_loadu_ps(m, x + p), s0);
     }
     const float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
