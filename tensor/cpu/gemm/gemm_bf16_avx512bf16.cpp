@@ -8,6 +8,8 @@
 // 24 accumulators: vdpbf16ps has latency 6 on Zen 5 with two pipes, so 12 chains are the minimum.
 // The instruction rounds after each of its two products and treats bf16 and fp32 denormals as
 // zero, so results differ from the float32 kernels in the last bits; tests compare with a tolerance.
+#include <algorithm>
+
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -15,6 +17,10 @@ namespace weft::detail {
 namespace {
 
 constexpr int kMr = 12, kNr = 32;
+// A source whose steps are rows (row-major B) is packed this many pairs at a time across all its
+// panels: whole rows are read, not one panel's 64 bytes of each row down all K rows (2 KB apart
+// at N = 1024: a new page every other row).
+constexpr int64_t kPairsPerSweep = 8;
 
 __m512bh as_bf16x32(__m512i v) {
   __m512bh r;
@@ -100,22 +106,33 @@ void pack_pairs_by_lanes(const uint16_t* src, int64_t lane_stride, int lanes, in
 }
 
 // Each step's lanes adjacent (a row-major B, gᵀ as A): pair q interleaves steps 2q and 2q + 1,
-// 16 lanes at a time, with one two-source permute of 16-bit words.
-void pack_pairs_by_steps(const uint16_t* src, int64_t step_stride, int lanes, int64_t steps, int64_t pairs,
-                         int width, uint16_t* dst) {
-  alignas(64) static const uint16_t kInterleave[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
-                                                       8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-  const __m512i interleave = _mm512_load_si512(kInterleave);
-  for (int64_t q = 0; q < pairs; ++q, dst += width * 2) {
+// 16 lanes at a time, with one two-source permute of 16-bit words. Pairs q_begin..q_end of one panel.
+void pack_pairs_by_steps(const uint16_t* src, int64_t step_stride, int lanes, int64_t steps, int64_t q_begin,
+                         int64_t q_end, int width, uint16_t* dst) {
+  // Word j of the result takes word j/2 (+ 16 for lanes 16..31) of the even step (j even) or of
+  // the odd one (index + 32).
+  alignas(64) static const uint16_t kInterleave[2][32] = {
+      {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+       8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
+      {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+       24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
+  const __m512i low = _mm512_load_si512(kInterleave[0]), high = _mm512_load_si512(kInterleave[1]);
+  dst += q_begin * width * 2;
+  for (int64_t q = q_begin; q < q_end; ++q, dst += width * 2) {
     const uint16_t* first_step = src + 2 * q * step_stride;
+    if (width == 32 && lanes == 32 && 2 * q + 1 < steps) {  // a whole panel, both steps: 2 loads, 2 stores
+      const __m512i even = _mm512_loadu_si512(first_step), odd = _mm512_loadu_si512(first_step + step_stride);
+      _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(even, low, odd));
+      _mm512_storeu_si512(dst + 32, _mm512_permutex2var_epi16(even, high, odd));
+      continue;
+    }
     for (int first = 0; first < width; first += 16) {
       const int count = lanes - first;
       const __mmask32 load = lane_mask32(count < 16 ? count : 16);
       const __m512i even = 2 * q < steps ? _mm512_maskz_loadu_epi16(load, first_step + first) : _mm512_setzero_si512();
       const __m512i odd = 2 * q + 1 < steps ? _mm512_maskz_loadu_epi16(load, first_step + step_stride + first)
                                             : _mm512_setzero_si512();
-      _mm512_mask_storeu_epi32(dst + first * 2, lane_mask(width - first),
-                               _mm512_permutex2var_epi16(even, interleave, odd));
+      _mm512_mask_storeu_epi32(dst + first * 2, lane_mask(width - first), _mm512_permutex2var_epi16(even, low, odd));
     }
   }
 }
@@ -125,11 +142,16 @@ void pack_pairs_by_steps(const uint16_t* src, int64_t step_stride, int lanes, in
 bool pack_pairs_avx512(const uint16_t* src, int64_t lane_stride, int64_t step_stride, int64_t lanes, int64_t steps,
                        int64_t pairs, int width, uint16_t* dst) {
   if (lane_stride != 1 && step_stride != 1) return false;
-  for (int64_t l0 = 0; l0 < lanes; l0 += width, dst += pairs * width * 2) {
-    const int count = lanes - l0 < width ? static_cast<int>(lanes - l0) : width;
-    if (step_stride == 1) pack_pairs_by_lanes(src + l0 * lane_stride, lane_stride, count, steps, pairs, width, dst);
-    else pack_pairs_by_steps(src + l0, step_stride, count, steps, pairs, width, dst);
+  auto count_at = [&](int64_t l0) { return lanes - l0 < width ? static_cast<int>(lanes - l0) : width; };
+  if (step_stride == 1) {
+    for (int64_t l0 = 0; l0 < lanes; l0 += width, dst += pairs * width * 2)
+      pack_pairs_by_lanes(src + l0 * lane_stride, lane_stride, count_at(l0), steps, pairs, width, dst);
+    return true;
   }
+  for (int64_t q0 = 0; q0 < pairs; q0 += kPairsPerSweep)
+    for (int64_t l0 = 0; l0 < lanes; l0 += width)
+      pack_pairs_by_steps(src + l0, step_stride, count_at(l0), steps, q0, std::min(q0 + kPairsPerSweep, pairs), width,
+                          dst + l0 / width * pairs * width * 2);
   return true;
 }
 
