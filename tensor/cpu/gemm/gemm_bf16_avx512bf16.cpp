@@ -8,8 +8,6 @@
 // 24 accumulators: vdpbf16ps has latency 6 on Zen 5 with two pipes, so 12 chains are the minimum.
 // The instruction rounds after each of its two products and treats bf16 and fp32 denormals as
 // zero, so results differ from the float32 kernels in the last bits; tests compare with a tolerance.
-#include <algorithm>
-
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -148,10 +146,12 @@ bool pack_pairs_avx512(const uint16_t* src, int64_t lane_stride, int64_t step_st
       pack_pairs_by_lanes(src + l0 * lane_stride, lane_stride, count_at(l0), steps, pairs, width, dst);
     return true;
   }
-  for (int64_t q0 = 0; q0 < pairs; q0 += kPairsPerSweep)
+  for (int64_t q0 = 0; q0 < pairs; q0 += kPairsPerSweep) {
+    const int64_t q_end = pairs - q0 < kPairsPerSweep ? pairs : q0 + kPairsPerSweep;
     for (int64_t l0 = 0; l0 < lanes; l0 += width)
-      pack_pairs_by_steps(src + l0, step_stride, count_at(l0), steps, q0, std::min(q0 + kPairsPerSweep, pairs), width,
+      pack_pairs_by_steps(src + l0, step_stride, count_at(l0), steps, q0, q_end, width,
                           dst + l0 / width * pairs * width * 2);
+  }
   return true;
 }
 
