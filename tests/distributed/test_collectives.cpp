@@ -154,6 +154,13 @@ WEFT_RANK_WORKER(collectives) {
   const std::set<std::string> names = thread_names();
   test::require(names.count("weft-comm") == 1, "no thread named weft-comm");
   test::require(names.count("weft-health") == (n > 1 ? 1u : 0u), "wrong count of weft-health threads");
+  // Gloo's event loop (one thread, with more than one rank) never preempts the others on waking
+  // (Note [Gloo's event loop never preempts]); every other thread keeps the default policy.
+  const auto policies = thread_policies();
+  test::require(policies.count("gloo-loop") == (n > 1 ? 1u : 0u), "wrong count of gloo-loop threads");
+  for (const auto& [name, policy] : policies)
+    test::require(policy == (name == "gloo-loop" ? SCHED_BATCH : SCHED_OTHER),
+                  "thread " + name + " runs under scheduling policy " + std::to_string(policy));
   return 0;
 }
 
