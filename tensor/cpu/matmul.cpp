@@ -4,9 +4,11 @@
 // float32 and bfloat16 products go to weft's own GEMM (tensor/cpu/gemm/gemm.h) unless another
 // library is chosen (tensor/cpu/gemm_library.h). It reads every operand in place through its
 // strides — transposed views, padded rows, rows repeated by expand — and bfloat16 without
-// widening it first. float16 is widened to float32; float64 goes to Eigen. A batch of products
-// each too small to be split over the threads is spread over them one product per thread instead.
-// Integer products are a plain loop.
+// widening it first; a bfloat16 result is rounded by its own stores where it computes the product
+// in one K chunk (gemm_to_bf16), else computed into float32 scratch and converted. float16 is
+// widened to float32; float64 goes to Eigen. A batch of products each too small to be split over
+// the threads is spread over them one product per thread instead. Integer products are a plain
+// loop.
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/gemm/gemm.h"
 #include "tensor/cpu/library_gemm.h"
@@ -25,12 +27,33 @@ GemmMatrix gemm_matrix(const Tensor& t, int64_t index) {
   return {static_cast<const char*>(t.data_ptr()) + offset, t.stride(1), t.stride(2), bf16};
 }
 
+// The products of a batch, one per thread when each is small.
+template <class Fn>
+void for_each_product(int64_t batch, int64_t work, Fn&& one) {
+  if (batch > 1 && work <= kSmallProduct) return parallel_for(batch, one);
+  for (int64_t i = 0; i < batch; ++i) one(i);
+}
+
 void weft_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   float* c = out.data<float>();
-  auto one = [&](int64_t i) { gemm(m, n, k, gemm_matrix(a, i), gemm_matrix(b, i), c + i * m * n, n, accumulate); };
-  if (batch > 1 && 2 * m * n * k <= kSmallProduct) return parallel_for(batch, one);
-  for (int64_t i = 0; i < batch; ++i) one(i);
+  for_each_product(batch, 2 * m * n * k, [&](int64_t i) {
+    gemm(m, n, k, gemm_matrix(a, i), gemm_matrix(b, i), c + i * m * n, n, accumulate);
+  });
+}
+
+// bfloat16 operands into a contiguous bfloat16 out, rounded by the GEMM's own stores (no float32
+// C and no conversion pass over it), where weft's GEMM takes the product whole (gemm_stores_bf16).
+bool weft_gemm_to_bf16(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  if (a.dtype() != kBFloat16 || b.dtype() != kBFloat16 || out.dtype() != kBFloat16 || !out.is_contiguous() ||
+      !gemm_stores_bf16(m, n, k))
+    return false;
+  auto* c = static_cast<uint16_t*>(out.data_ptr());
+  for_each_product(batch, 2 * m * n * k, [&](int64_t i) {
+    gemm_to_bf16(m, n, k, gemm_matrix(a, i), gemm_matrix(b, i), c + i * m * n, n, accumulate);
+  });
+  return true;
 }
 
 template <class T>
@@ -54,6 +77,7 @@ void integer_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool accu
 
 void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out_in, bool accumulate) {
   const GemmLibrary library = cpu_gemm_library();
+  if (library == GemmLibrary::Weft && out_in.numel() > 0 && weft_gemm_to_bf16(a_in, b_in, out_in, accumulate)) return;
   // weft's GEMM reads bfloat16 as it is; every other path computes narrow floats in float32.
   const bool bf16_in_place = library == GemmLibrary::Weft && a_in.dtype() == kBFloat16 && b_in.dtype() == kBFloat16;
   const Tensor a = bf16_in_place ? a_in : widen_if_narrow(a_in);

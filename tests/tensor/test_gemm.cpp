@@ -6,8 +6,9 @@
 // (M = 128 over 6-row tiles, N = 10, K = 784 in equal chunks, odd K for bf16 pairs, more columns
 // than one column block), both the small (unpacked, one thread) and the blocked, threaded path,
 // the transposed product of few rows times a transposed B (Note [Few rows times a transposed B]:
-// whole rows of W streamed, or K cut into chunks), linear's fused bias, and A, B or Bᵀ made block
-// by block by a source (GemmBlockSource: how the 4-bit layer multiplies a weight it dequantizes).
+// whole rows of W streamed, or K cut into chunks), linear's fused bias, A, B or Bᵀ made block by
+// block by a source (GemmBlockSource: how the 4-bit layer multiplies a weight it dequantizes), and
+// a bfloat16 C rounded by the GEMM's own stores, bit for bit against the float32 product rounded.
 //
 // Error bound: each C element is a dot product, so it is compared with |got − exact| ≤
 // tol · Σ_p |a_ip·b_pj|, the standard bound for a sum computed in floating point.
@@ -235,6 +236,66 @@ TEST_CASE("the AVX-512 packer of bf16 K-pair panels writes the portable packer's
   // Neither stride 1 is left to the portable packer.
   std::vector<uint16_t> src(64), dst(64);
   CHECK_FALSE(detail::pack_pairs_avx512(src.data(), 2, 8, 4, 4, 2, 12, dst.data()));
+}
+
+TEST_CASE("a bfloat16 C stored by the GEMM itself has the bits of the float32 product then rounded") {
+  // gemm_to_bf16 against gemm into float32 followed by the scalar conversion (float_to_bfloat16),
+  // C widened first when accumulating, bit for bit: partial tiles, the one-thread and the threaded
+  // paths (split along M and along N), K from its least (2) to one whole chunk, transposed and
+  // strided operands, and values that round to infinity, NaN and zeros of either sign.
+  struct Product {
+    const char* name;
+    int64_t m, n, k;
+    bool a_transposed, b_transposed;
+  };
+  const std::vector<Product> products = {{"partial tiles, one thread", 13, 37, 19, false, false},
+                                         {"K = 2, the least it takes", 40, 70, 2, false, false},
+                                         {"split along M, B transposed", 300, 200, 400, false, true},
+                                         {"split along N, A transposed", 128, 784, 128, true, false},
+                                         {"both transposed", 97, 61, 45, true, true}};
+  bool ran = false;
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    CpuIsaGuard guard(isa);
+    CAPTURE(cpu_isa_name(isa));
+    if (!detail::gemm_stores_bf16(8, 8, 2)) continue;  // this level's kernel set stores float32 only
+    ran = true;
+    std::vector<Product> all = products;
+    const int64_t kc = isa == CpuIsa::Avx512Bf16 ? detail::kGemmBf16Avx512Bf16.kc : 0;
+    if (kc > 0) {
+      all.push_back({"K = one whole chunk", 60, 90, kc, false, false});
+      CHECK_FALSE(detail::gemm_stores_bf16(60, 90, kc + 1));
+    }
+    CHECK_FALSE(detail::gemm_stores_bf16(60, 90, 1));
+    for (const Product& p : all)
+      for (const bool accumulate : {false, true}) {
+        CAPTURE(p.name);
+        CAPTURE(accumulate);
+        const Tensor a = p.a_transposed ? random({p.k, p.m}, 70, kFloat32).to(kBFloat16).t()
+                                        : random({p.m, p.k}, 70, kFloat32).to(kBFloat16);
+        Tensor b = p.b_transposed ? random({p.n, p.k}, 71, kFloat32).to(kBFloat16).t()
+                                  : random({p.k, p.n}, 71, kFloat32).to(kBFloat16);
+        if (p.k > 2) {  // an infinite sum and a NaN among the products
+          b = b.contiguous();
+          auto* bits = static_cast<uint16_t*>(b.data_ptr());
+          bits[0] = 0x7F7F;  // the largest bfloat16: row 0 of A times it overflows
+          bits[1] = 0x7FC0;  // NaN
+          if (p.b_transposed) b = b.t().contiguous().t();
+        }
+        const Tensor c0 = random({p.m, p.n}, 72, kFloat32).to(kBFloat16);
+        auto* c0_bits = static_cast<uint16_t*>(c0.data_ptr());
+        c0_bits[0] = 0x8000;  // -0
+        const detail::GemmMatrix am{a.data_ptr(), a.stride(0), a.stride(1), true};
+        const detail::GemmMatrix bm{b.data_ptr(), b.stride(0), b.stride(1), true};
+        std::vector<float> wide(static_cast<size_t>(p.m * p.n));
+        for (size_t i = 0; i < wide.size(); ++i) wide[i] = bfloat16_to_float(c0_bits[i]);
+        detail::gemm(p.m, p.n, p.k, am, bm, wide.data(), p.n, accumulate);
+        std::vector<uint16_t> want(wide.size()), got(c0_bits, c0_bits + wide.size());
+        for (size_t i = 0; i < wide.size(); ++i) want[i] = float_to_bfloat16(wide[i]);
+        detail::gemm_to_bf16(p.m, p.n, p.k, am, bm, got.data(), p.n, accumulate);
+        CHECK(got == want);
+      }
+  }
+  if (!ran) MESSAGE("no level here has a kernel set that stores bfloat16 (AVX-512 BF16): nothing to check");
 }
 
 TEST_CASE("the kernel in use is named for each dtype and level") {

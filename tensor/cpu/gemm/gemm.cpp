@@ -246,7 +246,7 @@ void pack_b_columns(const GemmKernel& ker, const BOperand& b_block, int64_t kc, 
 // packed block of B: packs this part of A (unless read in place) and runs its tiles.
 void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
              const void* packed_b, int64_t jc, int64_t nc, float* c, int64_t ldc, bool add, bool a_in_place,
-             int64_t a_size) {
+             int64_t a_size, uint16_t* c_bf16) {
   const bool pairs = ker.bf16_pairs;
   const int64_t kpairs = pairs ? packed_pairs(ker, kc) : 0;
   GemmMatrix a_block = a.matrix.at(ic, pc);
@@ -270,11 +270,13 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
   if (ker.begin_block) ker.begin_block();
   // One tile: rows ir.., columns jr.. of this block.
   auto tile = [&](int64_t ir, int64_t jr) {
-    float* tile_c = c + (ic + ir) * ldc + jc + jr;
+    const int64_t offset = (ic + ir) * ldc + jc + jr;
+    float* tile_c = c_bf16 ? nullptr : c + offset;
     const int rows = static_cast<int>(std::min<int64_t>(ker.mr, mc - ir));
     const int cols = static_cast<int>(std::min<int64_t>(ker.nr, nc - jr));
     if (pairs) {
-      ker.micro_bf16({kpairs, ap + ir * kpairs * 2, bp + jr * kpairs * 2, tile_c, ldc, rows, cols, add});
+      ker.micro_bf16({kpairs, ap + ir * kpairs * 2, bp + jr * kpairs * 2, tile_c, ldc, rows, cols, add,
+                      c_bf16 ? c_bf16 + offset : nullptr});
     } else {
       const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + ir * a_block.rs : af + ir * kc;
       ker.micro_f32({kc, tile_a, a_block.rs, 1, !a_in_place, bf + jr * kc, ker.nr, true, tile_c, ldc, rows, cols, add});
@@ -302,7 +304,8 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
 }
 
 // c(m×n) (+)= a(m×k)·b(k×n) by the five loops, with packed B and A packed or, when a_in_place,
-// read in place (float32 with contiguous rows only), on `threads` threads.
+// read in place (float32 with contiguous rows only), on `threads` threads. With c_bf16 (a kernel
+// set that stores_bf16, K in one chunk: gemm_to_bf16) C is bfloat16 there and c is unused.
 //
 // Note [Threads sharing one packed B]
 // With several threads (a product taller than wide), all of them compute it together, block of B
@@ -314,7 +317,8 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
 // other takes more of them instead of waiting for it at the end. The two parallel loops per block
 // are the barriers (a product has few blocks: 2048³ has 8).
 void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AOperand& a, const BOperand& b,
-                  float* c, int64_t ldc, bool accumulate, bool a_in_place, int64_t threads) {
+                  float* c, int64_t ldc, bool accumulate, bool a_in_place, int64_t threads,
+                  uint16_t* c_bf16 = nullptr) {
   // Row blocks of at most mc, as many as a multiple of the threads so that none waits for the
   // others at the end of a block of B (1024 rows in blocks of 348 would be 3: one thread takes 2).
   const int64_t rows_most = std::min<int64_t>(ker.mc, (m + threads - 1) / threads);
@@ -338,7 +342,7 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
       parallel_for_if(threads > 1, row_blocks, [&](int64_t block) {
         const int64_t ic = block * bl.mc_step;
         c_block(ker, a, ic, std::min(bl.mc_step, m - ic), pc, kc, packed_b, jc, nc, c, ldc, accumulate || pc > 0,
-                a_in_place, bl.a_size);
+                a_in_place, bl.a_size, c_bf16);
       });
     }
   }
@@ -430,20 +434,21 @@ void gemm_transposed(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, con
 // read in place (each block packs only its own columns of B, so smaller blocks cost nothing and
 // let the pool's tail stealing move the unstarted ones of a preempted thread to a running one).
 void gemm_large(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AOperand& a, const BOperand& b,
-                float* c, int64_t ldc, bool accumulate) {
+                float* c, int64_t ldc, bool accumulate, uint16_t* c_bf16 = nullptr) {
   const int64_t threads = std::clamp<int64_t>(2 * m * n * k / kWorkPerThread, 1, num_threads());
   if (m >= n) {
     // A is read in place where each thread's share of the rows would be short enough (kInPlaceRows).
     const bool in_place = a_read_in_place(ker, a, (m + threads - 1) / threads);
-    return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, threads);
+    return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, threads, c_bf16);
   }
   const int64_t units = (n + ker.nr - 1) / ker.nr;
   const bool fine = a_read_in_place(ker, a, m);
   const int64_t parts = std::clamp<int64_t>(fine ? threads * kPartsPerThreadAlongN : threads, 1, units);
-  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, fine, 1);
+  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, fine, 1, c_bf16);
   parallel_for(parts, [&](int64_t part) {
     const PartRange r = part_of(n, ker.nr, parts, part);
-    gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c + r.first, ldc, accumulate, fine, 1);
+    gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c_bf16 ? nullptr : c + r.first, ldc, accumulate, fine, 1,
+                 c_bf16 ? c_bf16 + r.first : nullptr);
   });
 }
 
@@ -510,6 +515,21 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   }
 
   gemm_large(ker, m, n, k, a, b, c, ldc, accumulate);
+}
+
+bool gemm_stores_bf16(int64_t m, int64_t n, int64_t k) {
+  const GemmKernel& ker = kernel_for(cpu_isa(), true);
+  // The conditions under which gemm() itself would take the K-pair tiles in a single K chunk.
+  return ker.stores_bf16 && m > 0 && n > 0 && k >= 2 * ker.pair_block && k <= ker.kc;
+}
+
+void gemm_to_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, uint16_t* c,
+                  int64_t ldc, bool accumulate) {
+  WEFT_CHECK(a.bf16 && b.bf16 && gemm_stores_bf16(m, n, k),
+             "[gemm] internal: gemm_to_bf16 called for a product gemm_stores_bf16 refuses");
+  const GemmKernel& ker = kernel_for(cpu_isa(), true);
+  if (2 * m * n * k <= kSmallWork) return gemm_blocked(ker, m, n, k, a, b, nullptr, ldc, accumulate, false, 1, c);
+  gemm_large(ker, m, n, k, a, b, nullptr, ldc, accumulate, c);
 }
 
 void gemm(int64_t m, int64_t n, int64_t k, const GemmBlockSource& a, const GemmMatrix& b, float* c, int64_t ldc,

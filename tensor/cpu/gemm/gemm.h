@@ -37,6 +37,17 @@ struct GemmMatrix {
 void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, float* c, int64_t ldc,
           bool accumulate);
 
+// Whether gemm_to_bf16 takes an (m×k)·(k×n) product of bfloat16 operands at the active level: a
+// kernel set that stores bfloat16 (AVX-512 BF16), and K in one chunk, so C is rounded once, from
+// the float32 sums, as gemm() and a conversion would round it.
+bool gemm_stores_bf16(int64_t m, int64_t n, int64_t k);
+
+// c(m×n) (+)= a(m×k) · b(k×n), a, b and c bfloat16: the bits of gemm() into float32 (C widened
+// first, when accumulating) followed by a float32 -> bfloat16 conversion, without the float32 C.
+// Only for products gemm_stores_bf16 accepts.
+void gemm_to_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, uint16_t* c,
+                  int64_t ldc, bool accumulate);
+
 // A, B or Bᵀ given by what makes it, block by block, instead of as memory (a 4-bit weight
 // dequantized block by block: it never exists whole in float32). fill(context, r0, rows, p0, kc,
 // out) writes the matrix's (r0 + r, p0 + p) to out[r·kc + p] for r < rows, p < kc: runs of its

@@ -6,6 +6,7 @@
 // values, and vdpbf16ps adds a(i,2q)·b(2q,j) + a(i,2q+1)·b(2q+1,j) into fp32 lane j:
 //   c(12×32) (+)= Σ_q A(:, 2q..2q+1) · B(2q..2q+1, :)
 // 24 accumulators: vdpbf16ps has latency 6 on Zen 5 with two pipes, so 12 chains are the minimum.
+// C is float32, or bfloat16 rounded in the tile's own stores (gemm_to_bf16 in gemm.h).
 // The instruction rounds after each of its two products and treats bf16 and fp32 denormals as
 // zero, so results differ from the float32 kernels in the last bits; tests compare with a tolerance.
 #include "tensor/cpu/gemm/gemm_kernels.h"
@@ -43,8 +44,12 @@ void tile(const GemmTileBf16& t) {
   // stalling the stores at the end. Zen 5, 2 threads: 512³ 815 -> 905, 2048³ 709 -> 880 GFLOP/s.
 #pragma GCC unroll 12
   for (int r = 0; r < ROWS; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(t.c + r * t.ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(t.c + r * t.ldc + 16), _MM_HINT_T0);
+    if (t.c_bf16) {
+      _mm_prefetch(reinterpret_cast<const char*>(t.c_bf16 + r * t.ldc), _MM_HINT_T0);
+    } else {
+      _mm_prefetch(reinterpret_cast<const char*>(t.c + r * t.ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(t.c + r * t.ldc + 16), _MM_HINT_T0);
+    }
   }
   const uint16_t* a = t.a;
   const uint16_t* b = t.b;
@@ -63,6 +68,22 @@ void tile(const GemmTileBf16& t) {
   }
 
   const __mmask16 m0 = lane_mask(t.n), m1 = lane_mask(t.n - 16);
+  if (t.c_bf16) {  // a row of the tile is 32 bfloat16: one 64-byte load and store
+    const __mmask32 row = lane_mask32(t.n);
+#pragma GCC unroll 12
+    for (int r = 0; r < ROWS; ++r) {
+      uint16_t* c = t.c_bf16 + r * t.ldc;
+      if (t.accumulate) {
+        const __m512i old = _mm512_maskz_loadu_epi16(row, c);
+        c0[r] = _mm512_add_ps(c0[r], bf16_to_float_x16(_mm512_castsi512_si256(old)));
+        c1[r] = _mm512_add_ps(c1[r], bf16_to_float_x16(_mm512_extracti64x4_epi64(old, 1)));
+      }
+      const __m512i rounded =
+          _mm512_inserti64x4(_mm512_castsi256_si512(float_to_bf16_x16(c0[r])), float_to_bf16_x16(c1[r]), 1);
+      _mm512_mask_storeu_epi16(c, row, rounded);
+    }
+    return;
+  }
 #pragma GCC unroll 12
   for (int r = 0; r < ROWS; ++r) {
     float* c = t.c + r * t.ldc;
@@ -187,6 +208,7 @@ const GemmKernel kGemmBf16Avx512Bf16 = {
     .pack_a = nullptr,
     .dot_rows = nullptr,
     .pack_pairs = pack_pairs_avx512,
+    .stores_bf16 = true,
 };
 
 }  // namespace weft::detail

@@ -44,6 +44,8 @@ using GemmMicroF32 = void (*)(const GemmTileF32& tile);
 
 // One C tile from bf16 panels packed in K-pairs (Note [bf16 K-pair panels] in packing.h):
 // A: a[(q·MR + i)·2 + t] = A(i, 2q+t), B: b[(q·NR + j)·2 + t] = B(2q+t, j), for q < kpairs.
+// C is float32 at c, or, when c_bf16 is set (kernel sets with stores_bf16), bfloat16 at c_bf16:
+// the float32 sums (plus C widened, when accumulating) rounded as the copy kernels round.
 struct GemmTileBf16 {
   int64_t kpairs;
   const uint16_t* a;
@@ -52,6 +54,7 @@ struct GemmTileBf16 {
   int64_t ldc;
   int m, n;
   bool accumulate;
+  uint16_t* c_bf16 = nullptr;
 };
 using GemmMicroBf16 = void (*)(const GemmTileBf16& tile);
 
@@ -91,6 +94,7 @@ struct GemmKernel {
   bool a_rows = false;        // bf16 A is packed as plain rows, not K-pairs
   void (*begin_block)() = nullptr;  // run on the thread before a block's tiles (AMX: its tile config)
   GemmPackPairs pack_pairs = nullptr;  // bf16 K-pair panels; nullptr: the portable packer only
+  bool stores_bf16 = false;   // micro_bf16 writes a bfloat16 C (GemmTileBf16::c_bf16)
 };
 
 // The AVX-512 packer of bf16 K-pair panels (gemm_bf16_avx512bf16.cpp), shared by the sets that
