@@ -200,7 +200,7 @@ void micro_bf16(const GemmTileBf16& t) {
 const GemmKernel kGemmBf16Avx512Bf16 = {
     .name = "avx512_bf16 12x32",
     .mr = kMr, .nr = kNr,
-    .mc = 384, .kc = 768, .nc = 4096,  // kc counts bf16 steps: 384 pairs
+    .mc = 384, .kc = 1024, .nc = 4096,  // kc counts bf16 steps: 512 pairs; MLP forward K = 784 in one chunk
     .bf16_pairs = true,
     .micro_f32 = nullptr,
     .micro_bf16 = micro_bf16,
