@@ -11,19 +11,7 @@
 #include <set>
 #include <string>
 
-inline std::set<std::string> thread_names() {
-  std::set<std::string> names;
-#if defined(__linux__)
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    names.insert(name);
-  }
-#endif
-  return names;
-}
-
+// Each thread's name with its scheduling policy (SCHED_OTHER, SCHED_BATCH, ...).
 inline std::multimap<std::string, int> thread_policies() {
   std::multimap<std::string, int> policies;
 #if defined(__linux__)
@@ -35,4 +23,10 @@ inline std::multimap<std::string, int> thread_policies() {
   }
 #endif
   return policies;
+}
+
+inline std::set<std::string> thread_names() {
+  std::set<std::string> names;
+  for (const auto& entry : thread_policies()) names.insert(entry.first);
+  return names;
 }

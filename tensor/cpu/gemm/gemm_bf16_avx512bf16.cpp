@@ -67,7 +67,6 @@ void tile(const GemmTileBf16& t) {
     b += kNr * 2;
   }
 
-  const __mmask16 m0 = lane_mask(t.n), m1 = lane_mask(t.n - 16);
   if (t.c_bf16) {  // a row of the tile is 32 bfloat16: one 64-byte load and store
     const __mmask32 row = lane_mask32(t.n);
 #pragma GCC unroll 12
@@ -84,6 +83,7 @@ void tile(const GemmTileBf16& t) {
     }
     return;
   }
+  const __mmask16 m0 = lane_mask(t.n), m1 = lane_mask(t.n - 16);
 #pragma GCC unroll 12
   for (int r = 0; r < ROWS; ++r) {
     float* c = t.c + r * t.ldc;

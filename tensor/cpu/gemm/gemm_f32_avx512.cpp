@@ -23,7 +23,6 @@ namespace {
 
 constexpr int kMr = 12, kNr = 32;
 
-
 // HALVES: 2, or 1 for tiles of at most 16 columns.
 template <int ROWS, bool PACKED_A, bool FULL_B, int HALVES>
 void tile(const GemmTileF32& t) {
