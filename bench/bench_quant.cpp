@@ -8,7 +8,9 @@
 //                  bytes exceed the last-level cache (16384 × 32768 by default); effective GB/s of
 //                  the packed weight and its absmax, against a memcpy of the same number of bytes
 //                  on the same threads (the ratio the issue asks ≥ 0.70 of)
-//   Linear4bit     forward of an NF4 layer 4096 × 4096 at batch 1, 8 and 32, in milliseconds
+//   Linear4bit     forward of an NF4 layer 4096 × 4096 at batch 1, 8 and 32, in milliseconds, with
+//                  a float32 compute dtype (float32 x) and with a bfloat16 one (bfloat16 x: the
+//                  product in bfloat16, as bitsandbytes computes on CPUs with AVX-512 BF16)
 //   Linear8bitLt   forward of an LLM.int8() inference layer 4096 × 4096 (threshold 6) on a float16
 //                  batch of 128, without outliers and with 8 outlier columns (×10: LLMs' outlier
 //                  features), in milliseconds
@@ -177,22 +179,26 @@ int main(int argc, char** argv) {
   const int64_t features = opt.quick ? 1024 : 4096;
   manual_seed(7);
   Linear4bit layer(features, features, false, Linear4bitOptions{QuantKind::NF4, true, 64, kFloat32});
+  Linear4bit layer_bf16(features, features, false, Linear4bitOptions{QuantKind::NF4, true, 64, kBFloat16});
   // weft's own float32 linear of the same shape, the baseline a quantized layer is weighed against.
   const Tensor dense = randn({features, features}, {}, &gen);
-  std::printf("\nLinear4bit forward (NF4 + double quantization, %lld x %lld), beside weft's fp32 linear\n%6s | %10s %10s\n",
-              static_cast<long long>(features), static_cast<long long>(features), "batch", "ms", "fp32 ms");
+  std::printf("\nLinear4bit forward (NF4 + double quantization, %lld x %lld), beside weft's fp32 linear\n"
+              "%6s | %10s %10s %10s\n",
+              static_cast<long long>(features), static_cast<long long>(features), "batch", "ms", "bf16 ms", "fp32 ms");
   struct LinearTimes {
     int64_t batch;
-    double ms, fp32_ms;
+    double ms, bf16_ms, fp32_ms;
   };
   std::vector<LinearTimes> linear_ms;
   for (int64_t batch : {1, 8, 32}) {
     const Tensor x = randn({batch, features}, {}, &gen);
+    const Tensor x_bf16 = x.to(kBFloat16);
     NoGradGuard no_grad;
     const double t = median_seconds([&] { layer(x); }, opt.min_time);
+    const double t_bf16 = median_seconds([&] { layer_bf16(x_bf16); }, opt.min_time);
     const double t_fp32 = median_seconds([&] { linear(x, dense); }, opt.min_time);
-    linear_ms.push_back({batch, t * 1e3, t_fp32 * 1e3});
-    std::printf("%6lld | %10.3f %10.3f\n", static_cast<long long>(batch), t * 1e3, t_fp32 * 1e3);
+    linear_ms.push_back({batch, t * 1e3, t_bf16 * 1e3, t_fp32 * 1e3});
+    std::printf("%6lld | %10.3f %10.3f %10.3f\n", static_cast<long long>(batch), t * 1e3, t_bf16 * 1e3, t_fp32 * 1e3);
   }
 
   // ---- Linear8bitLt forward ----
@@ -247,7 +253,8 @@ int main(int argc, char** argv) {
                 gemv[i].gbps, gemv[i].memcpy_gbps, gemv[i].bytes / gemv[i].gbps / 1e9);
   std::printf("],\"linear4bit\":{\"features\":%lld", static_cast<long long>(features));
   for (const LinearTimes& l : linear_ms)
-    std::printf(",\"batch%lld_ms\":%.4f,\"fp32_batch%lld_ms\":%.4f", static_cast<long long>(l.batch), l.ms,
+    std::printf(",\"batch%lld_ms\":%.4f,\"bf16_batch%lld_ms\":%.4f,\"fp32_batch%lld_ms\":%.4f",
+                static_cast<long long>(l.batch), l.ms, static_cast<long long>(l.batch), l.bf16_ms,
                 static_cast<long long>(l.batch), l.fp32_ms);
   std::printf("},\"linear8bit\":{\"features\":%lld,\"batch\":%lld,\"cases\":[", static_cast<long long>(features),
               static_cast<long long>(kInt8Batch));

@@ -110,28 +110,35 @@ def main():
             import bitsandbytes as bnb
         except ImportError:
             bnb = None
-        layer = None
+        layer = layer_bf16 = None
         if bnb is not None:
-            layer = bnb.nn.Linear4bit(features, features, bias=False, compute_dtype=torch.float32,
-                                      compress_statistics=True, quant_type="nf4")
-            layer.load_state_dict({"weight": w})
-            layer = layer.to("cpu").eval()
+            def bnb_layer(compute_dtype):
+                made = bnb.nn.Linear4bit(features, features, bias=False, compute_dtype=compute_dtype,
+                                         compress_statistics=True, quant_type="nf4")
+                made.load_state_dict({"weight": w})
+                return made.to("cpu").eval()
+            layer, layer_bf16 = bnb_layer(torch.float32), bnb_layer(torch.bfloat16)
             # Before the first forward: on some CPUs that repacks the weight for bitsandbytes' kernel.
             dequantized = bnb.functional.dequantize_4bit(layer.weight.data, layer.weight.quant_state).float()
             out["bnb_linear4bit"]["version"] = bnb.__version__
-        print(f"\n{features} x {features} layer\n{'batch':>6} | {'fp32 ms':>10} {'bnb nf4 ms':>11}")
+        print(f"\n{features} x {features} layer\n{'batch':>6} | {'fp32 ms':>10} {'bnb nf4 ms':>11} {'bnb bf16 ms':>11}")
         for batch in (1, 8, 32):
             x = torch.randn(batch, features)
             t = median_seconds(lambda: torch.nn.functional.linear(x, w), args.min_time)
             out["linear_fp32"][f"batch{batch}_ms"] = t * 1e3
             tb = median_seconds(lambda: layer(x), args.min_time) if layer is not None else None
             out["bnb_linear4bit"][f"batch{batch}_ms"] = None if tb is None else tb * 1e3
+            # The same layer with a bfloat16 compute dtype on a bfloat16 batch.
+            x_bf16 = x.to(torch.bfloat16)
+            tb16 = median_seconds(lambda: layer_bf16(x_bf16), args.min_time) if layer_bf16 is not None else None
+            out["bnb_linear4bit"][f"bf16_batch{batch}_ms"] = None if tb16 is None else tb16 * 1e3
             error = None
             if layer is not None:
                 exact = x @ dequantized.t()
                 error = ((layer(x).float() - exact).abs().max() / exact.abs().max()).item()
             out["bnb_linear4bit"][f"batch{batch}_error"] = error
             print(f"{batch:>6} | {t * 1e3:>10.3f} {'n/a' if tb is None else f'{tb * 1e3:.3f}':>11}"
+                  f" {'n/a' if tb16 is None else f'{tb16 * 1e3:.3f}':>11}"
                   f"  (relative error {'n/a' if error is None else f'{error:.1e}'})")
 
         out["linear8bit"] = {"features": features, "batch": 128, "cases": []}

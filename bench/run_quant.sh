@@ -9,7 +9,9 @@
 #   Linear4bit       batch 32: PyTorch fp32 linear time / weft time (>= 1);
 #                    bitsandbytes CPU Linear4bit time / weft time at batch 1 and 32 (>= 20);
 #                    batch 8 too (the fused kernel at a small batch, no target); beside them
-#                    weft's own fp32 linear of the shape, and PyTorch's over it
+#                    weft's own fp32 linear of the shape, and PyTorch's over it; and both sides
+#                    with a bfloat16 compute dtype on a bfloat16 batch (bitsandbytes computes in
+#                    bfloat16 on AVX-512 BF16 CPUs whatever the compute dtype: its error column)
 #   Linear8bitLt     float16 batch of 128, 0 and 8 outlier columns: bitsandbytes CPU Linear8bitLt
 #                    time / weft time, and PyTorch's fp32 linear of the batch / weft time
 #   training step    forward + backward to the input at batch 128, both layers: bitsandbytes /
@@ -93,6 +95,12 @@ for batch in (1, 8, 32):
                                              "bnb_relative_error": be}
     print(f"{'batch ' + str(batch):<24} {wm:>9.3f} {fm:>9.3f} {fm / wm:>10.2f} {bm or float('nan'):>9.3f} "
           f"{(bm or float('nan')) / wm:>9.2f} {wf:>10.3f} {fm / wf:>15.2f} {be or float('nan'):>10.1e}")
+summary["linear4bit_bf16"] = {}
+print(f"\n{'Linear4bit bf16 compute':<24} {'weft ms':>9} {'bnb ms':>9} {'bnb/weft':>9}")
+for batch in (1, 8, 32):
+    wm, bm = w["linear4bit"][f"bf16_batch{batch}_ms"], t["bnb_linear4bit"].get(f"bf16_batch{batch}_ms")
+    summary["linear4bit_bf16"][f"batch{batch}"] = {"weft_ms": wm, "bnb_ms": bm, "bnb_over_weft": bm / wm if bm else None}
+    print(f"{'batch ' + str(batch):<24} {wm:>9.3f} {bm or float('nan'):>9.3f} {(bm or float('nan')) / wm:>9.2f}")
 e = w["linear8bit"]
 summary["linear8bit"] = []
 print(f"\n{'Linear8bitLt ' + str(e['features']) + '^2, b' + str(e['batch']):<24} {'weft ms':>9} {'bnb ms':>9} {'bnb/weft':>9}"

@@ -11,6 +11,7 @@
 #include "precision/quant/gemm_4bit_kernels.h"
 #include "tensor/cpu/gemm/gemm.h"
 #include "tensor/error.h"
+#include "tensor/float_formats.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 
@@ -278,28 +279,59 @@ DequantizeKernel dequantize_kernel(CpuIsa isa) {
                                : dequantize_reference;
 }
 
-// W as the GEMM's A or Bᵀ, made block by block (GemmBlockSource in tensor/cpu/gemm/gemm.h).
+// Values [begin, end) rounded to bfloat16, from the level's float32 kernel a stretch at a time: the
+// scalar reference, and the AVX2 level's (whose GEMM widens bfloat16 back to float32 anyway).
+template <DequantizeKernel kFloatKernel>
+void dequantize_bf16_through_float(const kernels::Dequant4bitBf16Args& p) {
+  constexpr int64_t kStretch = 256;
+  float values[kStretch];
+  for (int64_t i = p.begin; i < p.end; i += kStretch) {
+    const int64_t end = std::min(p.end, i + kStretch);
+    kFloatKernel({p.packed, p.absmax, p.table, p.blocksize, i, end, values});
+    for (int64_t v = i; v < end; ++v) p.out[v - p.begin] = float_to_bfloat16(values[v - i]);
+  }
+}
+
+using DequantizeBf16Kernel = void (*)(const kernels::Dequant4bitBf16Args&);
+
+DequantizeBf16Kernel dequantize_bf16_kernel(CpuIsa isa) {
+  return isa >= CpuIsa::Avx512 ? kernels::dequantize_4bit_bf16_avx512
+         : isa == CpuIsa::Avx2 ? dequantize_bf16_through_float<kernels::dequantize_4bit_avx2>
+                               : dequantize_bf16_through_float<dequantize_reference>;
+}
+
+// W as the GEMM's A or Bᵀ, made block by block (GemmBlockSource in tensor/cpu/gemm/gemm.h), in
+// float32 or, with a bfloat16 kernel, in bfloat16.
 struct DequantizedWeights {
   const Weights4bit* w;
   DequantizeKernel kernel;
+  DequantizeBf16Kernel bf16_kernel = nullptr;
 };
 
-// out[r·kc + p] = W(r0 + r, p0 + p) for r < rows, p < kc.
-void fill_dequantized(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out) {
+// out[r·kc + p] = W(r0 + r, p0 + p) for r < rows, p < kc: float32, or bfloat16 bits.
+void fill_dequantized(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, void* out) {
   const auto& source = *static_cast<const DequantizedWeights*>(context);
   const Weights4bit& w = *source.w;
   const float* table = table_4bit_decode(w.type).data();
-  // Each row's run is a few cache lines 2·K bytes after the previous one's: too far apart for the
-  // hardware prefetcher, so the decoding waited on memory for most of its time. The run two rows
-  // ahead is fetched while this one is decoded.
+  // Each row's run is a few cache lines 2·K bytes after the previous one's, and its block absmax
+  // K / blocksize floats after the previous ones: too far apart for the hardware prefetcher, so the
+  // decoding waited on memory for most of its time (the absmax alone for half of the bfloat16
+  // kernel's). The runs two rows ahead are fetched while this one is decoded.
   constexpr int64_t kAhead = 2, kLine = 64;
   for (int64_t r = 0; r < rows; ++r) {
     if (r + kAhead < rows) {
       const int64_t ahead = (r0 + r + kAhead) * w.k + p0;
       for (int64_t byte = ahead / 2; byte <= (ahead + kc - 1) / 2; byte += kLine) __builtin_prefetch(w.packed + byte);
+      const float* absmax_first = w.absmax + ahead / w.blocksize;
+      const float* absmax_last = w.absmax + (ahead + kc - 1) / w.blocksize;
+      for (const float* a = absmax_first; a <= absmax_last; a += kLine / sizeof(float)) __builtin_prefetch(a);
+      __builtin_prefetch(absmax_last);
     }
-    const int64_t begin = (r0 + r) * w.k + p0;
-    source.kernel({w.packed, w.absmax, table, w.blocksize, begin, begin + kc, out + r * kc});
+    const int64_t begin = (r0 + r) * w.k + p0, end = begin + kc;
+    if (source.bf16_kernel)
+      source.bf16_kernel({w.packed, w.absmax, table, w.blocksize, begin, end, static_cast<uint16_t*>(out) + r * kc});
+    else
+      source.kernel({w.packed, w.absmax, table, w.blocksize, begin, end, static_cast<float*>(out) + r * kc});
   }
 }
 
@@ -342,6 +374,20 @@ void dequantized_rows(const float* x, int64_t m, const Weights4bit& w, float* y,
 constexpr int64_t kWeightsAsBMaxValues = int64_t{1} << 20;
 constexpr int64_t kWeightsAsBMinRows = 512;
 
+// y (m×n) = the GEMM's yᵀ (n×m), by 16 × 16 blocks so both sides stay in L1; the threads take 16
+// rows of y each (on one thread the other waited for it: 4 % of a 512×512 product at batch 128).
+void transpose_into_y(const float* from, int64_t m, int64_t n, float* y) {
+  constexpr int64_t kBlock = 16;
+  auto rows_of_y = [&](int64_t part) {
+    const int64_t i0 = part * kBlock, i1 = std::min(m, i0 + kBlock);
+    for (int64_t n0 = 0; n0 < n; n0 += kBlock)
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = n0; j < std::min(n, n0 + kBlock); ++j) y[i * n + j] = from[j * m + i];
+  };
+  const int64_t parts = (m + kBlock - 1) / kBlock;
+  parallel_for_if(m * n >= kParallelCopy, parts, rows_of_y);
+}
+
 void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
   if (m <= kFusedMaxRows) return dequantized_rows(x, m, w, y, isa);
   const DequantizedWeights source{&w, dequantize_kernel(isa)};
@@ -353,18 +399,17 @@ void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y,
   // From the caching allocator: reused, and released by empty_cache.
   const Tensor yt = weft::detail::make_tensor({w.n, m}, kFloat32, kCPU);
   weft::detail::gemm(w.n, m, w.k, rows, {x, 1, w.k, false}, yt.data<float>(), m, false);
-  // y = (yᵀ)ᵀ by 16 × 16 blocks, so both sides stay in L1; the threads take 16 rows of y each (on
-  // one thread the other waited for it: 4 % of a 512×512 product at batch 128).
-  constexpr int64_t kBlock = 16;
-  const float* from = yt.data<float>();
-  auto rows_of_y = [&](int64_t part) {
-    const int64_t i0 = part * kBlock, i1 = std::min(m, i0 + kBlock);
-    for (int64_t n0 = 0; n0 < w.n; n0 += kBlock)
-      for (int64_t i = i0; i < i1; ++i)
-        for (int64_t n = n0; n < std::min(w.n, n0 + kBlock); ++n) y[i * w.n + n] = from[n * m + i];
-  };
-  const int64_t parts = (m + kBlock - 1) / kBlock;
-  parallel_for_if(m * w.n >= kParallelCopy, parts, rows_of_y);
+  transpose_into_y(yt.data<float>(), m, w.n, y);
+}
+
+// The bfloat16 product past the fused kernel's rows: W rounded to bfloat16 block by block into
+// weft's bfloat16 GEMM, which multiplies pairs of bfloat16 into float32 sums.
+void gemm_dequantized_bf16(const uint16_t* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  const DequantizedWeights source{&w, dequantize_kernel(isa), dequantize_bf16_kernel(isa)};
+  const weft::detail::GemmBlockSource rows{fill_dequantized, &source, 64, true};
+  const Tensor yt = weft::detail::make_tensor({w.n, m}, kFloat32, kCPU);
+  weft::detail::gemm(w.n, m, w.k, rows, {x, 1, w.k, true}, yt.data<float>(), m, false);
+  transpose_into_y(yt.data<float>(), m, w.n, y);
 }
 
 }  // namespace
@@ -405,6 +450,16 @@ void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa
   }
 }
 
+void gemm_4bit_bf16(const uint16_t* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  check_isa(isa);
+  check(w, m);
+  if (m == 0 || w.n == 0) return;
+  if (m > kFusedMaxRows) return gemm_dequantized_bf16(x, m, w, y, isa);
+  std::vector<float> wide(static_cast<size_t>(m * w.k));
+  for (size_t i = 0; i < wide.size(); ++i) wide[i] = bfloat16_to_float(x[i]);
+  gemm_4bit(wide.data(), m, w, y, isa);
+}
+
 void gemm_4bit_input_grad(const float* g, int64_t m, const Weights4bit& w, float* dx, CpuIsa isa) {
   check_isa(isa);
   check(w, m);
@@ -417,23 +472,37 @@ void gemm_4bit_input_grad(const float* g, int64_t m, const Weights4bit& w, float
   weft::detail::gemm(m, w.k, w.n, {g, w.n, 1, false}, rows, false, dx, w.k, false);
 }
 
-void dequantize_4bit_rows(const Weights4bit& w, int64_t row0, int64_t rows, float* out, CpuIsa isa) {
-  check_isa(isa);
+namespace {
+
+// Rows [row0, row0 + rows) of W through `kernel` (float32 or bfloat16 Dequant args), in chunks of
+// whole blocks for the threads.
+template <class Args, class Out>
+void dequantize_rows_with(void (*kernel)(const Args&), const Weights4bit& w, int64_t row0, int64_t rows, Out* out) {
   check(w, 0);
   WEFT_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= w.n, "[dequantize_4bit_rows] rows [", row0, ", ", row0 + rows,
              ") are not within the ", w.n, " rows of the weight");
-  const DequantizeKernel kernel = dequantize_kernel(isa);
-  // Split into chunks of whole blocks for the threads.
   const int64_t begin = row0 * w.k, end = (row0 + rows) * w.k;
   const int64_t chunk = std::max<int64_t>(w.blocksize, (int64_t{1} << 16) / w.blocksize * w.blocksize);
   const int64_t first = begin / chunk, last = (end + chunk - 1) / chunk;
   auto part = [&](int64_t c) {
-    kernels::Dequant4bitArgs args{w.packed, w.absmax, table_4bit_decode(w.type).data(), w.blocksize,
-                                  std::max(begin, (first + c) * chunk), std::min(end, (first + c + 1) * chunk), nullptr};
+    Args args{w.packed, w.absmax, table_4bit_decode(w.type).data(), w.blocksize,
+              std::max(begin, (first + c) * chunk), std::min(end, (first + c + 1) * chunk), nullptr};
     args.out = out + (args.begin - begin);
     if (args.begin < args.end) kernel(args);
   };
   parallel_for_if(end - begin >= kParallelWork, last - first, part);
+}
+
+}  // namespace
+
+void dequantize_4bit_rows(const Weights4bit& w, int64_t row0, int64_t rows, float* out, CpuIsa isa) {
+  check_isa(isa);
+  dequantize_rows_with(dequantize_kernel(isa), w, row0, rows, out);
+}
+
+void dequantize_4bit_rows_bf16(const Weights4bit& w, int64_t row0, int64_t rows, uint16_t* out, CpuIsa isa) {
+  check_isa(isa);
+  dequantize_rows_with(dequantize_bf16_kernel(isa), w, row0, rows, out);
 }
 
 }  // namespace weft::precision::quant

@@ -23,6 +23,11 @@
 //     time (Note [Dequantized block by block]): as exact as dequantize-then-multiply, without the
 //     float32 matrix. A few rows whose K the fused kernel refuses are exact the same way, with a
 //     few rows of W dequantized per thread and multiplied by the GEMM's few-rows paths.
+// In bfloat16 (gemm_4bit_bf16: a Linear4bit whose compute dtype is bfloat16), the second regime
+// rounds W's dequantized values to bfloat16, as bitsandbytes dequantizes to its compute dtype, and
+// runs weft's bfloat16 GEMM: on CPUs with AVX-512 BF16 pairs of values multiply in one instruction
+// and each W row is made a strip of the GEMM's tile at a time, straight into L1 (4096² at batch 32,
+// 2 threads, Zen 5: 1.40 ms, against 2.9 ms in float32 and bitsandbytes' 1.63).
 // The vector kernels differ from their scalar references only in the order of float32 additions
 // (the fused one) or not at all (dequantization).
 #pragma once
@@ -46,6 +51,12 @@ struct Weights4bit {
 
 // y: (m, w.n) = x: (m, w.k) · W^T, in the regime m calls for.
 void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa = cpu_isa());
+
+// y: (m, w.n) = x: (m, w.k) · W^T in bfloat16: x is bfloat16 bits. Up to kFusedMaxRows rows as
+// gemm_4bit computes them, x widened exactly; more rows by weft's bfloat16 GEMM, with W
+// dequantized and rounded to bfloat16 block by block (as bitsandbytes dequantizes to its compute
+// dtype) and the products of pairs summed in float32.
+void gemm_4bit_bf16(const uint16_t* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa = cpu_isa());
 
 // The fused int8 kernel alone (any m), with the kernel for `isa`; and its scalar reference.
 bool gemm_4bit_fused_supported(int64_t k, int64_t blocksize);
@@ -72,5 +83,8 @@ void gemm_4bit_input_grad(const float* g, int64_t m, const Weights4bit& w, float
 // out: (rows, w.k) float32 = W's rows [row0, row0 + rows), exactly dequantize_4bit's values (up to
 // the sign of zero).
 void dequantize_4bit_rows(const Weights4bit& w, int64_t row0, int64_t rows, float* out, CpuIsa isa = cpu_isa());
+// The same rows rounded to bfloat16 (float_to_bfloat16 of each value): gemm_4bit_bf16's weights.
+void dequantize_4bit_rows_bf16(const Weights4bit& w, int64_t row0, int64_t rows, uint16_t* out,
+                               CpuIsa isa = cpu_isa());
 
 }  // namespace weft::precision::quant

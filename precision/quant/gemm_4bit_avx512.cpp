@@ -176,3 +176,78 @@ void dequantize_4bit_avx512(const Dequant4bitArgs& p) {
 }
 
 }  // namespace weft::precision::quant::kernels
+
+namespace weft::precision::quant::kernels {
+namespace {
+
+// A block's table for bf16_values: entry c rounded to bfloat16 in the high word of dword c, as
+// float_to_bf16_x16 rounds (u + 0x7FFF + ((u >> 16) & 1), NaN -> 0x7FC0) but left in place: the
+// lookup picks the high words, so nothing has to be narrowed.
+inline __m512i bf16_table(__m512 table, float absmax) {
+  const __m512i u = _mm512_castps_si512(_mm512_mul_ps(table, _mm512_set1_ps(absmax)));
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
+  const __mmask16 nan =
+      _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+  return _mm512_mask_blend_epi32(nan, rounded, _mm512_set1_epi32(0x7FC00000));
+}
+
+// The bfloat16 values of 16 packed bytes: byte j becomes the dword whose low word is the table's
+// entry j >> 4 and high word entry j & 15, the pair of values 2j and 2j+1 in element order. Entry c
+// is word 2c + 1 of the table, and vpermw reads five bits of each index word, so the low word's
+// index is (j >> 3) | 1 and the high word's the byte shifted up by 17, its bit 0 set: the nibble's
+// own bit 4 falls outside the index.
+inline __m512i bf16_values(__m128i bytes, __m512i table) {
+  const __m512i d = _mm512_cvtepu8_epi32(bytes);
+  const __m512i index = _mm512_ternarylogic_epi32(_mm512_srli_epi32(d, 3), _mm512_slli_epi32(d, 17),
+                                                  _mm512_set1_epi32(0x00010001), 0xFE);  // a | b | c
+  return _mm512_permutexvar_epi16(index, table);
+}
+
+// The first `bytes` (at most 16) bytes' values, 2 · bytes words, through a copy: the bytes past
+// them are not read (a row's run ending mid-block, once per run).
+inline void bf16_values_partial(const uint8_t* packed, int bytes, __m512i table, uint16_t* out) {
+  alignas(16) uint8_t some[16] = {};
+  for (int b = 0; b < bytes; ++b) some[b] = packed[b];
+  alignas(64) uint16_t words[32];
+  _mm512_store_si512(words, bf16_values(_mm_load_si128(reinterpret_cast<const __m128i*>(some)), table));
+  for (int v = 0; v < 2 * bytes; ++v) out[v] = words[v];
+}
+
+}  // namespace
+
+void dequantize_4bit_bf16_avx512(const Dequant4bitBf16Args& p) {
+  const __m512 table = _mm512_loadu_ps(p.table);
+  int64_t i = p.begin, block = i / p.blocksize;
+  if (p.blocksize == 64 && i % 64 == 0) {  // the default block size, whole blocks: two vectors each
+    for (; i + 64 <= p.end; i += 64, ++block) {
+      const __m512i words = bf16_table(table, p.absmax[block]);
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.packed + i / 2));
+      _mm512_storeu_si512(p.out + (i - p.begin), bf16_values(_mm256_castsi256_si128(bytes), words));
+      _mm512_storeu_si512(p.out + (i - p.begin) + 32, bf16_values(_mm256_extracti128_si256(bytes, 1), words));
+    }
+  }
+  for (int64_t block_end = (block + 1) * p.blocksize; i < p.end; ++block, block_end += p.blocksize) {
+    const int64_t stop = block_end < p.end ? block_end : p.end;
+    const __m512i words = bf16_table(table, p.absmax[block]);
+    if (i % 2 != 0) {  // an odd start: the low nibble of a byte alone, then whole bytes
+      uint16_t pair[2];
+      bf16_values_partial(p.packed + i / 2, 1, words, pair);
+      p.out[i - p.begin] = pair[1];
+      ++i;
+    }
+    for (; i + 32 <= stop; i += 32) {
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.packed + i / 2));
+      _mm512_storeu_si512(p.out + (i - p.begin), bf16_values(bytes, words));
+    }
+    if (i < stop) {  // the block's last values: whole bytes, and the high nibble of one more
+      const int64_t values = stop - i;
+      uint16_t rest[32];
+      bf16_values_partial(p.packed + i / 2, static_cast<int>((values + 1) / 2), words, rest);
+      for (int64_t v = 0; v < values; ++v) p.out[i - p.begin + v] = rest[v];
+      i = stop;
+    }
+  }
+}
+
+}  // namespace weft::precision::quant::kernels

@@ -82,4 +82,18 @@ struct Dequant4bitArgs {
 void dequantize_4bit_avx2(const Dequant4bitArgs& args);
 void dequantize_4bit_avx512(const Dequant4bitArgs& args);
 
+// The same values rounded to bfloat16 (to nearest even, NaN -> 0x7FC0: float_to_bfloat16 of the
+// float32 value above), for a product in bfloat16:
+//   out[i - begin] = bf16(table[code(i)] · absmax[i / blocksize])   for begin <= i < end
+struct Dequant4bitBf16Args {
+  const uint8_t* packed;
+  const float* absmax;
+  const float* table;  // 16 float32 values
+  int64_t blocksize;
+  int64_t begin, end;
+  uint16_t* out;
+};
+
+void dequantize_4bit_bf16_avx512(const Dequant4bitBf16Args& args);
+
 }  // namespace weft::precision::quant::kernels

@@ -105,8 +105,10 @@ Tensor Linear4bitImpl::forward(const Tensor& input) {
   Shape out_shape = input.shape();
   out_shape.back() = out_features;
 
-  // x rounded to the compute dtype, multiplied in float32 (precision/quant/gemm_4bit.h).
-  const Tensor x = input.detach().to(compute).to(kFloat32).reshape({rows, in_features}).contiguous();
+  // x rounded to the compute dtype, multiplied in float32, or in bfloat16 for that compute dtype
+  // (precision/quant/gemm_4bit.h).
+  const DType product = compute == kBFloat16 ? kBFloat16 : kFloat32;
+  const Tensor x = input.detach().to(compute).to(product).reshape({rows, in_features}).contiguous();
   const Tensor packed = weight.detach();
   Tensor y = matmul_4bit(x, packed, state_, block_absmax_);
   if (bias.defined()) {

@@ -15,8 +15,9 @@
 // forward(x: (*, in)) -> (*, out): x is rounded to the compute dtype (the option, else x's own
 // dtype), multiplied by matmul_4bit (quant_kernels.h; on the CPU gemm_4bit.h: the fused int8 kernel
 // for up to 16 rows where the shape allows, exactly dequantized tiles and a float32 GEMM
-// otherwise), the bias added in float32, the result rounded to the compute dtype and returned in
-// x's dtype.
+// otherwise; with a bfloat16 compute dtype, tiles rounded to bfloat16 and weft's bfloat16 GEMM, as
+// bitsandbytes multiplies in its compute dtype), the bias added in float32, the result rounded to
+// the compute dtype and returned in x's dtype.
 // Gradients flow to x (through the dequantized weight, as bitsandbytes' MatMul4Bit) and to the
 // bias; the weight gets none. LoRA adapters (precision/quant/lora.h) make such a model trainable.
 //

@@ -137,10 +137,10 @@ struct Int8RowsSource {
   Int8RowDequantizer dequantize;  // chosen once per product, not per run
 };
 
-void fill_int8_rows(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out) {
+void fill_int8_rows(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, void* out) {
   const auto& s = *static_cast<const Int8RowsSource*>(context);
   for (int64_t r = 0; r < rows; ++r)
-    s.dequantize(s.codes + (r0 + r) * s.k + p0, s.stats + r0 + r, kc, kc, out + r * kc);
+    s.dequantize(s.codes + (r0 + r) * s.k + p0, s.stats + r0 + r, kc, kc, static_cast<float*>(out) + r * kc);
 }
 
 }  // namespace

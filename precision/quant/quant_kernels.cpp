@@ -23,8 +23,9 @@ Tensor matmul_4bit(const Tensor& x, const Tensor& packed, const QuantState& stat
              "[matmul_4bit] expected an NF4 or FP4 matrix, got shape ", state.shape, " of ",
              quant_format(state.type).name);
   const int64_t n = state.shape[0], k = state.shape[1];
-  WEFT_CHECK(x.defined() && x.dtype() == kFloat32 && x.dim() == 2 && x.size(1) == k && x.is_contiguous(),
-             "[matmul_4bit] expected x as a contiguous float32 (M, ", k, ") tensor, got ",
+  WEFT_CHECK(x.defined() && (x.dtype() == kFloat32 || x.dtype() == kBFloat16) && x.dim() == 2 && x.size(1) == k &&
+                 x.is_contiguous(),
+             "[matmul_4bit] expected x as a contiguous float32 or bfloat16 (M, ", k, ") tensor, got ",
              x.defined() ? weft::detail::cat(x.shape(), " ", x.dtype()) : std::string("none"));
   WEFT_CHECK(packed.device() == x.device(), "[matmul_4bit] expected the weight on x's device ", x.device(),
              ", got it on ", packed.device());
@@ -39,7 +40,11 @@ Tensor matmul_4bit(const Tensor& x, const Tensor& packed, const QuantState& stat
              block_absmax.dtype());
   Tensor y = weft::detail::make_tensor({x.size(0), n}, kFloat32, kCPU);
   const Weights4bit w{packed.data<uint8_t>(), block_absmax.data<float>(), n, k, state.blocksize, state.type};
-  gemm_4bit(x.data<float>(), x.size(0), w, y.data<float>());
+  if (x.dtype() == kBFloat16) {
+    gemm_4bit_bf16(static_cast<const uint16_t*>(x.data_ptr()), x.size(0), w, y.data<float>());
+  } else {
+    gemm_4bit(x.data<float>(), x.size(0), w, y.data<float>());
+  }
   return y;
 }
 

@@ -2,7 +2,8 @@
 // its own kernels for them (the CUDA backend: bitsandbytes-style 4-bit GEMV/GEMM and int8 GEMM),
 // as precision/fp8/fp8_gemm.h does for FP8.
 //
-//   4-bit product  x: (M, K) float32 · W: (N, K) packed NF4/FP4 -> y: (M, N) float32
+//   4-bit product  x: (M, K) float32 or bfloat16 · W: (N, K) packed NF4/FP4 -> y: (M, N) float32
+//                  (a bfloat16 x asks for the product in bfloat16: gemm_4bit_bf16)
 //                  W comes as its uint8 codes, its QuantState and its float32 absmax per block
 //                  (decoded from nested statistics once, by the layer)        (Linear4bit's forward)
 //   int8 product   a: (M, K) int8 · b: (N, K) int8 -> c: (M, N) int32, exact  (LLM.int8(): int8_linear_matmul)
@@ -26,7 +27,8 @@ using Gemm4bitKernel =
     std::function<Tensor(const Tensor& x, const Tensor& packed, const QuantState& state, const Tensor& block_absmax)>;
 using Int8GemmKernel = std::function<Tensor(const Tensor& a, const Tensor& b)>;
 
-// y = x · dequantize(W)ᵀ on x's device; x must be float32 (M, state.shape[1]), contiguous.
+// y = x · dequantize(W)ᵀ on x's device; x must be float32 or bfloat16 (M, state.shape[1]),
+// contiguous. An installed kernel gets x as it comes.
 Tensor matmul_4bit(const Tensor& x, const Tensor& packed, const QuantState& state, const Tensor& block_absmax);
 
 // The kernel installed for a device type; empty when none is (the CPU then uses its built-in).

@@ -10,6 +10,7 @@
 
 #include "precision/quant/blockwise.h"
 #include "precision/quant/gemm_4bit.h"
+#include "precision/quant/quant_format.h"
 #include "precision/all.h"
 
 using namespace weft;
@@ -198,6 +199,74 @@ TEST_CASE("4-bit dequantization of rows: every supported instruction set gives d
           CHECK(same);
         }
     }
+}
+
+TEST_CASE("4-bit dequantization of rows in bfloat16: every level rounds each value as float_to_bfloat16 does") {
+  manual_seed(31);
+  const float max = std::numeric_limits<float>::max();
+  for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
+    // Runs from mid-byte and mid-block starts, ending on 31 values of a block (19 × 101 in blocks
+    // of 64: the last block's 63 values are 32 and 31), whole blocks of 64 from a block's start.
+    for (const auto& shape : {std::tuple<int64_t, int64_t, int64_t>{9, 37, 32}, {16, 256, 64}, {3, 1000, 128},
+                              {19, 101, 64}}) {
+      const int64_t n = std::get<0>(shape), k = std::get<1>(shape), bs = std::get<2>(shape);
+      Case c = quantized(n, k, bs, type);
+      // Blocks whose products round to infinity (1 · FLT_MAX), to NaN (infinity · 0 and NaN), to
+      // denormals, and to ties of bfloat16 rounding (absmax 1 + 2^-8 times the table's 1.0).
+      c.absmax[0] = max;
+      c.absmax[1] = std::numeric_limits<float>::infinity();
+      c.absmax[2] = std::nanf("");
+      c.absmax[3] = 3e-39f;
+      c.absmax[c.absmax.size() - 1] = 1.0f + 1.0f / 256.0f;
+      const auto& table = table_4bit_decode(type);
+      std::vector<uint16_t> expected(static_cast<size_t>(n * k));
+      for (int64_t i = 0; i < n * k; ++i) {
+        const uint8_t byte = c.packed[static_cast<size_t>(i / 2)];
+        const float value = table[i % 2 == 0 ? byte >> 4 : byte & 0x0F] * c.absmax[static_cast<size_t>(i / bs)];
+        expected[static_cast<size_t>(i)] = float_to_bfloat16(value);
+      }
+      for (const CpuIsa isa : cpu_isas_supported())
+        for (const auto& span : {std::pair<int64_t, int64_t>{0, n}, {1, n - 2}, {n - 1, 1}}) {
+          const int64_t row0 = span.first, rows = span.second;
+          std::vector<uint16_t> got(static_cast<size_t>(rows * k), 0xFFFF);
+          dequantize_4bit_rows_bf16(c.w, row0, rows, got.data(), isa);
+          INFO("isa ", cpu_isa_name(isa), " shape (", n, ", ", k, ") rows ", row0, "+", rows);
+          int64_t different = 0;
+          for (int64_t i = 0; i < rows * k; ++i) different += got[i] != expected[row0 * k + i];
+          CHECK(different == 0);
+        }
+    }
+}
+
+TEST_CASE("4-bit product in bfloat16: W rounded to bfloat16 through weft's GEMM above 16 rows, at every level") {
+  manual_seed(37);
+  // W as the GEMM's A, its rows made a strip at a time: K in chunks of 1024 with rows not a
+  // multiple of the 12-row tiles; K = 100 in blocks of 32 (rows start mid-block); an odd K (rows
+  // start mid-byte; its pairs are packed, the last padded); the example's first layer.
+  for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
+    for (const auto& s : std::vector<Shape4bit>{{40, 30, 2100, 64}, {17, 33, 100, 32}, {24, 30, 101, 64},
+                                                {20, 512, 784, 64}}) {
+      const Case c = quantized(s.n, s.k, s.bs, type);
+      const Tensor x = randn({s.m, s.k}).to(kBFloat16);
+      const Tensor w = c.dequantized.to(kBFloat16);
+      const auto* x_bits = static_cast<const uint16_t*>(x.data_ptr());
+      for (const CpuIsa isa : cpu_isas_supported()) {
+        INFO("isa ", cpu_isa_name(isa), " M=", s.m, " N=", s.n, " K=", s.k, " bs=", s.bs);
+        CpuIsaGuard guard(isa);
+        std::vector<float> got(static_cast<size_t>(s.m * s.n), -1.0f);
+        gemm_4bit_bf16(x_bits, s.m, c.w, got.data(), isa);
+        // Against W rounded: within float32 sums; W unrounded would be ~2^-9 off.
+        CHECK(worst_relative_error(got, x, w.t()) <= 2e-5);
+      }
+    }
+  // Up to 16 rows: gemm_4bit's product of x widened, bit for bit.
+  const Case c = quantized(12, 256, 64, QuantKind::NF4);
+  const Tensor x = randn({16, 256}).to(kBFloat16);
+  const Tensor wide = x.to(kFloat32);
+  std::vector<float> got(16 * 12), want(16 * 12);
+  gemm_4bit_bf16(static_cast<const uint16_t*>(x.data_ptr()), 16, c.w, got.data());
+  gemm_4bit(wide.data<float>(), 16, c.w, want.data());
+  CHECK(got == want);
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // gradient agree with bitsandbytes' on the same input.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "precision/quant/gemm_4bit.h"
@@ -113,6 +114,31 @@ TEST_CASE("Linear4bit forward and input gradient agree with bitsandbytes") {
     CHECK_FALSE(layer->weight.requires_grad());
     CHECK(layer->weight.dtype() == kUInt8);
   }
+}
+
+TEST_CASE("Linear4bit with a bfloat16 compute dtype: bfloat16 products above 16 rows, the input gradient exact") {
+  manual_seed(41);
+  Linear4bit layer(256, 40, true, Linear4bitOptions{QuantKind::NF4, true, 64, kBFloat16});
+  const Tensor x = randn({3, 8, 256}).requires_grad_(true);  // 24 rows: weft's bfloat16 GEMM
+  const Tensor y = layer(x);
+  CHECK(y.dtype() == kFloat32);
+  CHECK(y.shape() == Shape({3, 8, 40}));
+  // As bitsandbytes computes it in bfloat16: x and W rounded to bfloat16, float32 sums, the bias
+  // added and the result rounded to bfloat16 (2^-9 of |y|).
+  const Tensor xb = x.detach().reshape({24, 256}).to(kBFloat16).to(kFloat64);
+  const Tensor wb = layer->dequantize_weight().to(kBFloat16).to(kFloat64);
+  const Tensor expected = add(matmul(xb, wb.t()), layer->bias.detach().to(kBFloat16).to(kFloat64));
+  const Tensor magnitude = matmul(abs(xb), abs(wb).t());
+  const auto e = expected.to_vector<double>(), mag = magnitude.to_vector<double>();
+  const auto got = y.reshape({24, 40}).to_vector<double>();
+  int64_t outside = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    outside += std::fabs(got[i] - e[i]) > std::ldexp(std::fabs(e[i]), -8) + 2e-5 * mag[i];
+  CHECK(outside == 0);
+  // dL/dx = g · W with W dequantized exactly, in float32.
+  sum(y).backward();
+  const Tensor want = matmul(ones({24, 40}, kFloat64), layer->dequantize_weight().to(kFloat64));
+  CHECK(quant_test::max_abs_diff(x.grad().reshape({24, 256}), want) <= 1e-5 * quant_test::max_abs(want));
 }
 
 TEST_CASE("Linear4bit: construction quantizes at once, in the frame's dtype; the format options apply") {

@@ -102,9 +102,13 @@ TEST_CASE("matmul_4bit refuses operands that do not fit the quantized matrix") {
   const Tensor absmax = block_absmax(state);
   CHECK(matmul_4bit(randn({2, 64}), packed, state, absmax).shape() == Shape({2, 4}));
   CHECK_THROWS_WITH_AS(matmul_4bit(randn({2, 32}), packed, state, absmax),
-                       "[matmul_4bit] expected x as a contiguous float32 (M, 64) tensor, got (2, 32) float32", Error);
+                       "[matmul_4bit] expected x as a contiguous float32 or bfloat16 (M, 64) tensor, got (2, 32) "
+                       "float32",
+                       Error);
   CHECK_THROWS_WITH_AS(matmul_4bit(randn({2, 64}).to(kFloat16), packed, state, absmax),
-                       "[matmul_4bit] expected x as a contiguous float32 (M, 64) tensor, got (2, 64) float16", Error);
+                       "[matmul_4bit] expected x as a contiguous float32 or bfloat16 (M, 64) tensor, got (2, 64) "
+                       "float16",
+                       Error);
   CHECK_THROWS_WITH_AS(matmul_4bit(randn({2, 64}), packed.narrow(0, 0, 10), state, absmax),
                        "[matmul_4bit] expected 128 packed uint8 codes and 4 float32 block absmax, got 10 uint8 and 4 "
                        "float32",

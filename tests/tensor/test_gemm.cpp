@@ -318,19 +318,22 @@ TEST_CASE("the kernel in use is named for each dtype and level") {
 
 namespace {
 
-// A matrix in memory served to the GEMM as a GemmBlockSource, counting the blocks asked for at a
-// K offset off the requested alignment (there must be none).
+// A matrix in memory (float32, or bfloat16 bits) served to the GEMM as a GemmBlockSource,
+// counting the blocks asked for at a K offset off the requested alignment (there must be none).
 struct RowsSource {
-  const float* data;
+  const void* data;
   int64_t ld, k_align;
+  bool bf16;
 };
 std::atomic<int64_t> g_misaligned_blocks{0};
 
-void fill_rows(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out) {
+void fill_rows(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, void* out) {
   const auto& s = *static_cast<const RowsSource*>(context);
   if (p0 % s.k_align != 0) ++g_misaligned_blocks;
+  const size_t size = s.bf16 ? 2 : 4;
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t p = 0; p < kc; ++p) out[r * kc + p] = s.data[(r0 + r) * s.ld + p0 + p];
+    std::memcpy(static_cast<char*>(out) + r * kc * size,
+                static_cast<const char*>(s.data) + ((r0 + r) * s.ld + p0) * size, static_cast<size_t>(kc) * size);
 }
 
 // Runs `product` (c (+)= a·b with an operand from a source, writing into the buffer it is given,
@@ -365,24 +368,31 @@ TEST_CASE("weft's GEMM with A from a block source matches the exact product at e
   };
   // Taller than wide (threads sharing packed B, row blocks, K in aligned chunks), wider than tall
   // (column parts, the source read in place), many row blocks, a tiny product, B read down its
-  // columns (x·Wᵀ computed as W·xᵀ, how the 4-bit product uses it), and accumulating into C.
+  // columns (x·Wᵀ computed as W·xᵀ, how the 4-bit product uses it), and accumulating into C. In
+  // bfloat16 too: the rows made a strip at a time and read in place as K-pairs by the AVX-512 BF16
+  // set (whole pairs), or made a block at a time and packed (an odd K, whose last pair is padded;
+  // the levels without bfloat16 pairs, which widen them).
   const Shape shapes[] = {{300, 40, 500, 64, false, false}, {50, 700, 130, 1, false, false},
                           {4100, 8, 70, 64, true, false},   {7, 5, 3, 1, false, false},
-                          {400, 32, 1000, 64, true, true}};
-  for (const Shape& s : shapes) {
-    CAPTURE(s.m);
-    CAPTURE(s.n);
-    CAPTURE(s.k);
-    const Tensor a = random({s.m, s.k}, 70, kFloat32);
-    const Tensor b_store = s.b_transposed ? random({s.n, s.k}, 71, kFloat32) : random({s.k, s.n}, 71, kFloat32);
-    const Tensor b = s.b_transposed ? b_store.t() : b_store;
-    const Tensor c0 = random({s.m, s.n}, 72, kFloat32);
-    const RowsSource rows{a.data<float>(), s.k, s.k_align};
-    const detail::GemmBlockSource source{fill_rows, &rows, s.k_align};
-    const detail::GemmMatrix bm{b_store.data<float>(), s.b_transposed ? 1 : s.n, s.b_transposed ? s.k : 1, false};
-    check_source_product(a, b, c0, s.accumulate,
-                         [&](float* c) { detail::gemm(s.m, s.n, s.k, source, bm, c, s.n, s.accumulate); });
-  }
+                          {400, 32, 1000, 64, true, true},  {30, 20, 77, 1, true, false}};
+  for (const DType dtype : {kFloat32, kBFloat16})
+    for (const Shape& s : shapes) {
+      CAPTURE(dtype);
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      CAPTURE(s.k);
+      const bool bf16 = dtype == kBFloat16;
+      const Tensor a = random({s.m, s.k}, 70, kFloat32).to(dtype);
+      const Tensor b_store =
+          (s.b_transposed ? random({s.n, s.k}, 71, kFloat32) : random({s.k, s.n}, 71, kFloat32)).to(dtype);
+      const Tensor b = s.b_transposed ? b_store.t() : b_store;
+      const Tensor c0 = random({s.m, s.n}, 72, kFloat32);
+      const RowsSource rows{a.data_ptr(), s.k, s.k_align, bf16};
+      const detail::GemmBlockSource source{fill_rows, &rows, s.k_align, bf16};
+      const detail::GemmMatrix bm{b_store.data_ptr(), s.b_transposed ? 1 : s.n, s.b_transposed ? s.k : 1, bf16};
+      check_source_product(a, b, c0, s.accumulate,
+                           [&](float* c) { detail::gemm(s.m, s.n, s.k, source, bm, c, s.n, s.accumulate); });
+    }
 }
 
 TEST_CASE("weft's GEMM with B or Bᵀ made by a block source matches the exact product at every level") {
@@ -395,25 +405,30 @@ TEST_CASE("weft's GEMM with B or Bᵀ made by a block source matches the exact p
   // chunks with a short last one, N not a multiple of the 32 columns of a panel, a tiny product,
   // accumulating into C. Or B's rows (g·W, its input gradient): column parts; one thread, runs of
   // 256 columns with a short last one, two K blocks; threads sharing the packed B; a tiny product;
-  // accumulating. (The sanitizer build runs the AVX-512 levels emulated at -O0: keep them small.)
+  // accumulating. In bfloat16 too, packed into K-pairs (or widened) from the source's scratch.
+  // (The sanitizer build runs the AVX-512 levels emulated at -O0: keep them small.)
   const Shape shapes[] = {{32, 300, 784, 64, true, false},  {300, 45, 600, 64, true, false},
                           {7, 5, 3, 1, true, false},         {64, 70, 130, 1, true, true},
                           {16, 784, 512, 1, false, false},   {2, 600, 300, 1, false, false},
                           {300, 45, 600, 1, false, false},   {3, 5, 7, 1, false, false},
                           {40, 70, 130, 1, false, true}};
-  for (const Shape& s : shapes) {
-    CAPTURE(s.m);
-    CAPTURE(s.n);
-    CAPTURE(s.k);
-    CAPTURE(s.transposed);
-    const Tensor a = random({s.m, s.k}, 73, kFloat32);
-    const Tensor stored = s.transposed ? random({s.n, s.k}, 74, kFloat32) : random({s.k, s.n}, 74, kFloat32);
-    const Tensor c0 = random({s.m, s.n}, 75, kFloat32);
-    const RowsSource rows{stored.data<float>(), s.transposed ? s.k : s.n, s.k_align};
-    const detail::GemmBlockSource source{fill_rows, &rows, s.k_align};
-    const detail::GemmMatrix am{a.data<float>(), s.k, 1, false};
-    check_source_product(a, s.transposed ? stored.t() : stored, c0, s.accumulate, [&](float* c) {
-      detail::gemm(s.m, s.n, s.k, am, source, s.transposed, c, s.n, s.accumulate);
-    });
-  }
+  for (const DType dtype : {kFloat32, kBFloat16})
+    for (const Shape& s : shapes) {
+      CAPTURE(dtype);
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      CAPTURE(s.k);
+      CAPTURE(s.transposed);
+      const bool bf16 = dtype == kBFloat16;
+      const Tensor a = random({s.m, s.k}, 73, kFloat32).to(dtype);
+      const Tensor stored =
+          (s.transposed ? random({s.n, s.k}, 74, kFloat32) : random({s.k, s.n}, 74, kFloat32)).to(dtype);
+      const Tensor c0 = random({s.m, s.n}, 75, kFloat32);
+      const RowsSource rows{stored.data_ptr(), s.transposed ? s.k : s.n, s.k_align, bf16};
+      const detail::GemmBlockSource source{fill_rows, &rows, s.k_align, bf16};
+      const detail::GemmMatrix am{a.data_ptr(), s.k, 1, bf16};
+      check_source_product(a, s.transposed ? stored.t() : stored, c0, s.accumulate, [&](float* c) {
+        detail::gemm(s.m, s.n, s.k, am, source, s.transposed, c, s.n, s.accumulate);
+      });
+    }
 }

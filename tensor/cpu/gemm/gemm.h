@@ -51,22 +51,26 @@ void gemm_to_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Ge
 // A, B or Bᵀ given by what makes it, block by block, instead of as memory (a 4-bit weight
 // dequantized block by block: it never exists whole in float32). fill(context, r0, rows, p0, kc,
 // out) writes the matrix's (r0 + r, p0 + p) to out[r·kc + p] for r < rows, p < kc: runs of its
-// rows. It is called from the pool's threads. As A: for at most a cache block (mc × kc) at a time,
-// each block once per block of B's columns (nc: 4096 and more columns, once). As B or Bᵀ: each
-// value once per product, NR rows of Bᵀ or a K block of B's rows at a time.
+// rows, as float32, or as bfloat16 bits when `bf16` (then the product is one of bfloat16
+// operands, the other operand bfloat16 too). It is called from the pool's threads. As A: for at
+// most a cache block (mc × kc) at a time, each block once per block of B's columns (nc: 4096 and
+// more columns, once). As B or Bᵀ: each value once per product, NR rows of Bᵀ or a K block of B's
+// rows at a time.
 struct GemmBlockSource {
-  void (*fill)(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* out);
+  void (*fill)(const void* context, int64_t r0, int64_t rows, int64_t p0, int64_t kc, void* out);
   const void* context;
   int64_t k_align = 1;  // as A or Bᵀ, K chunks (p0) start at multiples of this: runs the source makes fastest
+  bool bf16 = false;    // out holds bfloat16 bits (uint16_t), not float32
 };
 
-// c(m×n) (+)= A(m×k) · b(k×n) with A from `a` and b float32, by the blocked path whatever the size.
+// c(m×n) (+)= A(m×k) · b(k×n) with A from `a` and b of the source's dtype, by the blocked path
+// whatever the size.
 void gemm(int64_t m, int64_t n, int64_t k, const GemmBlockSource& a, const GemmMatrix& b, float* c, int64_t ldc,
           bool accumulate);
 
-// c(m×n) (+)= a(m×k) · B(k×n) with a float32 and B from `b`, which makes Bᵀ's rows (n×k: x·Wᵀ with
-// W made block by block) when b_source_transposed, else B's (k×n: g·W), by the blocked path
-// whatever the size.
+// c(m×n) (+)= a(m×k) · B(k×n) with a of the source's dtype and B from `b`, which makes Bᵀ's rows
+// (n×k: x·Wᵀ with W made block by block) when b_source_transposed, else B's (k×n: g·W), by the
+// blocked path whatever the size.
 void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmBlockSource& b, bool b_source_transposed,
           float* c, int64_t ldc, bool accumulate);
 

@@ -6,7 +6,8 @@
 // values, and vdpbf16ps adds a(i,2q)·b(2q,j) + a(i,2q+1)·b(2q+1,j) into fp32 lane j:
 //   c(12×32) (+)= Σ_q A(:, 2q..2q+1) · B(2q..2q+1, :)
 // 24 accumulators: vdpbf16ps has latency 6 on Zen 5 with two pipes, so 12 chains are the minimum.
-// C is float32, or bfloat16 rounded in the tile's own stores (gemm_to_bf16 in gemm.h).
+// C is float32, or bfloat16 rounded in the tile's own stores (gemm_to_bf16 in gemm.h). A is a
+// packed panel, or rows read in place (a 4-bit weight's rows made a strip at a time by a source).
 // The instruction rounds after each of its two products and treats bf16 and fp32 denormals as
 // zero, so results differ from the float32 kernels in the last bits; tests compare with a tolerance.
 #include "tensor/cpu/gemm/gemm_kernels.h"
@@ -34,7 +35,7 @@ __m512bh broadcast_pair(const uint16_t* p) {
   return as_bf16x32(_mm512_set1_epi32(pair));
 }
 
-template <int ROWS>
+template <int ROWS, bool PACKED_A>
 void tile(const GemmTileBf16& t) {
   __m512 c0[ROWS], c1[ROWS];
 #pragma GCC unroll 12
@@ -51,7 +52,13 @@ void tile(const GemmTileBf16& t) {
       _mm_prefetch(reinterpret_cast<const char*>(t.c + r * t.ldc + 16), _MM_HINT_T0);
     }
   }
-  const uint16_t* a = t.a;
+  // A read in place is up to twelve rows lda apart, addressed as the float32 kernel addresses its
+  // rows read in place: a pointer per three rows, rows 3j + {0, 1, 2} at base_j + {0, 1, 2}·lda.
+  const int64_t lda = PACKED_A ? 2 : t.lda, step = PACKED_A ? kMr * 2 : 2;
+  constexpr int kBases = PACKED_A ? 1 : (ROWS + 2) / 3;
+  const uint16_t* base[kBases];
+#pragma GCC unroll 4
+  for (int j = 0; j < kBases; ++j) base[j] = t.a + 3 * j * lda;
   const uint16_t* b = t.b;
 #pragma GCC unroll 2
   for (int64_t q = 0; q < t.kpairs; ++q) {
@@ -59,11 +66,12 @@ void tile(const GemmTileBf16& t) {
     const __m512bh b1 = as_bf16x32(_mm512_loadu_si512(b + 32));
 #pragma GCC unroll 12
     for (int r = 0; r < ROWS; ++r) {
-      const __m512bh ar = broadcast_pair(a + r * 2);
+      const __m512bh ar = broadcast_pair(PACKED_A ? base[0] + r * 2 : base[r / 3] + (r % 3) * lda);
       c0[r] = _mm512_dpbf16_ps(c0[r], ar, b0);
       c1[r] = _mm512_dpbf16_ps(c1[r], ar, b1);
     }
-    a += kMr * 2;
+#pragma GCC unroll 4
+    for (int j = 0; j < kBases; ++j) base[j] += step;
     b += kNr * 2;
   }
 
@@ -178,22 +186,25 @@ bool pack_pairs_avx512(const uint16_t* src, int64_t lane_stride, int64_t step_st
 
 namespace {
 
-void micro_bf16(const GemmTileBf16& t) {
+template <bool PACKED_A>
+void micro_rows(const GemmTileBf16& t) {
   switch (t.m) {
-    case 1: return tile<1>(t);
-    case 2: return tile<2>(t);
-    case 3: return tile<3>(t);
-    case 4: return tile<4>(t);
-    case 5: return tile<5>(t);
-    case 6: return tile<6>(t);
-    case 7: return tile<7>(t);
-    case 8: return tile<8>(t);
-    case 9: return tile<9>(t);
-    case 10: return tile<10>(t);
-    case 11: return tile<11>(t);
-    default: return tile<12>(t);
+    case 1: return tile<1, PACKED_A>(t);
+    case 2: return tile<2, PACKED_A>(t);
+    case 3: return tile<3, PACKED_A>(t);
+    case 4: return tile<4, PACKED_A>(t);
+    case 5: return tile<5, PACKED_A>(t);
+    case 6: return tile<6, PACKED_A>(t);
+    case 7: return tile<7, PACKED_A>(t);
+    case 8: return tile<8, PACKED_A>(t);
+    case 9: return tile<9, PACKED_A>(t);
+    case 10: return tile<10, PACKED_A>(t);
+    case 11: return tile<11, PACKED_A>(t);
+    default: return tile<12, PACKED_A>(t);
   }
 }
+
+void micro_bf16(const GemmTileBf16& t) { return t.lda == 0 ? micro_rows<true>(t) : micro_rows<false>(t); }
 
 }  // namespace
 
@@ -209,6 +220,7 @@ const GemmKernel kGemmBf16Avx512Bf16 = {
     .dot_rows = nullptr,
     .pack_pairs = pack_pairs_avx512,
     .stores_bf16 = true,
+    .a_rows_in_place = true,
 };
 
 }  // namespace weft::detail

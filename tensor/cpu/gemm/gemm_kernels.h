@@ -43,7 +43,8 @@ struct GemmTileF32 {
 using GemmMicroF32 = void (*)(const GemmTileF32& tile);
 
 // One C tile from bf16 panels packed in K-pairs (Note [bf16 K-pair panels] in packing.h):
-// A: a[(q·MR + i)·2 + t] = A(i, 2q+t), B: b[(q·NR + j)·2 + t] = B(2q+t, j), for q < kpairs.
+// A: a[(q·MR + i)·2 + t] = A(i, 2q+t), B: b[(q·NR + j)·2 + t] = B(2q+t, j), for q < kpairs; or,
+// when lda is set (kernel sets with a_rows_in_place), A's rows in place: a[i·lda + 2q + t].
 // C is float32 at c, or, when c_bf16 is set (kernel sets with stores_bf16), bfloat16 at c_bf16:
 // the float32 sums (plus C widened, when accumulating) rounded as the copy kernels round.
 struct GemmTileBf16 {
@@ -55,6 +56,7 @@ struct GemmTileBf16 {
   int m, n;
   bool accumulate;
   uint16_t* c_bf16 = nullptr;
+  int64_t lda = 0;
 };
 using GemmMicroBf16 = void (*)(const GemmTileBf16& tile);
 
@@ -95,6 +97,7 @@ struct GemmKernel {
   void (*begin_block)() = nullptr;  // run on the thread before a block's tiles (AMX: its tile config)
   GemmPackPairs pack_pairs = nullptr;  // bf16 K-pair panels; nullptr: the portable packer only
   bool stores_bf16 = false;   // micro_bf16 writes a bfloat16 C (GemmTileBf16::c_bf16)
+  bool a_rows_in_place = false;  // micro_bf16 reads A's rows in place (GemmTileBf16::lda)
 };
 
 // The AVX-512 packer of bf16 K-pair panels (gemm_bf16_avx512bf16.cpp), shared by the sets that
