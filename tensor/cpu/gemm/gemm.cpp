@@ -177,9 +177,12 @@ struct BOperand {
 // Whether a block of C with m rows reads A in place rather than packing it (kInPlaceRows). A
 // float32 source's rows are read in place from the scratch they are made into, whatever their
 // number; bfloat16 ones are packed from there, as bfloat16 in memory is.
-bool a_read_in_place(const GemmKernel& ker, const AOperand& a, int64_t m) {
+bool a_read_in_place(const GemmKernel& ker, const AOperand& a, int64_t m, int64_t k) {
   if (a.source) return !a.source->bf16 && !ker.bf16_pairs;
-  return !ker.bf16_pairs && !a.matrix.bf16 && a.matrix.cs == 1 && m <= kInPlaceRows;
+  if (a.matrix.cs != 1 || m > kInPlaceRows) return false;
+  // bfloat16 rows as K-pairs, every K chunk whole pairs (chunks are even but for a last odd one).
+  if (ker.bf16_pairs) return ker.a_rows_in_place && a.matrix.bf16 && k % 2 == 0;
+  return !a.matrix.bf16;
 }
 
 // K-pairs of a packed bf16 panel over kc steps of K: padded to the kernel set's pair block.
@@ -274,7 +277,7 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
   const auto* bp = static_cast<const uint16_t*>(packed_b);
   float* af = nullptr;
   uint16_t* ap = nullptr;
-  const bool pairs_in_place = pairs && source_strips;
+  const bool pairs_in_place = pairs && a_in_place;
   if (pairs && !pairs_in_place) {
     ap = t_pack_a.get<uint16_t>(a_size);
     if (ker.a_rows) pack_a_bf16_rows(a_block, mc, kc, kpairs, ker.mr, ap);
@@ -292,8 +295,8 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
     const int cols = static_cast<int>(std::min<int64_t>(ker.nr, nc - jr));
     const int64_t a_row = source_strips ? 0 : ir;  // the tile's first row in a_block
     if (pairs_in_place) {
-      ker.micro_bf16({kpairs, static_cast<const uint16_t*>(a_block.data) + a_row * kc, bp + jr * kpairs * 2, tile_c,
-                      ldc, rows, cols, add, c_bf16 ? c_bf16 + offset : nullptr, kc});
+      ker.micro_bf16({kpairs, static_cast<const uint16_t*>(a_block.data) + a_row * a_block.rs, bp + jr * kpairs * 2,
+                      tile_c, ldc, rows, cols, add, c_bf16 ? c_bf16 + offset : nullptr, a_block.rs, false});
     } else if (pairs) {
       ker.micro_bf16({kpairs, ap + ir * kpairs * 2, bp + jr * kpairs * 2, tile_c, ldc, rows, cols, add,
                       c_bf16 ? c_bf16 + offset : nullptr});
@@ -460,11 +463,11 @@ void gemm_large(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AO
   const int64_t threads = std::clamp<int64_t>(2 * m * n * k / kWorkPerThread, 1, num_threads());
   if (m >= n) {
     // A is read in place where each thread's share of the rows would be short enough (kInPlaceRows).
-    const bool in_place = a_read_in_place(ker, a, (m + threads - 1) / threads);
+    const bool in_place = a_read_in_place(ker, a, (m + threads - 1) / threads, k);
     return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, threads, c_bf16);
   }
   const int64_t units = (n + ker.nr - 1) / ker.nr;
-  const bool fine = a_read_in_place(ker, a, m);
+  const bool fine = a_read_in_place(ker, a, m, k);
   const int64_t parts = std::clamp<int64_t>(fine ? threads * kPartsPerThreadAlongN : threads, 1, units);
   if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, fine, 1, c_bf16);
   parallel_for(parts, [&](int64_t part) {

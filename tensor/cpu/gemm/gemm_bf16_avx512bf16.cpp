@@ -204,7 +204,7 @@ void micro_rows(const GemmTileBf16& t) {
   }
 }
 
-void micro_bf16(const GemmTileBf16& t) { return t.lda == 0 ? micro_rows<true>(t) : micro_rows<false>(t); }
+void micro_bf16(const GemmTileBf16& t) { return t.a_packed ? micro_rows<true>(t) : micro_rows<false>(t); }
 
 }  // namespace
 

@@ -44,7 +44,7 @@ using GemmMicroF32 = void (*)(const GemmTileF32& tile);
 
 // One C tile from bf16 panels packed in K-pairs (Note [bf16 K-pair panels] in packing.h):
 // A: a[(q·MR + i)·2 + t] = A(i, 2q+t), B: b[(q·NR + j)·2 + t] = B(2q+t, j), for q < kpairs; or,
-// when lda is set (kernel sets with a_rows_in_place), A's rows in place: a[i·lda + 2q + t].
+// unless a_packed (kernel sets with a_rows_in_place), A's rows in place: a[i·lda + 2q + t].
 // C is float32 at c, or, when c_bf16 is set (kernel sets with stores_bf16), bfloat16 at c_bf16:
 // the float32 sums (plus C widened, when accumulating) rounded as the copy kernels round.
 struct GemmTileBf16 {
@@ -56,7 +56,8 @@ struct GemmTileBf16 {
   int m, n;
   bool accumulate;
   uint16_t* c_bf16 = nullptr;
-  int64_t lda = 0;
+  int64_t lda = 0;  // may be 0: rows repeated by expand
+  bool a_packed = true;
 };
 using GemmMicroBf16 = void (*)(const GemmTileBf16& tile);
 
