@@ -225,8 +225,16 @@ void run(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) 
   const std::vector<Phase> prepared = prepare_phases(x, m, w, phases, prepare_for(isa));
   const std::vector<int8_t> table = int8_table(w.type);
   // Rows n0 .. n0 + rows_per_item - 1 per work item, each offset's rows one panel: the item reads
-  // its stretch of W front to back, as the prefetches ahead of each row expect.
-  const int64_t rows_per_item = (kRowsPerItem + period - 1) / period * period;
+  // its stretch of W front to back, as the prefetches ahead of each row expect. Where the VNNI
+  // kernel takes weight rows as lanes, each offset gets kRowsPerItem rows, its panels' 16 lanes
+  // (the example's first layer, 4 offsets, at batch 8: 4 rows to a panel took twice as long),
+  // unless that leaves fewer than two items per thread; the row kernels ran 40 % slower on such
+  // items at 4 rows (paired runs), so they keep kRowsPerItem rows in all.
+  int64_t rows_per_item = (kRowsPerItem + period - 1) / period * period;
+  if (isa >= CpuIsa::Avx512Vnni && m >= kernels::kLanesMinRows) {
+    const int64_t balanced = (w.n + 2 * num_threads() - 1) / (2 * num_threads());
+    rows_per_item = std::clamp((balanced + period - 1) / period * period, rows_per_item, kRowsPerItem * period);
+  }
   auto args_for = [&](const Phase& phase, int64_t first_row, int64_t rows) {
     const int64_t start = first_row * w.k - phase.offset;  // the first block's first value
     kernels::Gemm4bitArgs args;

@@ -11,6 +11,18 @@
 // took half the kernel's time. So four blocks are folded into one vector first (fold4_epi32 in
 // simd.h): every 128-bit lane holds a partial sum of each of the four, and one conversion and one
 // FMA with the four scales in each lane do the work of four.
+//
+// Note [Weight rows as lanes]: that still leaves, per activation row and 256 values, four
+// vpdpbusd against some twenty instructions of folding, compensating and scaling, and the time
+// grows with the rows (4096², 2 threads: 0.11 ms for one row, 0.58 for eight). So with several
+// activation rows (kLanesMinRows) and blocks of whole 64-value steps, 16 weight rows are decoded
+// together and transposed so that each int32 lane is one weight row: a step's 64 values become
+// sixteen vectors of four values of each of the 16 rows, and one activation row's dot products
+// with all 16 rows are sixteen vpdpbusd with its codes broadcast four at a time. A block's sums then
+// need no folding: one compensation, one conversion and one FMA for 16 outputs, the weights'
+// decoding and transposition shared by all activation rows. (bitsandbytes avoids the transposition
+// by repacking the weight once, on the first forward; weft keeps bitsandbytes' layout, the one its
+// state dicts hold.)
 #include "precision/quant/gemm_4bit_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -118,6 +130,110 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
   for (int r = 0; r < kRows; ++r) p.y[(i0 + r) * p.y_stride + n * p.y_col_stride] = _mm512_reduce_add_ps(sum[r]);
 }
 
+// Rows of W per lanes panel (Note [Weight rows as lanes]) and activation rows per pass over it.
+constexpr int kLanes = 16, kRowsPerPass = 16;
+
+// One 64-value step of 16 weight rows as lanes: out[j] lane r holds, as unsigned table bytes,
+// the four values of row r that the prepared activations keep at bytes 4j .. 4j + 3 (Note [4-bit
+// product layout]). The packed bytes are transposed before decoding, as 16 rows × 8 dwords: dword d
+// of a row is 4 bytes, whose high nibbles are even values 8d, 8d + 2, 8d + 4, 8d + 6 (activation
+// bytes 4d ..) and low nibbles the odd ones (bytes 32 + 4d ..). Rows r and r + 8 share a vector,
+// one in each 256-bit half, so the transpose is AVX2's 8 × 8 in both halves at once.
+inline void step_as_lanes(const uint8_t* const (&w)[kLanes], int64_t offset, __m512i table, __m512i (&out)[kLanes]) {
+  __m512i z[8], t[8], u[8];
+  for (int r = 0; r < 8; ++r) {
+    const __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r] + offset));
+    const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r + 8] + offset));
+    z[r] = _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+  }
+  for (int r = 0; r < 8; r += 2) {
+    t[r] = _mm512_unpacklo_epi32(z[r], z[r + 1]);
+    t[r + 1] = _mm512_unpackhi_epi32(z[r], z[r + 1]);
+  }
+  // u[4a + e], 128-bit lane L of each half: dword 4L' + e of rows 4a .. 4a + 3 (L' = L mod 2).
+  for (int a = 0; a < 2; ++a) {
+    u[4 * a] = _mm512_unpacklo_epi64(t[4 * a], t[4 * a + 2]);
+    u[4 * a + 1] = _mm512_unpackhi_epi64(t[4 * a], t[4 * a + 2]);
+    u[4 * a + 2] = _mm512_unpacklo_epi64(t[4 * a + 1], t[4 * a + 3]);
+    u[4 * a + 3] = _mm512_unpackhi_epi64(t[4 * a + 1], t[4 * a + 3]);
+  }
+  // Each half's first 128-bit lanes together (dwords 0-3), then its second ones (dwords 4-7).
+  const __m512i first = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+  const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  for (int e = 0; e < 4; ++e) {
+    const __m512i dwords[2] = {_mm512_permutex2var_epi64(u[e], first, u[4 + e]),
+                               _mm512_permutex2var_epi64(u[e], second, u[4 + e])};
+    for (int h = 0; h < 2; ++h) {
+      const int d = 4 * h + e;
+      out[d] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(dwords[h], 4), nibble));
+      out[8 + d] = _mm512_shuffle_epi8(table, _mm512_and_si512(dwords[h], nibble));
+    }
+  }
+}
+
+// Weight rows n0 .. n0 + rows - 1 (rows <= 16) against activation rows i0 .. i0 + m - 1 (m <= 16),
+// blocks of whole 64-value steps (Note [Weight rows as lanes]). Lanes past `rows` repeat the last
+// row and are not stored.
+void lanes_pass(const Gemm4bitArgs& p, int64_t n0, int rows, int64_t i0, int m) {
+  const __m512i table = _mm512_xor_si512(
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.table))), _mm512_set1_epi8(-128));
+  const int64_t blocks = p.k / p.blocksize, chunks = p.blocksize / 64;
+  const uint8_t* w[kLanes];
+  const float* absmax[kLanes];
+  for (int r = 0; r < kLanes; ++r) {
+    const int64_t n = n0 + (r < rows ? r : rows - 1);
+    w[r] = p.w + n * p.w_stride;
+    absmax[r] = p.absmax + n * p.absmax_stride;
+  }
+  __m512 y[kRowsPerPass];
+  __m512i acc[kRowsPerPass];
+  for (int i = 0; i < m; ++i) y[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int i = 0; i < m; ++i) acc[i] = _mm512_setzero_si512();
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t step = b * chunks + c;
+      if (step % 2 == 0)  // each row's line 512 bytes ahead, once per line
+        for (int r = 0; r < kLanes; ++r)
+          _mm_prefetch(reinterpret_cast<const char*>(w[r] + step * 32 + kWeightPrefetchBytes / 4), _MM_HINT_T0);
+      __m512i lanes[kLanes];
+      step_as_lanes(w, step * 32, table, lanes);
+      for (int i = 0; i < m; ++i) {
+        const int8_t* q = p.q + (i0 + i) * p.k + step * 64;
+        __m512i sum = acc[i];
+        for (int j = 0; j < kLanes; ++j) {
+          int32_t four;
+          __builtin_memcpy(&four, q + 4 * j, sizeof(four));
+          sum = _mm512_dpbusd_epi32(sum, lanes[j], _mm512_set1_epi32(four));
+        }
+        acc[i] = sum;
+      }
+    }
+    alignas(64) float block_absmax[kLanes];
+    for (int r = 0; r < kLanes; ++r) block_absmax[r] = absmax[r][b];
+    const __m512 am = _mm512_load_ps(block_absmax);
+    for (int i = 0; i < m; ++i) {
+      const int64_t at = (i0 + i) * blocks + b;
+      const __m512i dots = _mm512_sub_epi32(acc[i], _mm512_set1_epi32(128 * p.q_sum[at]));
+      y[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), _mm512_mul_ps(am, _mm512_set1_ps(p.scale[at])), y[i]);
+    }
+  }
+  for (int i = 0; i < m; ++i) {
+    alignas(64) float out[kLanes];
+    _mm512_store_ps(out, y[i]);
+    for (int r = 0; r < rows; ++r) p.y[(i0 + i) * p.y_stride + (n0 + r) * p.y_col_stride] = out[r];
+  }
+}
+
+void lanes_panel(const Gemm4bitArgs& args) {
+  for (int64_t n0 = 0; n0 < args.rows; n0 += kLanes)
+    for (int64_t i0 = 0; i0 < args.m; i0 += kRowsPerPass) {
+      const auto rows = static_cast<int>(args.rows - n0 < kLanes ? args.rows - n0 : kLanes);
+      const auto m = static_cast<int>(args.m - i0 < kRowsPerPass ? args.m - i0 : kRowsPerPass);
+      lanes_pass(args, n0, rows, i0, m);
+    }
+}
+
 template <int kChunks>
 void panel(const Gemm4bitArgs& args) {
   for (int64_t n = 0; n < args.rows; ++n) {
@@ -135,7 +251,9 @@ void panel(const Gemm4bitArgs& args) {
 }  // namespace
 
 void gemm_4bit_panel_avx512vnni(const Gemm4bitArgs& args) {
-  if (args.blocksize == 64) {
+  if (args.m >= kLanesMinRows && args.blocksize % 64 == 0) {  // Note [Weight rows as lanes]
+    lanes_panel(args);
+  } else if (args.blocksize == 64) {
     panel<1>(args);
   } else if (args.blocksize == 32) {
     panel<-1>(args);

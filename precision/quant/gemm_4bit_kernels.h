@@ -48,6 +48,12 @@ struct Gemm4bitArgs {
 constexpr int64_t kWeightPrefetchBytes = 2048;
 
 // y[i, n] = Σ_blocks absmax[n, b] · scale[i, b] · Σ_{k in b} t[w[n, k]] · q[i, k]
+// The fewest activation rows for which the VNNI kernel takes 16 weight rows as its lanes (Note
+// [Weight rows as lanes] in gemm_4bit_avx512vnni.cpp): their decoding and transposition cost a
+// step about what four rows' dot products cost the row kernel (4096², 2 threads, Zen 5: 4 rows
+// 0.29 ms by rows, 0.33 as lanes; 5 rows 0.40 and 0.37; 8 rows 0.58 and 0.44; 16 rows 1.28, 0.68).
+constexpr int64_t kLanesMinRows = 5;
+
 void gemm_4bit_panel_avx2(const Gemm4bitArgs& args);
 void gemm_4bit_panel_avx512(const Gemm4bitArgs& args);
 void gemm_4bit_panel_avx512vnni(const Gemm4bitArgs& args);

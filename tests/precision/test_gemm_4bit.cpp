@@ -96,11 +96,14 @@ TEST_CASE("4-bit product: the fused kernel at every supported instruction set ma
   // that start inside a block (Note [Blocks across rows]): the example's 784 inputs (4 offsets,
   // N not a multiple of them, the last row from a padded copy), 96 in blocks of 64 (2), rows
   // shorter than a block (40 in blocks of 128: 16 offsets, several rows per block). Blocks of 32:
-  // two to a kernel step.
+  // two to a kernel step. From 5 rows the VNNI level takes 16 weight rows as lanes (Note [Weight
+  // rows as lanes]): panels of 16 and fewer, several K steps to a block, 16 activation rows to a
+  // pass and a remainder, rows at several offsets into a block.
   const Shape4bit shapes[] = {{1, 1, 64, 64},     {1, 37, 320, 64},  {3, 17, 128, 128},   {4, 16, 256, 64},
                               {7, 40, 1024, 256}, {32, 9, 192, 64},  {5, 33, 4096, 4096}, {1, 19, 1024, 64},
                               {5, 7, 640, 64},    {9, 5, 1152, 128}, {1, 23, 784, 64},    {6, 11, 96, 64},
-                              {2, 21, 40, 128},   {1, 13, 320, 32},  {6, 9, 128, 32}};
+                              {2, 21, 40, 128},   {1, 13, 320, 32},  {6, 9, 128, 32},     {8, 23, 784, 64},
+                              {21, 50, 256, 64}};
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
     for (const auto& s : shapes) {
       const Case c = quantized(s.n, s.k, s.bs, type);
@@ -341,15 +344,19 @@ TEST_CASE("4-bit product: the activations' preparation, by hand and at every lev
 TEST_CASE("4-bit product: zero and non-finite activations, unsupported shapes") {
   manual_seed(23);
   const Case c = quantized(5, 128, 64, QuantKind::NF4);
-  Tensor x = zeros({2, 128});
-  x.data<float>()[128 + 3] = std::nanf("");
-  for (const CpuIsa isa : cpu_isas_supported()) {
-    const auto y = run(x, c, isa, false);
-    for (int n = 0; n < 5; ++n) {
-      CHECK(y[n] == 0.0f);                  // an all-zero row
-      CHECK(std::isnan(y[5 + n]));          // NaN in the first block of the second row
+  // Two rows (the row kernels) and six (weight rows as lanes, on the VNNI level).
+  for (const int64_t m : {2, 6}) {
+    Tensor x = zeros({m, 128});
+    x.data<float>()[128 + 3] = std::nanf("");
+    for (const CpuIsa isa : cpu_isas_supported()) {
+      const auto y = run(x, c, isa, false);
+      for (int n = 0; n < 5; ++n) {
+        CHECK(y[n] == 0.0f);          // an all-zero row
+        CHECK(std::isnan(y[5 + n]));  // NaN in the first block of the second row
+      }
     }
   }
+  Tensor x = zeros({2, 128});
   Weights4bit bad = c.w;
   bad.blocksize = 16;
   std::vector<float> y(2 * 5);
