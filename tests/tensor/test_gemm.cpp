@@ -361,45 +361,61 @@ void check_source_product(const Tensor& a, const Tensor& b, const Tensor& c0, bo
 
 }  // namespace
 
+namespace {
+
+struct SourceShape {
+  int64_t m, n, k, k_align;
+  bool transposed, accumulate;  // B stored as Bᵀ (n×k, B read down its columns); C accumulated into
+};
+
+// c (+)= a·b for each shape, in float32 and in bfloat16, with a (m×k) made by a source (A rows) or
+// b: stored k×n, or n×k as Bᵀ, made by a source (B's rows, or Bᵀ's), the other operand in memory.
+void check_source_cases(const std::vector<SourceShape>& shapes, bool a_from_source) {
+  const uint64_t seed = a_from_source ? 70 : 73;
+  for (const DType dtype : {kFloat32, kBFloat16})
+    for (const SourceShape& s : shapes) {
+      CAPTURE(dtype);
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      CAPTURE(s.k);
+      CAPTURE(s.transposed);
+      const bool bf16 = dtype == kBFloat16;
+      const Tensor a = random({s.m, s.k}, seed, kFloat32).to(dtype);
+      const Tensor stored =
+          (s.transposed ? random({s.n, s.k}, seed + 1, kFloat32) : random({s.k, s.n}, seed + 1, kFloat32)).to(dtype);
+      const Tensor c0 = random({s.m, s.n}, seed + 2, kFloat32);
+      const int64_t stored_rs = s.transposed ? 1 : s.n, stored_cs = s.transposed ? s.k : 1;
+      const RowsSource rows = a_from_source ? RowsSource{a.data_ptr(), s.k, s.k_align, bf16}
+                                            : RowsSource{stored.data_ptr(), s.transposed ? s.k : s.n, s.k_align, bf16};
+      const detail::GemmBlockSource source{fill_rows, &rows, s.k_align, bf16};
+      check_source_product(a, s.transposed ? stored.t() : stored, c0, s.accumulate, [&](float* c) {
+        if (a_from_source)
+          detail::gemm(s.m, s.n, s.k, source, {stored.data_ptr(), stored_rs, stored_cs, bf16}, c, s.n, s.accumulate);
+        else
+          detail::gemm(s.m, s.n, s.k, {a.data_ptr(), s.k, 1, bf16}, source, s.transposed, c, s.n, s.accumulate);
+      });
+    }
+}
+
+}  // namespace
+
 TEST_CASE("weft's GEMM with A from a block source matches the exact product at every level") {
-  struct Shape {
-    int64_t m, n, k, k_align;
-    bool b_transposed, accumulate;
-  };
   // Taller than wide (threads sharing packed B, row blocks, K in aligned chunks), wider than tall
   // (column parts, the source read in place), many row blocks, a tiny product, B read down its
   // columns (x·Wᵀ computed as W·xᵀ, how the 4-bit product uses it), and accumulating into C. In
   // bfloat16 too: the rows made a strip at a time and read in place as K-pairs by the AVX-512 BF16
   // set (whole pairs), or made a block at a time and packed (an odd K, whose last pair is padded;
   // the levels without bfloat16 pairs, which widen them).
-  const Shape shapes[] = {{300, 40, 500, 64, false, false}, {50, 700, 130, 1, false, false},
-                          {4100, 8, 70, 64, true, false},   {7, 5, 3, 1, false, false},
-                          {400, 32, 1000, 64, true, true},  {30, 20, 77, 1, true, false}};
-  for (const DType dtype : {kFloat32, kBFloat16})
-    for (const Shape& s : shapes) {
-      CAPTURE(dtype);
-      CAPTURE(s.m);
-      CAPTURE(s.n);
-      CAPTURE(s.k);
-      const bool bf16 = dtype == kBFloat16;
-      const Tensor a = random({s.m, s.k}, 70, kFloat32).to(dtype);
-      const Tensor b_store =
-          (s.b_transposed ? random({s.n, s.k}, 71, kFloat32) : random({s.k, s.n}, 71, kFloat32)).to(dtype);
-      const Tensor b = s.b_transposed ? b_store.t() : b_store;
-      const Tensor c0 = random({s.m, s.n}, 72, kFloat32);
-      const RowsSource rows{a.data_ptr(), s.k, s.k_align, bf16};
-      const detail::GemmBlockSource source{fill_rows, &rows, s.k_align, bf16};
-      const detail::GemmMatrix bm{b_store.data_ptr(), s.b_transposed ? 1 : s.n, s.b_transposed ? s.k : 1, bf16};
-      check_source_product(a, b, c0, s.accumulate,
-                           [&](float* c) { detail::gemm(s.m, s.n, s.k, source, bm, c, s.n, s.accumulate); });
-    }
+  check_source_cases({{300, 40, 500, 64, false, false},
+                      {50, 700, 130, 1, false, false},
+                      {4100, 8, 70, 64, true, false},
+                      {7, 5, 3, 1, false, false},
+                      {400, 32, 1000, 64, true, true},
+                      {30, 20, 77, 1, true, false}},
+                     true);
 }
 
 TEST_CASE("weft's GEMM with B or Bᵀ made by a block source matches the exact product at every level") {
-  struct Shape {
-    int64_t m, n, k, k_align;
-    bool transposed, accumulate;
-  };
   // The source makes Bᵀ's rows (x·Wᵀ, the 4-bit layer's forward): wider than tall (column parts,
   // A read in place), taller than wide (threads packing the shared B between them), K in aligned
   // chunks with a short last one, N not a multiple of the 32 columns of a panel, a tiny product,
@@ -407,28 +423,14 @@ TEST_CASE("weft's GEMM with B or Bᵀ made by a block source matches the exact p
   // 256 columns with a short last one, two K blocks; threads sharing the packed B; a tiny product;
   // accumulating. In bfloat16 too, packed into K-pairs (or widened) from the source's scratch.
   // (The sanitizer build runs the AVX-512 levels emulated at -O0: keep them small.)
-  const Shape shapes[] = {{32, 300, 784, 64, true, false},  {300, 45, 600, 64, true, false},
-                          {7, 5, 3, 1, true, false},         {64, 70, 130, 1, true, true},
-                          {16, 784, 512, 1, false, false},   {2, 600, 300, 1, false, false},
-                          {300, 45, 600, 1, false, false},   {3, 5, 7, 1, false, false},
-                          {40, 70, 130, 1, false, true}};
-  for (const DType dtype : {kFloat32, kBFloat16})
-    for (const Shape& s : shapes) {
-      CAPTURE(dtype);
-      CAPTURE(s.m);
-      CAPTURE(s.n);
-      CAPTURE(s.k);
-      CAPTURE(s.transposed);
-      const bool bf16 = dtype == kBFloat16;
-      const Tensor a = random({s.m, s.k}, 73, kFloat32).to(dtype);
-      const Tensor stored =
-          (s.transposed ? random({s.n, s.k}, 74, kFloat32) : random({s.k, s.n}, 74, kFloat32)).to(dtype);
-      const Tensor c0 = random({s.m, s.n}, 75, kFloat32);
-      const RowsSource rows{stored.data_ptr(), s.transposed ? s.k : s.n, s.k_align, bf16};
-      const detail::GemmBlockSource source{fill_rows, &rows, s.k_align, bf16};
-      const detail::GemmMatrix am{a.data_ptr(), s.k, 1, bf16};
-      check_source_product(a, s.transposed ? stored.t() : stored, c0, s.accumulate, [&](float* c) {
-        detail::gemm(s.m, s.n, s.k, am, source, s.transposed, c, s.n, s.accumulate);
-      });
-    }
+  check_source_cases({{32, 300, 784, 64, true, false},
+                      {300, 45, 600, 64, true, false},
+                      {7, 5, 3, 1, true, false},
+                      {64, 70, 130, 1, true, true},
+                      {16, 784, 512, 1, false, false},
+                      {2, 600, 300, 1, false, false},
+                      {300, 45, 600, 1, false, false},
+                      {3, 5, 7, 1, false, false},
+                      {40, 70, 130, 1, false, true}},
+                     false);
 }
