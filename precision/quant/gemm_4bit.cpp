@@ -484,9 +484,8 @@ namespace {
 
 // Rows [row0, row0 + rows) of W through `kernel` (into float32 or bfloat16), in chunks of whole
 // blocks for the threads.
-template <class Out>
-void dequantize_rows_with(void (*kernel)(const kernels::Dequant4bitRun<Out>&), const Weights4bit& w, int64_t row0,
-                          int64_t rows, Out* out) {
+template <class Args, class Out>
+void dequantize_rows_with(void (*kernel)(const Args&), const Weights4bit& w, int64_t row0, int64_t rows, Out* out) {
   check(w, 0);
   WEFT_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= w.n, "[dequantize_4bit_rows] rows [", row0, ", ", row0 + rows,
              ") are not within the ", w.n, " rows of the weight");
@@ -494,9 +493,8 @@ void dequantize_rows_with(void (*kernel)(const kernels::Dequant4bitRun<Out>&), c
   const int64_t chunk = std::max<int64_t>(w.blocksize, (int64_t{1} << 16) / w.blocksize * w.blocksize);
   const int64_t first = begin / chunk, last = (end + chunk - 1) / chunk;
   auto part = [&](int64_t c) {
-    kernels::Dequant4bitRun<Out> args{w.packed, w.absmax, table_4bit_decode(w.type).data(), w.blocksize,
-                                      std::max(begin, (first + c) * chunk), std::min(end, (first + c + 1) * chunk),
-                                      nullptr};
+    Args args{w.packed, w.absmax, table_4bit_decode(w.type).data(), w.blocksize,
+              std::max(begin, (first + c) * chunk), std::min(end, (first + c + 1) * chunk), nullptr};
     args.out = out + (args.begin - begin);
     if (args.begin < args.end) kernel(args);
   };

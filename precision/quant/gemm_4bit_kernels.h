@@ -72,26 +72,36 @@ struct Prepare4bitArgs {
 
 void prepare_4bit_avx2(const Prepare4bitArgs& args);
 
-// Dequantization of a run of values of a packed 4-bit array, in float32 (Out = float):
+// Dequantization of a run of values of a packed 4-bit array, in float32:
 //   out[i - begin] = table[code(i)] · absmax[i / blocksize]   for begin <= i < end
-// where code(i) is the high nibble of byte i/2 for even i and the low nibble for odd i; or those
-// values rounded to bfloat16 for a product in bfloat16 (Out = uint16_t, the bits: to nearest even,
-// NaN -> 0x7FC0, as float_to_bfloat16 rounds). One rounding per value (two for bfloat16), so
-// every kernel gives the scalar reference's bits.
-template <class Out>
-struct Dequant4bitRun {
+// where code(i) is the high nibble of byte i/2 for even i and the low nibble for odd i. One
+// rounding per value, so every kernel gives the scalar reference's bits.
+struct Dequant4bitArgs {
   const uint8_t* packed;
   const float* absmax;
   const float* table;  // 16 float32 values
   int64_t blocksize;
   int64_t begin, end;
-  Out* out;
+  float* out;
 };
-using Dequant4bitArgs = Dequant4bitRun<float>;
-using Dequant4bitBf16Args = Dequant4bitRun<uint16_t>;
 
 void dequantize_4bit_avx2(const Dequant4bitArgs& args);
 void dequantize_4bit_avx512(const Dequant4bitArgs& args);
+
+// The same run rounded to bfloat16, for a product in bfloat16: the arguments above but the
+// output's type (a plain struct: this header may hold no templates, Note [ISA kernel units] in
+// tensor/cpu/simd.h),
+//   out[i - begin] = bits of bf16(table[code(i)] · absmax[i / blocksize])
+// rounded to nearest even, NaN -> 0x7FC0, as float_to_bfloat16 rounds.
+struct Dequant4bitBf16Args {
+  const uint8_t* packed;
+  const float* absmax;
+  const float* table;  // 16 float32 values
+  int64_t blocksize;
+  int64_t begin, end;
+  uint16_t* out;
+};
+
 void dequantize_4bit_bf16_avx512(const Dequant4bitBf16Args& args);
 
 }  // namespace weft::precision::quant::kernels
