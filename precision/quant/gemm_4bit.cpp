@@ -309,7 +309,7 @@ DequantizeBf16Kernel dequantize_bf16_kernel(CpuIsa isa) {
 }
 
 // W as the GEMM's A or Bᵀ, made block by block (GemmBlockSource in tensor/cpu/gemm/gemm.h), in
-// float32 or, with a bfloat16 kernel, in bfloat16.
+// float32 by `kernel` or, when it is set instead, in bfloat16 by `bf16_kernel`.
 struct DequantizedWeights {
   const Weights4bit* w;
   DequantizeKernel kernel;
@@ -396,27 +396,18 @@ void transpose_into_y(const float* from, int64_t m, int64_t n, float* y) {
   parallel_for_if(m * n >= kParallelCopy, parts, rows_of_y);
 }
 
-void gemm_dequantized(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
-  if (m <= kFusedMaxRows) return dequantized_rows(x, m, w, y, isa);
-  const DequantizedWeights source{&w, dequantize_kernel(isa)};
+// x (m × w.k, float32, or bfloat16 bits when bf16) · Wᵀ in one of the two orientations, with W
+// made by `source` (float32 values, or rounded to bfloat16 for a bfloat16 x).
+void gemm_dequantized(const void* x, bool bf16, int64_t m, const Weights4bit& w, const DequantizedWeights& source,
+                      float* y) {
   // Runs of W's rows from a multiple of 64 values: whole bytes, 16 values at a time from a block's
   // start (a run from value 373 decoded its ends one value at a time and took twice the product).
-  const weft::detail::GemmBlockSource rows{fill_dequantized, &source, 64};
+  const weft::detail::GemmBlockSource rows{fill_dequantized, &source, 64, bf16};
   if (w.n * w.k < kWeightsAsBMaxValues || m >= kWeightsAsBMinRows)
-    return weft::detail::gemm(m, w.n, w.k, {x, w.k, 1, false}, rows, true, y, w.n, false);
+    return weft::detail::gemm(m, w.n, w.k, {x, w.k, 1, bf16}, rows, true, y, w.n, false);
   // From the caching allocator: reused, and released by empty_cache.
   const Tensor yt = weft::detail::make_tensor({w.n, m}, kFloat32, kCPU);
-  weft::detail::gemm(w.n, m, w.k, rows, {x, 1, w.k, false}, yt.data<float>(), m, false);
-  transpose_into_y(yt.data<float>(), m, w.n, y);
-}
-
-// The bfloat16 product past the fused kernel's rows: W rounded to bfloat16 block by block into
-// weft's bfloat16 GEMM, which multiplies pairs of bfloat16 into float32 sums.
-void gemm_dequantized_bf16(const uint16_t* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
-  const DequantizedWeights source{&w, dequantize_kernel(isa), dequantize_bf16_kernel(isa)};
-  const weft::detail::GemmBlockSource rows{fill_dequantized, &source, 64, true};
-  const Tensor yt = weft::detail::make_tensor({w.n, m}, kFloat32, kCPU);
-  weft::detail::gemm(w.n, m, w.k, rows, {x, 1, w.k, true}, yt.data<float>(), m, false);
+  weft::detail::gemm(w.n, m, w.k, rows, {x, 1, w.k, bf16}, yt.data<float>(), m, false);
   transpose_into_y(yt.data<float>(), m, w.n, y);
 }
 
@@ -453,8 +444,10 @@ void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa
   if (m == 0 || w.n == 0) return;
   if (m <= kFusedMaxRows && gemm_4bit_fused_supported(w.k, w.blocksize)) {
     run(x, m, w, y, isa);
+  } else if (m <= kFusedMaxRows) {
+    dequantized_rows(x, m, w, y, isa);
   } else {
-    gemm_dequantized(x, m, w, y, isa);
+    gemm_dequantized(x, false, m, w, DequantizedWeights{&w, dequantize_kernel(isa)}, y);
   }
 }
 
@@ -462,7 +455,11 @@ void gemm_4bit_bf16(const uint16_t* x, int64_t m, const Weights4bit& w, float* y
   check_isa(isa);
   check(w, m);
   if (m == 0 || w.n == 0) return;
-  if (m > kFusedMaxRows) return gemm_dequantized_bf16(x, m, w, y, isa);
+  // Past the fused kernel's rows: W rounded to bfloat16 block by block into weft's bfloat16 GEMM,
+  // which multiplies pairs of bfloat16 into float32 sums.
+  if (m > kFusedMaxRows) {
+    return gemm_dequantized(x, true, m, w, DequantizedWeights{&w, nullptr, dequantize_bf16_kernel(isa)}, y);
+  }
   std::vector<float> wide(static_cast<size_t>(m * w.k));
   for (size_t i = 0; i < wide.size(); ++i) wide[i] = bfloat16_to_float(x[i]);
   gemm_4bit(wide.data(), m, w, y, isa);

@@ -25,9 +25,10 @@
 //     few rows of W dequantized per thread and multiplied by the GEMM's few-rows paths.
 // In bfloat16 (gemm_4bit_bf16: a Linear4bit whose compute dtype is bfloat16), the second regime
 // rounds W's dequantized values to bfloat16, as bitsandbytes dequantizes to its compute dtype, and
-// runs weft's bfloat16 GEMM: on CPUs with AVX-512 BF16 pairs of values multiply in one instruction
-// and each W row is made a strip of the GEMM's tile at a time, straight into L1 (4096² at batch 32,
-// 2 threads, Zen 5: 1.40 ms, against 2.9 ms in float32 and bitsandbytes' 1.63).
+// runs weft's bfloat16 GEMM in the same two orientations: on CPUs with AVX-512 BF16 pairs of values
+// multiply in one instruction, and W as A is made a strip of the GEMM's tile at a time, straight
+// into L1 (4096² at batch 32, 2 threads, Zen 5: 1.40 ms, against 2.9 ms in float32 and
+// bitsandbytes' 1.63).
 // The vector kernels differ from their scalar references only in the order of float32 additions
 // (the fused one) or not at all (dequantization).
 #pragma once

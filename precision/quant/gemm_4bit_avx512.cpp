@@ -180,16 +180,10 @@ void dequantize_4bit_avx512(const Dequant4bitArgs& p) {
 namespace weft::precision::quant::kernels {
 namespace {
 
-// A block's table for bf16_values: entry c rounded to bfloat16 in the high word of dword c, as
-// float_to_bf16_x16 rounds (u + 0x7FFF + ((u >> 16) & 1), NaN -> 0x7FC0) but left in place: the
-// lookup picks the high words, so nothing has to be narrowed.
-inline __m512i bf16_table(__m512 table, float absmax) {
-  const __m512i u = _mm512_castps_si512(_mm512_mul_ps(table, _mm512_set1_ps(absmax)));
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
-  const __mmask16 nan =
-      _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-  return _mm512_mask_blend_epi32(nan, rounded, _mm512_set1_epi32(0x7FC00000));
+// A block's table for bf16_values: entry c, table[c] · absmax rounded to bfloat16, in the high
+// word of dword c.
+inline __m512i block_table(__m512 table, float absmax) {
+  return bf16_in_high_words_x16(_mm512_mul_ps(table, _mm512_set1_ps(absmax)));
 }
 
 // The bfloat16 values of 16 packed bytes: byte j becomes the dword whose low word is the table's
@@ -221,7 +215,7 @@ void dequantize_4bit_bf16_avx512(const Dequant4bitBf16Args& p) {
   int64_t i = p.begin, block = i / p.blocksize;
   if (p.blocksize == 64 && i % 64 == 0) {  // the default block size, whole blocks: two vectors each
     for (; i + 64 <= p.end; i += 64, ++block) {
-      const __m512i words = bf16_table(table, p.absmax[block]);
+      const __m512i words = block_table(table, p.absmax[block]);
       const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.packed + i / 2));
       _mm512_storeu_si512(p.out + (i - p.begin), bf16_values(_mm256_castsi256_si128(bytes), words));
       _mm512_storeu_si512(p.out + (i - p.begin) + 32, bf16_values(_mm256_extracti128_si256(bytes, 1), words));
@@ -229,7 +223,7 @@ void dequantize_4bit_bf16_avx512(const Dequant4bitBf16Args& p) {
   }
   for (int64_t block_end = (block + 1) * p.blocksize; i < p.end; ++block, block_end += p.blocksize) {
     const int64_t stop = block_end < p.end ? block_end : p.end;
-    const __m512i words = bf16_table(table, p.absmax[block]);
+    const __m512i words = block_table(table, p.absmax[block]);
     if (i % 2 != 0) {  // an odd start: the low nibble of a byte alone, then whole bytes
       uint16_t pair[2];
       bf16_values_partial(p.packed + i / 2, 1, words, pair);

@@ -114,16 +114,23 @@ static inline void transpose16x16_epi32(__m512i r[16]) {
   }
 }
 
-// bfloat16 from 16 float32 lanes, rounded to nearest even, NaN -> 0x7FC0 (the bits of
-// float_to_bfloat16 in tensor/float_formats.h): u + 0x7FFF + ((u >> 16) & 1), top half. Shared by
-// the conversion kernels and the bf16 GEMM's stores, so a product rounds as a copy would.
-static inline __m256i float_to_bf16_x16(__m512 x) {
+// 16 float32 lanes rounded to bfloat16, each left in its lane's high 16 bits (the low ones are
+// garbage): to nearest even, NaN -> 0x7FC0 (the bits of float_to_bfloat16 in
+// tensor/float_formats.h): u + 0x7FFF + ((u >> 16) & 1). A lookup that picks high words needs no
+// narrowing (the 4-bit decoder's per-block tables).
+static inline __m512i bf16_in_high_words_x16(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+  const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
   const __m512i magnitude = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
   const __mmask16 nan = _mm512_cmpgt_epi32_mask(magnitude, _mm512_set1_epi32(0x7F800000));
-  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, _mm512_set1_epi32(0x7FC0)));
+  return _mm512_mask_blend_epi32(nan, rounded, _mm512_set1_epi32(0x7FC00000));
+}
+
+// bfloat16 from 16 float32 lanes, rounded as above. Shared by the conversion kernels and the bf16
+// GEMM's stores, so a product rounds as a copy would.
+static inline __m256i float_to_bf16_x16(__m512 x) {
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_in_high_words_x16(x), 16));
 }
 
 // float32 from 16 bfloat16 values: the bits shifted up by 16.

@@ -243,12 +243,14 @@ TEST_CASE("4-bit dequantization of rows in bfloat16: every level rounds each val
 
 TEST_CASE("4-bit product in bfloat16: W rounded to bfloat16 through weft's GEMM above 16 rows, at every level") {
   manual_seed(37);
-  // W as the GEMM's A, its rows made a strip at a time: K in chunks of 1024 with rows not a
-  // multiple of the 12-row tiles; K = 100 in blocks of 32 (rows start mid-block); an odd K (rows
-  // start mid-byte; its pairs are packed, the last padded); the example's first layer.
+  // The orientations of Note [Dequantized block by block]: W as the GEMM's A (a million values or
+  // more, under 512 rows), its rows made a strip at a time, K in chunks of 1024, 300 rows not a
+  // multiple of the 12-row tiles; W as B (smaller weights): K = 100 in blocks of 32 (rows start
+  // mid-block), an odd K (rows start mid-byte; its pairs are packed, the last padded), the
+  // example's first layer.
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
-    for (const auto& s : std::vector<Shape4bit>{{40, 30, 2100, 64}, {17, 33, 100, 32}, {24, 30, 101, 64},
-                                                {20, 512, 784, 64}}) {
+    for (const auto& s : std::vector<Shape4bit>{{20, 300, 4096, 64}, {40, 30, 2100, 64}, {17, 33, 100, 32},
+                                                {24, 30, 101, 64}, {20, 512, 784, 64}}) {
       const Case c = quantized(s.n, s.k, s.bs, type);
       const Tensor x = randn({s.m, s.k}).to(kBFloat16);
       const Tensor w = c.dequantized.to(kBFloat16);

@@ -174,13 +174,12 @@ struct BOperand {
   int64_t p0 = 0, j0 = 0;   // a source's sub-matrix: B(p0 + p, j0 + j)
 };
 
-// Whether a block of C with m rows reads A in place rather than packing it (kInPlaceRows). A
-// float32 source's rows are read in place from the scratch they are made into, whatever their
-// number; for bfloat16 ones c_block decides, K chunk by K chunk (whole K-pairs or not).
+// Whether a block of C with m rows reads A in place rather than packing it: contiguous rows, at
+// most kInPlaceRows of them, or a source's rows in the scratch they are made into, whatever their
+// number. bfloat16 rows are read as K-pairs by a set that can, when every K chunk is whole pairs
+// (chunks are even but for a last odd one); a set without pairs widens bfloat16 as it packs.
 bool a_read_in_place(const GemmKernel& ker, const AOperand& a, int64_t m, int64_t k) {
-  if (a.source) return !a.source->bf16 && !ker.bf16_pairs;
-  if (a.matrix.cs != 1 || m > kInPlaceRows) return false;
-  // bfloat16 rows as K-pairs, every K chunk whole pairs (chunks are even but for a last odd one).
+  if (!a.source && (a.matrix.cs != 1 || m > kInPlaceRows)) return false;
   if (ker.bf16_pairs) return ker.a_rows_in_place && a.matrix.bf16 && k % 2 == 0;
   return !a.matrix.bf16;
 }
@@ -255,34 +254,29 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
   const bool pairs = ker.bf16_pairs;
   const int64_t kpairs = pairs ? packed_pairs(ker, kc) : 0;
   GemmMatrix a_block = a.matrix.at(ic, pc);
-  // A source's rows that the tiles read in place (float32 ones; bfloat16 ones of whole K-pairs, by a
-  // set that reads pairs in place) are made a strip of MR rows at a time into this thread's
-  // scratch, just before the strip's tiles, so that they stay in L1 from their making to their use:
-  // a whole block went out to L2 and back (a 4-bit weight at batch 32, 4096², bfloat16: 1.66 ->
-  // 1.52 ms; reading its pairs in place instead of packing them had taken it from 1.92). Other
-  // sources' rows are made a whole block at a time and packed from there, as memory is.
-  const bool source_strips = a.source && (pairs ? ker.a_rows_in_place && kc == 2 * kpairs : a_in_place);
-  void* strip = nullptr;
+  // A source's rows that the tiles read in place are made a strip of MR rows at a time into this
+  // thread's scratch, just before the strip's tiles, so that they stay in L1 from their making to
+  // their use: a whole block went out to L2 and back (a 4-bit weight at batch 32, 4096², bfloat16:
+  // 1.66 -> 1.52 ms; reading its pairs in place instead of packing them had taken it from 1.92).
+  // Other sources' rows are made a whole block at a time and packed from there, as memory is.
+  const bool source_strips = a.source && a_in_place;
+  void* scratch = nullptr;
   if (a.source) {
-    const bool bf16 = a.source->bf16;
     const int64_t rows = source_strips ? std::min<int64_t>(ker.mr, mc) : mc;
-    void* scratch = bf16 ? static_cast<void*>(t_source_a.get<uint16_t>(rows * kc))
-                         : static_cast<void*>(t_source_a.get<float>(rows * kc));
-    if (source_strips) strip = scratch;
-    else a.source->fill(a.source->context, ic, mc, pc, kc, scratch);
-    a_block = GemmMatrix{scratch, kc, 1, bf16};
-    a_in_place = a_in_place || source_strips;
+    scratch = a.source->bf16 ? static_cast<void*>(t_source_a.get<uint16_t>(rows * kc))
+                             : static_cast<void*>(t_source_a.get<float>(rows * kc));
+    if (!source_strips) a.source->fill(a.source->context, ic, mc, pc, kc, scratch);
+    a_block = GemmMatrix{scratch, kc, 1, a.source->bf16};
   }
   const auto* bf = static_cast<const float*>(packed_b);
   const auto* bp = static_cast<const uint16_t*>(packed_b);
   float* af = nullptr;
   uint16_t* ap = nullptr;
-  const bool pairs_in_place = pairs && a_in_place;
-  if (pairs && !pairs_in_place) {
+  if (!a_in_place && pairs) {
     ap = t_pack_a.get<uint16_t>(a_size);
     if (ker.a_rows) pack_a_bf16_rows(a_block, mc, kc, kpairs, ker.mr, ap);
     else pack_a_pairs(ker, a_block, mc, kc, kpairs, ap);
-  } else if (!pairs && !a_in_place) {
+  } else if (!a_in_place) {
     af = t_pack_a.get<float>(a_size);
     pack_a_panels(ker, a_block, mc, kc, af);
   }
@@ -294,7 +288,7 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
     const int rows = static_cast<int>(std::min<int64_t>(ker.mr, mc - ir));
     const int cols = static_cast<int>(std::min<int64_t>(ker.nr, nc - jr));
     const int64_t a_row = source_strips ? 0 : ir;  // the tile's first row in a_block
-    if (pairs_in_place) {
+    if (pairs && a_in_place) {
       ker.micro_bf16({kpairs, static_cast<const uint16_t*>(a_block.data) + a_row * a_block.rs, bp + jr * kpairs * 2,
                       tile_c, ldc, rows, cols, add, c_bf16 ? c_bf16 + offset : nullptr, a_block.rs, false});
     } else if (pairs) {
@@ -319,7 +313,8 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
         for (int64_t jr = j0; jr < std::min(nc, j0 + sweep); jr += ker.nr) tile(ir, jr);
   } else if (a_in_place) {
     for (int64_t ir = 0; ir < mc; ir += ker.mr) {
-      if (source_strips) a.source->fill(a.source->context, ic + ir, std::min<int64_t>(ker.mr, mc - ir), pc, kc, strip);
+      const int64_t rows = std::min<int64_t>(ker.mr, mc - ir);
+      if (source_strips) a.source->fill(a.source->context, ic + ir, rows, pc, kc, scratch);
       for (int64_t jr = 0; jr < nc; jr += ker.nr) tile(ir, jr);
     }
   } else {
@@ -329,7 +324,7 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
 }
 
 // c(m×n) (+)= a(m×k)·b(k×n) by the five loops, with packed B and A packed or, when a_in_place,
-// read in place (float32 with contiguous rows only), on `threads` threads. With c_bf16 (a kernel
+// read in place (a_read_in_place), on `threads` threads. With c_bf16 (a kernel
 // set that stores_bf16, K in one chunk: gemm_to_bf16) C is bfloat16 there and c is unused.
 //
 // Note [Threads sharing one packed B]
@@ -467,13 +462,16 @@ void gemm_large(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AO
     return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, threads, c_bf16);
   }
   const int64_t units = (n + ker.nr - 1) / ker.nr;
-  const bool fine = a_read_in_place(ker, a, m, k);
+  const bool in_place = a_read_in_place(ker, a, m, k);
+  // Small column blocks cost nothing more when A is memory read in place; a source would make its
+  // rows again for every block.
+  const bool fine = in_place && !a.source;
   const int64_t parts = std::clamp<int64_t>(fine ? threads * kPartsPerThreadAlongN : threads, 1, units);
-  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, fine, 1, c_bf16);
+  if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, 1, c_bf16);
   parallel_for(parts, [&](int64_t part) {
     const PartRange r = part_of(n, ker.nr, parts, part);
-    gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c_bf16 ? nullptr : c + r.first, ldc, accumulate, fine, 1,
-                 c_bf16 ? c_bf16 + r.first : nullptr);
+    gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c_bf16 ? nullptr : c + r.first, ldc, accumulate,
+                 in_place, 1, c_bf16 ? c_bf16 + r.first : nullptr);
   });
 }
 
