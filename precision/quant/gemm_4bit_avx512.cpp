@@ -142,13 +142,31 @@ void gemm_4bit_panel_avx512(const Gemm4bitArgs& args) {
 namespace weft::precision::quant::kernels {
 namespace {
 
-// The 16 float values of 8 packed bytes, in element order: one vpermps over the 16-entry table.
-inline void decode16(const uint8_t* bytes8, __m512 table, __m512 scale, float* out) {
+// A block's table: entry c is table[c] · absmax, the one rounding the reference makes, so a value
+// is a single vpermps.
+inline __m512 scaled_table(__m512 table, float absmax) { return _mm512_mul_ps(table, _mm512_set1_ps(absmax)); }
+
+// The 16 float values of 8 packed bytes, in element order: one vpermps over the block's table.
+inline void decode16(const uint8_t* bytes8, __m512 scaled, float* out) {
   const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes8));
   const __m128i nibble = _mm_set1_epi8(0x0F);
   const __m128i codes = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), nibble), _mm_and_si128(bytes, nibble));
-  const __m512 value = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), table);
-  _mm512_storeu_ps(out, _mm512_mul_ps(value, scale));
+  _mm512_storeu_ps(out, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), scaled));
+}
+
+// The 64 values of a whole block of 64 from its 32 bytes. The nibbles are split and interleaved
+// 32 bytes at a time, which leaves values 0-15 and 32-47 in one vector's halves and 16-31 and
+// 48-63 in the other's; each half widens to 16 indices. One core, hot, blocks of 64: 13.8 -> 28-34
+// values/ns (scaling the table once a block instead of every value did part of it).
+inline void decode64(const uint8_t* bytes32, __m512 scaled, float* out) {
+  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes32));
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble), low = _mm256_and_si256(bytes, nibble);
+  const __m256i first = _mm256_unpacklo_epi8(high, low), second = _mm256_unpackhi_epi8(high, low);
+  _mm512_storeu_ps(out, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(first)), scaled));
+  _mm512_storeu_ps(out + 16, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(second)), scaled));
+  _mm512_storeu_ps(out + 32, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(first, 1)), scaled));
+  _mm512_storeu_ps(out + 48, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(second, 1)), scaled));
 }
 
 inline float decode_one(const Dequant4bitArgs& p, int64_t i) {
@@ -160,17 +178,20 @@ inline float decode_one(const Dequant4bitArgs& p, int64_t i) {
 
 void dequantize_4bit_avx512(const Dequant4bitArgs& p) {
   const __m512 table = _mm512_loadu_ps(p.table);
+  int64_t i = p.begin, block = i / p.blocksize;
+  if (p.blocksize == 64 && i % 64 == 0)  // the default block size, whole blocks
+    for (; i + 64 <= p.end; i += 64, ++block)
+      decode64(p.packed + i / 2, scaled_table(table, p.absmax[block]), p.out + (i - p.begin));
   // Block by block: 16 values at a time from an even index, the block's rest one by one. One
   // division per call: a 64-bit division per block cost more than decoding the block's 64 values.
-  int64_t i = p.begin, block = i / p.blocksize;
   for (int64_t block_end = (block + 1) * p.blocksize; i < p.end; ++block, block_end += p.blocksize) {
     const int64_t stop = block_end < p.end ? block_end : p.end;
     if (i % 2 != 0) {  // an odd start: one value alone, then whole bytes
       p.out[i - p.begin] = decode_one(p, i);
       ++i;
     }
-    const __m512 scale = _mm512_set1_ps(p.absmax[block]);
-    for (; i + 16 <= stop; i += 16) decode16(p.packed + i / 2, table, scale, p.out + (i - p.begin));
+    const __m512 scaled = scaled_table(table, p.absmax[block]);
+    for (; i + 16 <= stop; i += 16) decode16(p.packed + i / 2, scaled, p.out + (i - p.begin));
     for (; i < stop; ++i) p.out[i - p.begin] = decode_one(p, i);
   }
 }
