@@ -116,21 +116,31 @@ static inline void transpose16x16_epi32(__m512i r[16]) {
 
 // 16 float32 lanes rounded to bfloat16, each left in its lane's high 16 bits (the low ones are
 // garbage): to nearest even, NaN -> 0x7FC0 (the bits of float_to_bfloat16 in
-// tensor/float_formats.h): u + 0x7FFF + ((u >> 16) & 1). A lookup that picks high words needs no
-// narrowing (the 4-bit decoder's per-block tables).
+// tensor/float_formats.h): u + 0x7FFF + ((u >> 16) & 1), the last term a masked add where bit 16 is
+// set. A lookup that picks high words needs no narrowing (the 4-bit decoder's per-block tables).
 static inline __m512i bf16_in_high_words_x16(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
-  const __m512i magnitude = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
-  const __mmask16 nan = _mm512_cmpgt_epi32_mask(magnitude, _mm512_set1_epi32(0x7F800000));
-  return _mm512_mask_blend_epi32(nan, rounded, _mm512_set1_epi32(0x7FC00000));
+  const __m512i biased = _mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF));
+  const __mmask16 odd = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
+  const __m512i rounded = _mm512_mask_add_epi32(biased, odd, biased, _mm512_set1_epi32(1));
+  return _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_set1_epi32(0x7FC00000));
 }
 
-// bfloat16 from 16 float32 lanes, rounded as above. Shared by the conversion kernels and the bf16
-// GEMM's stores, so a product rounds as a copy would.
+// bfloat16 from 16 float32 lanes, rounded as above (the conversion kernels).
 static inline __m256i float_to_bf16_x16(__m512 x) {
   return _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_in_high_words_x16(x), 16));
+}
+
+// bfloat16 from 32 float32 lanes (lo: values 0-15, hi: 16-31), rounded as above, in order: one
+// two-source word permute picks every lane's high word. The bf16 GEMM's stores of rows that hold a
+// NaN or a denormal (the others take vcvtne2ps2bf16, which rounds them the same), so a product
+// rounds as a copy would.
+static inline __m512i float_to_bf16_x32(__m512 lo, __m512 hi) {
+  alignas(64) static const uint16_t kHighWords[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                                      23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                                      45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  return _mm512_permutex2var_epi16(bf16_in_high_words_x16(lo), _mm512_load_si512(kHighWords),
+                                   bf16_in_high_words_x16(hi));
 }
 
 // float32 from 16 bfloat16 values: the bits shifted up by 16.

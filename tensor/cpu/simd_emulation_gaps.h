@@ -145,6 +145,24 @@ static inline simde__m256bh cvtneps_pbh(simde__m512 a) {
   for (int i = 0; i < 16; ++i) r[i] = bf16_rne(fa[i]);
   return from_lanes<simde__m256bh>(r);
 }
+// vfpclassps: lane i's bit set when the lane is in any class imm names (0x01 quiet NaN, 0x02 +0,
+// 0x04 -0, 0x08 +infinity, 0x10 -infinity, 0x20 denormal, 0x40 finite negative, 0x80 signalling NaN).
+static inline uint16_t fpclass_ps_mask(simde__m512 v, int imm) {
+  uint32_t a[16]; to_lanes(v, a);
+  uint16_t mask = 0;
+  for (int i = 0; i < 16; ++i) {
+    const uint32_t magnitude = a[i] & 0x7fffffffu;
+    const bool negative = (a[i] >> 31) != 0, nan = magnitude > 0x7f800000u;
+    const bool quiet = nan && (a[i] & 0x00400000u) != 0;
+    const bool in = ((imm & 0x01) && quiet) || ((imm & 0x80) && nan && !quiet) ||
+                    ((imm & 0x02) && a[i] == 0) || ((imm & 0x04) && a[i] == 0x80000000u) ||
+                    ((imm & 0x08) && a[i] == 0x7f800000u) || ((imm & 0x10) && a[i] == 0xff800000u) ||
+                    ((imm & 0x20) && magnitude != 0 && magnitude < 0x00800000u) ||
+                    ((imm & 0x40) && negative && magnitude < 0x7f800000u);
+    if (in) mask = static_cast<uint16_t>(mask | (1u << i));
+  }
+  return mask;
+}
 static inline simde__m512bh castsi512_pbh(simde__m512i v) { return from_lanes<simde__m512bh>(reinterpret_cast<const uint8_t*>(&v)); }
 
 
@@ -191,6 +209,8 @@ static inline simde__m256i cvtepi32_epi16(simde__m512i v) {
 #define _mm512_cvtne2ps_pbh weft_simd_emulation::cvtne2ps_pbh
 #define _mm512_cvtneps_pbh weft_simd_emulation::cvtneps_pbh
 #define _mm512_castsi512_pbh weft_simd_emulation::castsi512_pbh
+#undef _mm512_fpclass_ps_mask  // clang's own header, which SIMDe includes, defines it as a builtin
+#define _mm512_fpclass_ps_mask weft_simd_emulation::fpclass_ps_mask
 #define _mm512_cvtepi32_epi8 weft_simd_emulation::cvtepi32_epi8
 #define _mm512_cvtepi32_epi16 weft_simd_emulation::cvtepi32_epi16
 

@@ -242,7 +242,9 @@ TEST_CASE("a bfloat16 C stored by the GEMM itself has the bits of the float32 pr
   // gemm_to_bf16 against gemm into float32 followed by the scalar conversion (float_to_bfloat16),
   // C widened first when accumulating, bit for bit: partial tiles, the one-thread and the threaded
   // paths (split along M and along N), K from its least (2) to one whole chunk, transposed and
-  // strided operands, and values that round to infinity, NaN and zeros of either sign.
+  // strided operands, and values that round to infinity, a NaN with its sign bit set (made
+  // 0x7FC0), zeros of either sign and float32 denormals (kept, not flushed: the tiles round with
+  // vcvtne2ps2bf16 only where a row has neither).
   struct Product {
     const char* name;
     int64_t m, n, k;
@@ -270,20 +272,27 @@ TEST_CASE("a bfloat16 C stored by the GEMM itself has the bits of the float32 pr
       for (const bool accumulate : {false, true}) {
         CAPTURE(p.name);
         CAPTURE(accumulate);
-        const Tensor a = p.a_transposed ? random({p.k, p.m}, 70, kFloat32).to(kBFloat16).t()
-                                        : random({p.m, p.k}, 70, kFloat32).to(kBFloat16);
+        Tensor a = p.a_transposed ? random({p.k, p.m}, 70, kFloat32).to(kBFloat16).t()
+                                  : random({p.m, p.k}, 70, kFloat32).to(kBFloat16);
+        {  // A's last row the least normal bfloat16: its products with B's values below 1 are denormal
+          a = a.contiguous();
+          auto* bits = static_cast<uint16_t*>(a.data_ptr());
+          for (int64_t j = 0; j < p.k; ++j) bits[(p.m - 1) * p.k + j] = 0x0080;
+          if (p.a_transposed) a = a.t().contiguous().t();
+        }
         Tensor b = p.b_transposed ? random({p.n, p.k}, 71, kFloat32).to(kBFloat16).t()
                                   : random({p.k, p.n}, 71, kFloat32).to(kBFloat16);
         if (p.k > 2) {  // an infinite sum and a NaN among the products
           b = b.contiguous();
           auto* bits = static_cast<uint16_t*>(b.data_ptr());
           bits[0] = 0x7F7F;  // the largest bfloat16: row 0 of A times it overflows
-          bits[1] = 0x7FC0;  // NaN
+          bits[1] = 0xFFC1;  // a NaN: sign set, a payload
           if (p.b_transposed) b = b.t().contiguous().t();
         }
         const Tensor c0 = random({p.m, p.n}, 72, kFloat32).to(kBFloat16);
         auto* c0_bits = static_cast<uint16_t*>(c0.data_ptr());
         c0_bits[0] = 0x8000;  // -0
+        for (int64_t j = 0; j < p.n; ++j) c0_bits[(p.m - 1) * p.n + j] = 0x0003;  // denormals, when accumulating
         const detail::GemmMatrix am{a.data_ptr(), a.stride(0), a.stride(1), true};
         const detail::GemmMatrix bm{b.data_ptr(), b.stride(0), b.stride(1), true};
         std::vector<float> wide(static_cast<size_t>(p.m * p.n));
