@@ -49,10 +49,10 @@ constexpr int64_t kWeightPrefetchBytes = 2048;
 
 // y[i, n] = Σ_blocks absmax[n, b] · scale[i, b] · Σ_{k in b} t[w[n, k]] · q[i, k]
 // The fewest activation rows for which the VNNI kernel takes 16 weight rows as its lanes (Note
-// [Weight rows as lanes] in gemm_4bit_avx512vnni.cpp): their decoding and transposition cost a
-// step about what four rows' dot products cost the row kernel (4096², 2 threads, Zen 5: 4 rows
-// 0.29 ms by rows, 0.33 as lanes; 5 rows 0.40 and 0.37; 8 rows 0.58 and 0.44; 16 rows 1.28, 0.68).
-constexpr int64_t kLanesMinRows = 5;
+// [Weight rows as lanes] in gemm_4bit_avx512vnni.cpp). With its accumulators in registers it wins
+// from two rows (4096², 2 threads, Zen 5: 2 / 3 / 4 rows 0.164 / 0.217 / 0.277 ms by rows, 0.141 /
+// 0.161 / 0.187 as lanes; the example's 512 × 784, 2 rows: 0.0165 and 0.0105); one row is a GEMV.
+constexpr int64_t kLanesMinRows = 2;
 
 void gemm_4bit_panel_avx2(const Gemm4bitArgs& args);
 void gemm_4bit_panel_avx512(const Gemm4bitArgs& args);

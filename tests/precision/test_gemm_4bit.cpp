@@ -96,14 +96,15 @@ TEST_CASE("4-bit product: the fused kernel at every supported instruction set ma
   // that start inside a block (Note [Blocks across rows]): the example's 784 inputs (4 offsets,
   // N not a multiple of them, the last row from a padded copy), 96 in blocks of 64 (2), rows
   // shorter than a block (40 in blocks of 128: 16 offsets, several rows per block). Blocks of 32:
-  // two to a kernel step. From 5 rows the VNNI level takes 16 weight rows as lanes (Note [Weight
+  // two to a kernel step. From 2 rows the VNNI level takes 16 weight rows as lanes (Note [Weight
   // rows as lanes]): panels of 16 and fewer, several K steps to a block, 16 activation rows to a
-  // pass and a remainder, rows at several offsets into a block.
+  // pass and a remainder (of 5, and of one row), rows at several offsets into a block; up to 12
+  // rows and above (the two orders of a step's products).
   const Shape4bit shapes[] = {{1, 1, 64, 64},     {1, 37, 320, 64},  {3, 17, 128, 128},   {4, 16, 256, 64},
                               {7, 40, 1024, 256}, {32, 9, 192, 64},  {5, 33, 4096, 4096}, {1, 19, 1024, 64},
                               {5, 7, 640, 64},    {9, 5, 1152, 128}, {1, 23, 784, 64},    {6, 11, 96, 64},
                               {2, 21, 40, 128},   {1, 13, 320, 32},  {6, 9, 128, 32},     {8, 23, 784, 64},
-                              {21, 50, 256, 64}};
+                              {21, 50, 256, 64}, {17, 18, 128, 64},  {14, 16, 256, 128}, {12, 20, 128, 64}};
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
     for (const auto& s : shapes) {
       const Case c = quantized(s.n, s.k, s.bs, type);
