@@ -145,6 +145,13 @@ static inline simde__m256bh cvtneps_pbh(simde__m512 a) {
   for (int i = 0; i < 16; ++i) r[i] = bf16_rne(fa[i]);
   return from_lanes<simde__m256bh>(r);
 }
+// vpsrlw with a merge mask: word i is a's shifted right by imm where bit i of k is set, else src's.
+static inline simde__m512i mask_srli_epi16(simde__m512i src, uint32_t k, simde__m512i a, unsigned imm) {
+  uint16_t s[32], v[32]; to_lanes(src, s); to_lanes(a, v);
+  for (int i = 0; i < 32; ++i)
+    if (k >> i & 1) s[i] = imm > 15 ? 0 : static_cast<uint16_t>(v[i] >> imm);
+  return from_lanes<simde__m512i>(s);
+}
 // vfpclassps: lane i's bit set when the lane is in any class imm names (0x01 quiet NaN, 0x02 +0,
 // 0x04 -0, 0x08 +infinity, 0x10 -infinity, 0x20 denormal, 0x40 finite negative, 0x80 signalling NaN).
 static inline uint16_t fpclass_ps_mask(simde__m512 v, int imm) {
@@ -209,6 +216,8 @@ static inline simde__m256i cvtepi32_epi16(simde__m512i v) {
 #define _mm512_cvtne2ps_pbh weft_simd_emulation::cvtne2ps_pbh
 #define _mm512_cvtneps_pbh weft_simd_emulation::cvtneps_pbh
 #define _mm512_castsi512_pbh weft_simd_emulation::castsi512_pbh
+#undef _mm512_mask_srli_epi16
+#define _mm512_mask_srli_epi16 weft_simd_emulation::mask_srli_epi16
 #undef _mm512_fpclass_ps_mask  // clang's own header, which SIMDe includes, defines it as a builtin
 #define _mm512_fpclass_ps_mask weft_simd_emulation::fpclass_ps_mask
 #define _mm512_cvtepi32_epi8 weft_simd_emulation::cvtepi32_epi8
