@@ -117,7 +117,7 @@ void row_tile(const Gemm4bitArgs& p, int64_t n, int64_t i0) {
         const __m128i q_sum4 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q_sum[r] + b));
         const __m128i compensation = _mm_slli_epi32(q_sum4, 7);
         const __m512i folded = fold4_epi32(acc[0][r], acc[1][r], acc[2][r], acc[3][r]);
-        const __m512i dots = _mm512_mask_sub_epi32(folded, 0x000F, folded, _mm512_broadcast_i32x4(compensation));
+        const __m512i dots = _mm512_mask_sub_epi32(folded, 0x000F, folded, _mm512_castsi128_si512(compensation));
         const __m512 s = _mm512_broadcast_f32x4(_mm_mul_ps(absmax4, _mm_loadu_ps(scale[r] + b)));
         sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), s, sum[r]);
       }
