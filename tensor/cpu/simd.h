@@ -148,6 +148,16 @@ static inline __m512 bf16_to_float_x16(__m256i h) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+// The 64 bytes `table` gives the 4-bit codes of 32 packed bytes, for the 4-bit kernels: the
+// high nibbles' (the even values) in the low half, then the low nibbles' (the odd values). The
+// bytes are loaded into both halves and only the low half's words shifted, which saves the insert
+// of two 256-bit halves (4096² GEMV, one core: 0.205 -> 0.198 ms).
+static inline __m512i nibbles_looked_up(const uint8_t* bytes32, __m512i table) {
+  const __m512i both = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes32)));
+  const __m512i shifted = _mm512_mask_srli_epi16(both, 0x0000FFFF, both, 4);
+  return _mm512_shuffle_epi8(table, _mm512_and_si512(shifted, _mm512_set1_epi8(0x0F)));
+}
+
 // Four vectors of int32 partial sums folded into one whose every 128-bit lane is (a, b, c, d),
 // each a partial sum: the four lanes together sum to the four vectors' totals. The 4-bit kernels
 // fold four blocks' dot products this way to convert and scale them at once.
