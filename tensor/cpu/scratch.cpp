@@ -1,8 +1,13 @@
 // Kernel scratch for the CPU products (tensor/cpu/cpu_backend.h): tensors over memory taken from
 // the CPU allocator directly and filled by the CPU copy kernel, so a kernel that hands a GEMM
 // library float32 or dense operands never goes back through the op front end.
-#include "tensor/cpu/caching_allocator.h"
 #include "tensor/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "tensor/cpu/caching_allocator.h"
 
 namespace weft::detail {
 
@@ -18,8 +23,35 @@ Tensor scratch_tensor(const Shape& shape, DType dtype) {
   return Tensor(std::move(impl));
 }
 
+namespace {
+
+// Whether t's elements are the t.numel() consecutive ones from its first, each once: its strides
+// are a contiguous layout's in some order of the dimensions (a transposed view, for one).
+bool dense_in_some_order(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dimensions that step
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) != 1) dims.emplace_back(t.stride(d), t.size(d));
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+}  // namespace
+
+// A transposed view is widened in its memory's order and keeps its strides (the GEMM reads any
+// layout): copied into its logical order, it was converted value by value down the columns, the
+// vector kernels needing contiguous runs (float16 training: the products' W^T was most of it).
 Tensor widen_if_narrow(const Tensor& t) {
   if (!is_narrow_float(t.dtype())) return t;
+  if (!t.is_contiguous() && t.numel() > 0 && dense_in_some_order(t)) {
+    Tensor wide = scratch_tensor({t.numel()}, kFloat32);
+    CpuBackend().copy(make_view(t, {t.numel()}, {1}, t.offset()), wide);
+    return make_view(wide, t.shape(), t.strides(), 0);
+  }
   Tensor wide = scratch_tensor(t.shape(), kFloat32);
   CpuBackend().copy(t, wide);
   return wide;

@@ -117,6 +117,39 @@ TEST_CASE("reductions and matmul in narrow formats accumulate wide and round onc
   CHECK(softmax(tensor({0.0, 0.0}, kBFloat16), 0).to_vector<float>() == std::vector<float>{0.5f, 0.5f});
 }
 
+TEST_CASE("narrow products of transposed, offset and sliced views are exact on small integers") {
+  // A float16 operand is widened to float32 in its memory's order when its elements are dense in
+  // some order (a transposed view, with or without an offset), else in its logical order (a
+  // column slice); bfloat16 likewise on levels without AVX-512 BF16. Small integers keep every
+  // product and sum exact (|sum| <= 40 · 4 < 256), so the expectation is a plain triple loop over
+  // the values, whatever order the GEMM adds in.
+  manual_seed(41);
+  const Tensor big = randint(-2, 3, {40, 33}).to(kFloat16);
+  const Tensor x33 = randint(-2, 3, {7, 33}).to(kFloat16), x40 = randint(-2, 3, {7, 40}).to(kFloat16);
+  auto expected = [](const Tensor& a, const Tensor& b) {
+    const std::vector<float> av = a.contiguous().to_vector<float>(), bv = b.contiguous().to_vector<float>();
+    const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+    std::vector<float> c(static_cast<size_t>(m * n), 0.0f);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t l = 0; l < k; ++l) c[i * n + j] += av[i * k + l] * bv[l * n + j];
+    return c;
+  };
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    CpuIsaGuard guard(isa);
+    CAPTURE(cpu_isa_name(isa));
+    for (const DType dtype : {kFloat16, kBFloat16}) {
+      CAPTURE(dtype);
+      const Tensor w = big.to(dtype), a33 = x33.to(dtype), a40 = x40.to(dtype);
+      const Tensor transposed = w.t(), offset = w.narrow(0, 3, 30).t(), columns = w.narrow(1, 5, 20);
+      CHECK(matmul(a33, transposed).to_vector<float>() == expected(a33, transposed));
+      CHECK(matmul(a33, offset).to_vector<float>() == expected(a33, offset));
+      CHECK(matmul(a40, columns).to_vector<float>() == expected(a40, columns));
+      CHECK(matmul(offset.t(), transposed).to_vector<float>() == expected(offset.t(), transposed));
+    }
+  }
+}
+
 TEST_CASE("float8 tensors compute in float32 and store with saturation") {
   const Tensor a = tensor({448.0, 1.0, -448.0}, kFloat8E4M3FN);
   const Tensor s = add(a, a);
