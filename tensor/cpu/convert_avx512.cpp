@@ -4,7 +4,8 @@
 // activation of a step, so these loops are hot in bf16-mixed training. (float16 stays on the AVX2
 // unit's F16C instructions.)
 // The 16-lane steps (to bfloat16: rounded to nearest even, NaN -> 0x7FC0; back: the bits shifted
-// up by 16) are simd.h's float_to_bf16_x16 and bf16_to_float_x16, shared with the bf16 GEMM.
+// up by 16) are simd.h's float_to_bf16_x16 and bf16_to_float_x16, whose rounding the bf16 GEMM's
+// stores share.
 // The last n % 16 values go through a 16-wide scratch block, so every value takes the same path.
 #include "tensor/cpu/convert_kernels.h"
 #include "tensor/cpu/simd.h"
