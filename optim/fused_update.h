@@ -95,12 +95,6 @@ using ConstBlock = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 inline constexpr int64_t kUpdateGrain = 32768;
 inline constexpr int64_t kBlock = 1024;
 
-// Runs kernel(offset, length, p, g) over [0, n) in blocks of kBlock elements (the last one
-// shorter), spread over the threads when n is large. p and g are the block's parameter and
-// gradient values in the compute type: the tensors' own memory when they are float32 / float64,
-// widened copies (the parameter's written back, rounded, after the kernel) when they are narrow.
-// `offset` locates the block in the state tensors. Threads take whole blocks, so every element is
-// computed by the same instructions whatever the thread count, and results do not depend on it.
 // n narrow values (or float32 / float64 ones) widened into the compute type at dst: the vector
 // conversion kernels where there is one for the pair (float16 / bfloat16 -> float32), the same bits
 // as convert() (a float16 model's AdamW spent most of its time converting value by value).
@@ -110,6 +104,12 @@ void widen_run(const T* src, int64_t n, C* dst) {
                                   n);
 }
 
+// Runs kernel(offset, length, p, g) over [0, n) in blocks of kBlock elements (the last one
+// shorter), spread over the threads when n is large. p and g are the block's parameter and
+// gradient values in the compute type: the tensors' own memory when they are float32 / float64,
+// widened copies (the parameter's written back, rounded, after the kernel) when they are narrow.
+// `offset` locates the block in the state tensors. Threads take whole blocks, so every element is
+// computed by the same instructions whatever the thread count, and results do not depend on it.
 template <class P, class G, class Kernel>
 void for_each_param_block(P* param, const G* grad, int64_t n, Kernel&& kernel) {
   using C = ComputeType<P>;
