@@ -59,7 +59,7 @@ double grad_norm_part(const Tensor& grad, double p) {
       if constexpr (std::is_same_v<P, C>)
         x = data + offset;
       else
-        detail::widen_run(data + offset, length, widened);
+        detail::convert_values(data + offset, length, widened);
       if (is_inf)
         acc = nan_max(acc, ConstBlock<C>(x, length).abs().template maxCoeff<Eigen::PropagateNaN>());
       else if (p == 2.0)

@@ -95,13 +95,14 @@ using ConstBlock = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 inline constexpr int64_t kUpdateGrain = 32768;
 inline constexpr int64_t kBlock = 1024;
 
-// n narrow values (or float32 / float64 ones) widened into the compute type at dst: the vector
-// conversion kernels where there is one for the pair (float16 / bfloat16 -> float32), the same bits
-// as convert() (a float16 model's AdamW spent most of its time converting value by value).
-template <class T, class C>
-void widen_run(const T* src, int64_t n, C* dst) {
-  weft::detail::convert_run<C, T>(reinterpret_cast<char*>(dst), sizeof(C), reinterpret_cast<const char*>(src), sizeof(T),
-                                  n);
+// n values from src converted into dst (a block widened into the compute type, or rounded back
+// into a narrow parameter): the vector conversion kernels where there is one for the pair
+// (float32 <-> float16 / bfloat16), the same bits as convert() (a float16 model's AdamW spent most
+// of its time converting value by value).
+template <class From, class To>
+void convert_values(const From* src, int64_t n, To* dst) {
+  weft::detail::convert_run<To, From>(reinterpret_cast<char*>(dst), sizeof(To), reinterpret_cast<const char*>(src),
+                                      sizeof(From), n);
 }
 
 // Runs kernel(offset, length, p, g) over [0, n) in blocks of kBlock elements (the last one
@@ -122,16 +123,15 @@ void for_each_param_block(P* param, const G* grad, int64_t n, Kernel&& kernel) {
       kernel(offset, length, param + offset, grad + offset);
     } else if constexpr (std::is_same_v<P, C>) {
       alignas(64) C g[kBlock];
-      widen_run(grad + offset, length, g);
+      convert_values(grad + offset, length, g);
       kernel(offset, length, param + offset, static_cast<const C*>(g));
     } else {
       alignas(64) C p[kBlock];
       alignas(64) C g[kBlock];
-      widen_run(param + offset, length, p);
-      widen_run(grad + offset, length, g);
+      convert_values(param + offset, length, p);
+      convert_values(grad + offset, length, g);
       kernel(offset, length, p, static_cast<const C*>(g));
-      weft::detail::convert_run<P, C>(reinterpret_cast<char*>(param + offset), sizeof(P),
-                                      reinterpret_cast<const char*>(p), sizeof(C), length);
+      convert_values(static_cast<const C*>(p), length, param + offset);
     }
   };
   const int64_t blocks = (n + kBlock - 1) / kBlock;

@@ -169,7 +169,7 @@ Tensor dequantize_4bit(const Tensor& packed, const QuantState& state) {
     const uint8_t* run_codes = codes.data<uint8_t>() + first / 2;
     const float* run_absmax = absmax.data<float>() + first / state.blocksize;
     if (vector)
-      kernels::dequantize_4bit_avx2({run_codes, run_absmax, table, state.blocksize, 0, count, o + first});
+      kernels::dequantize_4bit_avx2({{run_codes, run_absmax, table, state.blocksize, 0, count}, o + first});
     else
       quant_format(state.type).dequantize(run_codes, run_absmax, count, state.blocksize, o + first);
   });

@@ -295,7 +295,7 @@ void dequantize_bf16_through_float(const kernels::Dequant4bitBf16Args& p) {
   float values[kStretch];
   for (int64_t i = p.begin; i < p.end; i += kStretch) {
     const int64_t end = std::min(p.end, i + kStretch);
-    kFloatKernel({p.packed, p.absmax, p.table, p.blocksize, i, end, values});
+    kFloatKernel({{p.packed, p.absmax, p.table, p.blocksize, i, end}, values});
     for (int64_t v = i; v < end; ++v) p.out[v - p.begin] = float_to_bfloat16(values[v - i]);
   }
 }
@@ -336,10 +336,11 @@ void fill_dequantized(const void* context, int64_t r0, int64_t rows, int64_t p0,
       __builtin_prefetch(absmax_last);
     }
     const int64_t begin = (r0 + r) * w.k + p0, end = begin + kc;
+    const kernels::Dequant4bitRun run{w.packed, w.absmax, table, w.blocksize, begin, end};
     if (source.bf16_kernel)
-      source.bf16_kernel({w.packed, w.absmax, table, w.blocksize, begin, end, static_cast<uint16_t*>(out) + r * kc});
+      source.bf16_kernel({run, static_cast<uint16_t*>(out) + r * kc});
     else
-      source.kernel({w.packed, w.absmax, table, w.blocksize, begin, end, static_cast<float*>(out) + r * kc});
+      source.kernel({run, static_cast<float*>(out) + r * kc});
   }
 }
 
@@ -490,10 +491,9 @@ void dequantize_rows_with(void (*kernel)(const Args&), const Weights4bit& w, int
   const int64_t chunk = std::max<int64_t>(w.blocksize, (int64_t{1} << 16) / w.blocksize * w.blocksize);
   const int64_t first = begin / chunk, last = (end + chunk - 1) / chunk;
   auto part = [&](int64_t c) {
-    Args args{w.packed, w.absmax, table_4bit_decode(w.type).data(), w.blocksize,
-              std::max(begin, (first + c) * chunk), std::min(end, (first + c + 1) * chunk), nullptr};
-    args.out = out + (args.begin - begin);
-    if (args.begin < args.end) kernel(args);
+    const kernels::Dequant4bitRun run{w.packed, w.absmax, table_4bit_decode(w.type).data(), w.blocksize,
+                                      std::max(begin, (first + c) * chunk), std::min(end, (first + c + 1) * chunk)};
+    if (run.begin < run.end) kernel({run, out + (run.begin - begin)});
   };
   parallel_for_if(end - begin >= kParallelWork, last - first, part);
 }

@@ -72,33 +72,29 @@ struct Prepare4bitArgs {
 
 void prepare_4bit_avx2(const Prepare4bitArgs& args);
 
-// Dequantization of a run of values of a packed 4-bit array, in float32:
-//   out[i - begin] = table[code(i)] · absmax[i / blocksize]   for begin <= i < end
-// where code(i) is the high nibble of byte i/2 for even i and the low nibble for odd i. One
-// rounding per value, so every kernel gives the scalar reference's bits.
-struct Dequant4bitArgs {
+// A run of values of a packed 4-bit array, [begin, end) of the flat index: value i is
+//   table[code(i)] · absmax[i / blocksize]
+// where code(i) is the high nibble of byte i/2 for even i and the low nibble for odd i.
+struct Dequant4bitRun {
   const uint8_t* packed;
   const float* absmax;
   const float* table;  // 16 float32 values
   int64_t blocksize;
   int64_t begin, end;
+};
+
+// The run dequantized in float32, out[i - begin] = value i: one rounding per value, so every
+// kernel gives the scalar reference's bits.
+struct Dequant4bitArgs : Dequant4bitRun {
   float* out;
 };
 
 void dequantize_4bit_avx2(const Dequant4bitArgs& args);
 void dequantize_4bit_avx512(const Dequant4bitArgs& args);
 
-// The same run rounded to bfloat16, for a product in bfloat16: the arguments above but the
-// output's type (a plain struct: this header may hold no templates, Note [ISA kernel units] in
-// tensor/cpu/simd.h),
-//   out[i - begin] = bits of bf16(table[code(i)] · absmax[i / blocksize])
+// The run rounded to bfloat16, for a product in bfloat16: out[i - begin] = bits of bf16(value i),
 // rounded to nearest even, NaN -> 0x7FC0, as float_to_bfloat16 rounds.
-struct Dequant4bitBf16Args {
-  const uint8_t* packed;
-  const float* absmax;
-  const float* table;  // 16 float32 values
-  int64_t blocksize;
-  int64_t begin, end;
+struct Dequant4bitBf16Args : Dequant4bitRun {
   uint16_t* out;
 };
 
