@@ -165,7 +165,37 @@ struct Phase {
   int64_t offset;  // values of the row's first block that belong to the rows before it
   int64_t k;       // values per kernel row: whole blocks
   PreparedActivations x;  // the activations shifted right by `offset`, zero-padded to k, prepared
+  // x again for the VNNI GEMV in blocks of 64 (Note [Two steps to a vector]); empty elsewhere.
+  detail::AlignedVector<int8_t> q_pairs;
+  detail::AlignedVector<int32_t> pair_compensation;
+  detail::AlignedVector<float> pair_scale;
 };
+
+// The pair layout of one prepared activation row of k values in blocks of 64 (Note [Two steps to
+// a vector] in gemm_4bit_kernels.h): its whole eights of blocks, steps two by two.
+void prepare_pairs(Phase& phase) {
+  constexpr int64_t kBlocksPerGroup = 8, kHalf = kChunk / 2;
+  const int64_t groups = phase.k / (kBlocksPerGroup * kChunk);
+  phase.q_pairs.resize(static_cast<size_t>(groups * kBlocksPerGroup * kChunk));
+  phase.pair_compensation.resize(static_cast<size_t>(groups * 16));
+  phase.pair_scale.resize(phase.pair_compensation.size());
+  const int8_t* q = phase.x.q.data();
+  int8_t* out = phase.q_pairs.data();
+  for (int64_t step = 0; step < groups * kBlocksPerGroup; step += 2, q += 2 * kChunk, out += 2 * kChunk) {
+    std::copy(q, q + kHalf, out);                                         // evens of the first step
+    std::copy(q + kChunk, q + kChunk + kHalf, out + kHalf);               // evens of the second
+    std::copy(q + kHalf, q + kChunk, out + kChunk);                       // odds of the first
+    std::copy(q + kChunk + kHalf, q + 2 * kChunk, out + kChunk + kHalf);  // odds of the second
+  }
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t lane = 0; lane < 16; ++lane) {
+      const auto at = static_cast<size_t>(g * 16 + lane);
+      const auto block = static_cast<size_t>(g * kBlocksPerGroup + kernels::kPairLaneBlock[lane]);
+      const bool first_of_block = lane % 8 < 4;
+      phase.pair_compensation[at] = first_of_block ? 128 * phase.x.q_sum[block] : 0;
+      phase.pair_scale[at] = phase.x.scale[block];
+    }
+}
 
 int64_t phase_period(int64_t k, int64_t blocksize) { return blocksize / std::gcd(k, blocksize); }
 
@@ -178,7 +208,8 @@ constexpr int64_t kMaxPhases = 16;
 // threshold at 32K values, 28 / 50 at 8K.
 constexpr int64_t kParallelPrepare = int64_t{1} << 13;
 
-std::vector<Phase> prepare_phases(const float* x, int64_t m, const Weights4bit& w, int64_t phases, Prepare kernel) {
+std::vector<Phase> prepare_phases(const float* x, int64_t m, const Weights4bit& w, int64_t phases, Prepare kernel,
+                                  bool pairs) {
   std::vector<Phase> out(static_cast<size_t>(phases));
   parallel_for_if(phases > 1 && phases * m * w.k >= kParallelPrepare, phases, [&](int64_t c) {
     Phase& phase = out[static_cast<size_t>(c)];
@@ -186,12 +217,13 @@ std::vector<Phase> prepare_phases(const float* x, int64_t m, const Weights4bit& 
     phase.k = (phase.offset + w.k + w.blocksize - 1) / w.blocksize * w.blocksize;
     if (phase.k == w.k) {
       phase.x = prepare(x, m, w.k, w.blocksize, kernel);
-      return;
+    } else {
+      std::vector<float> shifted(static_cast<size_t>(m * phase.k), 0.0f);
+      for (int64_t i = 0; i < m; ++i)
+        std::copy(x + i * w.k, x + (i + 1) * w.k, shifted.data() + i * phase.k + phase.offset);
+      phase.x = prepare(shifted.data(), m, phase.k, w.blocksize, kernel);
     }
-    std::vector<float> shifted(static_cast<size_t>(m * phase.k), 0.0f);
-    for (int64_t i = 0; i < m; ++i)
-      std::copy(x + i * w.k, x + (i + 1) * w.k, shifted.data() + i * phase.k + phase.offset);
-    phase.x = prepare(shifted.data(), m, phase.k, w.blocksize, kernel);
+    if (pairs) prepare_pairs(phase);
   });
   return out;
 }
@@ -222,7 +254,8 @@ void run(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) 
   if (m == 0 || w.n == 0) return;
   const Panel panel = panel_for(isa), kernel = panel ? panel : reference_panel;
   const int64_t period = phase_period(w.k, w.blocksize), phases = std::min(period, w.n);
-  const std::vector<Phase> prepared = prepare_phases(x, m, w, phases, prepare_for(isa));
+  const bool pairs = isa >= CpuIsa::Avx512Vnni && m == 1 && w.blocksize == kChunk;  // Note [Two steps to a vector]
+  const std::vector<Phase> prepared = prepare_phases(x, m, w, phases, prepare_for(isa), pairs);
   const std::vector<int8_t> table = int8_table(w.type);
   // Rows n0 .. n0 + rows_per_item - 1 per work item, each offset's rows one panel: the item reads
   // its stretch of W front to back, as the prefetches ahead of each row expect. Where the VNNI
@@ -254,6 +287,9 @@ void run(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) 
     args.y = y + first_row;
     args.y_stride = w.n;
     args.y_col_stride = period;
+    args.q_pairs = pairs ? phase.q_pairs.data() : nullptr;
+    args.pair_compensation = pairs ? phase.pair_compensation.data() : nullptr;
+    args.pair_scale = pairs ? phase.pair_scale.data() : nullptr;
     return args;
   };
   auto panel_item = [&](int64_t item) {

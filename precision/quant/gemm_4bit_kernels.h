@@ -40,7 +40,26 @@ struct Gemm4bitArgs {
   float* y;                // y[i · y_stride + n · y_col_stride] for activation row i, the panel's row n
   int64_t y_stride;
   int64_t y_col_stride;
+  // One activation row in blocks of 64 at the VNNI level: its first k / 512 · 512 values again in
+  // the pair layout (Note [Two steps to a vector]); nullptr elsewhere.
+  const int8_t* q_pairs;
+  const int32_t* pair_compensation;  // 16 per 8 blocks
+  const float* pair_scale;           // 16 per 8 blocks
 };
+
+// Note [Two steps to a vector]
+// A batch-1 product (GEMV) in blocks of 64 at the VNNI level reads 64 bytes of W, two 64-value
+// steps, at once: one vector of their high nibbles (the even values of both steps) and one of
+// their low nibbles (the odd values), so the activations come in pairs of steps as
+//   q_pairs:  evens of step 2s, evens of step 2s + 1, odds of step 2s, odds of step 2s + 1
+// (32 bytes each), and a vpdpbusd's int32 lanes 0-7 belong to step 2s's block, 8-15 to the next.
+// Four such vectors (eight blocks) are folded into one (fold4_epi32 in simd.h), whose lane l holds
+// part of block kPairLaneBlock[l] of the eight: the compensation 128 · q_sum of each block is
+// taken off the first of its two 128-bit lanes only (lanes 0-3 and 8-11; zero in the others), and
+// every lane is scaled by its block's absmax times the activation scale. q_pairs,
+// pair_compensation and pair_scale (lane l: scale of block kPairLaneBlock[l]) are prepared once
+// per product by gemm_4bit.cpp; the blocks after the last whole eight read q as usual.
+constexpr int32_t kPairLaneBlock[16] = {0, 2, 4, 6, 0, 2, 4, 6, 1, 3, 5, 7, 1, 3, 5, 7};
 
 // How far ahead of the 32 bytes in hand the kernels fetch W: one thread's single stream of W's
 // rows used half the memory's bandwidth once the weights outgrew the last-level cache (16384 ×

@@ -99,12 +99,16 @@ TEST_CASE("4-bit product: the fused kernel at every supported instruction set ma
   // two to a kernel step. From 2 rows the VNNI level takes 16 weight rows as lanes (Note [Weight
   // rows as lanes]): panels of 16 and fewer, several K steps to a block, 16 activation rows to a
   // pass and a remainder (of 5, and of one row), rows at several offsets into a block; up to 12
-  // rows and above (the two orders of a step's products).
+  // rows and above (the two orders of a step's products). One row in blocks of 64 at the VNNI level
+  // takes two steps to a vector and eight blocks to a fold (Note [Two steps to a vector]): 16
+  // blocks, 25 (three eights and one more), 13 (the example's first layer: 832 values from each
+  // offset), 5 (none whole).
   const Shape4bit shapes[] = {{1, 1, 64, 64},     {1, 37, 320, 64},  {3, 17, 128, 128},   {4, 16, 256, 64},
                               {7, 40, 1024, 256}, {32, 9, 192, 64},  {5, 33, 4096, 4096}, {1, 19, 1024, 64},
                               {5, 7, 640, 64},    {9, 5, 1152, 128}, {1, 23, 784, 64},    {6, 11, 96, 64},
                               {2, 21, 40, 128},   {1, 13, 320, 32},  {6, 9, 128, 32},     {8, 23, 784, 64},
-                              {21, 50, 256, 64}, {17, 18, 128, 64},  {14, 16, 256, 128}, {12, 20, 128, 64}};
+                              {21, 50, 256, 64}, {17, 18, 128, 64},  {14, 16, 256, 128}, {12, 20, 128, 64},
+                              {1, 9, 1600, 64}};
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
     for (const auto& s : shapes) {
       const Case c = quantized(s.n, s.k, s.bs, type);
