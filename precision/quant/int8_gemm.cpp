@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #include "precision/quant/int8_gemm_kernels.h"
 #include "tensor/error.h"
@@ -318,6 +319,12 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
 // packs all of A for itself and computes its columns of C: one parallel region, and every byte it
 // reads was written on its core. At the MLP's shapes, 128 × 512 × 784 and × 512: 80 → 71 and
 // 49 → 42 µs a call; at 512³, where A is as large as B, the duplicated packing eats the gain.
+//
+// Note [Few columns: Cᵀ = B·Aᵀ]: a kernel tile is mr rows of A by nr columns of B in its vector
+// lanes, so C with fewer columns than nr (the MLP's last layer: 10 of 32) leaves most lanes idle.
+// Where tiles the other way round would cover less (N padded to mr by M padded to nr), C is
+// computed transposed, B as the left operand, and transposed back; the integers are the same.
+// 128 × 10 × 512, Zen 4: 11.2 -> 7.6 µs.
 void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k) {
   // B packed into storage this thread keeps, as A is: a fresh allocation would be page-faulted in
   // on every product (1024³: 990 µs a call against 690 µs packing and multiplying in warm storage).
@@ -325,6 +332,22 @@ void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t 
   const CpuIsa isa = cpu_isa();
   const Kernel kernel = kernel_for(isa);
   check_sizes(m, n, k);
+  const bool few_columns = kernel.panel != nullptr && n < kernel.nr &&
+                           round_up(n, kernel.mr) * round_up(m, kernel.nr) < round_up(m, kernel.mr) * kernel.nr;
+  if (few_columns) {
+    thread_local std::vector<int32_t> c_transposed;
+    c_transposed.resize(static_cast<size_t>(m * n));
+    try {
+      int8_gemm(b, a, c_transposed.data(), n, m, k);
+    } catch (const Error&) {  // -128 in an operand: named as the caller knows it, B first
+      if (holds_minus_128(b, n * k)) fail_minus_128(b, n * k, "B");
+      if (holds_minus_128(a, m * k)) fail_minus_128(a, m * k, "A");
+      throw;
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * n + j] = c_transposed[static_cast<size_t>(j * m + i)];
+    return;
+  }
   const int64_t kp = round_up(k, kernel.k_align), mp = round_up(m, kernel.mr);
   const PanelLayout layout(kernel, n, k);
   const int64_t parts = std::min<int64_t>(num_threads(), layout.panels);

@@ -35,7 +35,10 @@ TEST_CASE("int8 GEMM: every supported instruction set equals the scalar referenc
                            {64, 64, 128}, {300, 45, 130}, {40, 1100, 1000},
                            // Each thread packing its own copy of A (Note [Each thread its own copy
                            // of A]): a partial k-group and panel, two row blocks.
-                           {33, 520, 203}, {257, 300, 100}};
+                           {33, 520, 203}, {257, 300, 100},
+                           // Fewer columns than a panel, computed as Cᵀ = B·Aᵀ (Note [Few columns:
+                           // Cᵀ = B·Aᵀ]): the MLP's last layer, and a partial k-group.
+                           {128, 10, 512}, {40, 3, 70}};
   for (const CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);
     for (const auto& s : shapes) {
@@ -116,11 +119,12 @@ TEST_CASE("int8 GEMM refuses -128, oversized K, and packing above the CPU's leve
     CHECK_THROWS_WITH_AS(int8_gemm(b.data(), a.data(), c.data(), 1, 1, 3), doctest::Contains("B holds -128"), Error);
   }
   // The packers find -128 on every path: each thread its own A (m ≤ n), the shared split (m > n),
-  // B packed once; the first element is named, B before A.
+  // B packed once, C computed transposed (the operands swapped inside); the first element is
+  // named, B before A.
   std::mt19937 rng(3);
   for (const CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);
-    for (const auto& shape : std::vector<std::array<int64_t, 3>>{{40, 1100, 1000}, {600, 45, 130}}) {
+    for (const auto& shape : std::vector<std::array<int64_t, 3>>{{40, 1100, 1000}, {600, 45, 130}, {128, 10, 512}}) {
       const int64_t m = shape[0], n = shape[1], k = shape[2];
       auto big_a = random_int8(m * k, rng), big_b = random_int8(n * k, rng);
       std::vector<int32_t> big_c(static_cast<size_t>(m * n));
