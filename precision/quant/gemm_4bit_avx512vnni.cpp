@@ -337,7 +337,7 @@ void gemv_pairs_panel(const Gemm4bitArgs& args) {
 void gemm_4bit_panel_avx512vnni(const Gemm4bitArgs& args) {
   if (args.m >= kLanesMinRows && args.blocksize % 64 == 0) {  // Note [Weight rows as lanes]
     lanes_panel(args);
-  } else if (args.blocksize == 64) {  // one row (Note [Two steps to a vector])
+  } else if (args.q_pairs != nullptr) {  // one row in blocks of 64 (Note [Two steps to a vector])
     gemv_pairs_panel(args);
   } else if (args.blocksize == 32) {
     panel<true>(args);

@@ -41,7 +41,7 @@ struct Gemm4bitArgs {
   int64_t y_stride;
   int64_t y_col_stride;
   // One activation row in blocks of 64 at the VNNI level: its first k / 512 · 512 values again in
-  // the pair layout (Note [Two steps to a vector]); nullptr elsewhere.
+  // the pair layout (Note [Two steps to a vector]), which the kernel then takes; nullptr elsewhere.
   const int8_t* q_pairs;
   const int32_t* pair_compensation;  // 16 per 8 blocks
   const float* pair_scale;           // 16 per 8 blocks
