@@ -95,7 +95,9 @@ std::vector<Case> cases(DType dtype) {
                  r({300, 1100}, 46).t()});
   out.push_back({"40 rows times a transposed weight (transposed, K in chunks, threaded)", r({40, 700}, 47), r({600, 700}, 48).t()});
   out.push_back({"tiles one column wider than half a tile (9 of 16, 17 of 32)", r({30, 40}, 49), r({40, 25}, 50)});
-  out.push_back({"tiles one column wider than half a tile, AVX-512 width", r({30, 40}, 51), r({40, 49}, 52)});
+  out.push_back({"tiles one column past three vectors (AVX-512: 49 of 64)", r({30, 40}, 51), r({40, 49}, 52)});
+  out.push_back({"B in place, tiles of whole vectors short of a tile (AVX-512: 48 of 64)", r({33, 40}, 66),
+                 r({40, 112}, 67)});
   out.push_back({"more columns than one N block", r({8, 64}, 13), r({64, 8200}, 14)});
   out.push_back({"row strips sweeping a wide block of B in parts, the last ones partial (AMX)", r({70, 100}, 64),
                  r({100, 1100}, 65)});
@@ -319,7 +321,7 @@ TEST_CASE("the kernel in use is named for each dtype and level") {
   }
   if (cpu_isa_supported() >= CpuIsa::Avx512Bf16) {
     CpuIsaGuard guard(CpuIsa::Avx512Bf16);
-    CHECK(cpu_gemm_kernel(kFloat32) == "weft avx512 12x32 fp32");
+    CHECK(cpu_gemm_kernel(kFloat32) == "weft avx512 6x64 fp32");
     CHECK(cpu_gemm_kernel(kBFloat16) == "weft avx512_bf16 12x32 bf16 pairs");
   }
   CHECK(cpu_gemm_kernel(kFloat64) == "eigen");

@@ -1,14 +1,29 @@
 // AVX-512 GEMM kernel set for float32 (ISA kernel unit: Note [ISA kernel units] in tensor/cpu/simd.h).
 //
-// Register tile 12×32: c(12×32) (+)= Σ_p a(:, p) · b(p, :), 24 zmm accumulators (two per row),
-// two zmm loads of B and twelve broadcasts of A per step, 24 FMAs: enough independent chains for
-// two FMA units at latency 4, and 24 + 2 + 1 of the 32 zmm registers. Instantiated per row count
-// (1..12); columns past n are handled with k-masks. A tile of at most 16 columns (a product computed
-// transposed at a small batch: Note [Few rows times a transposed B] in gemm.cpp) keeps one zmm per
-// row and does half the FMAs.
+// Register tile 6×64: c(6×64) (+)= Σ_p a(:, p) · b(p, :), 24 zmm accumulators (four per row),
+// four zmm loads of B and six broadcasts of A per step, 24 FMAs: enough independent chains for
+// two FMA units at latency 4, and 24 + 4 + 1 of the 32 zmm registers. Instantiated per row count
+// (1..6) and per number of vectors a row needs (1..4: a tile of at most 16, 32 or 48 columns does
+// only the FMAs it needs); columns past n are handled with k-masks.
 //
-// Blocking (Skylake-SP / Zen 4-5 caches): a kc×32 panel of B is 48 KiB at kc = 384 (L1 is 32-48
-// KiB; the panel streams through it), an mc×kc block of A 576 KiB of a 1-2 MiB L2.
+// Products whose C is at most 32 columns wide (yᵀ = W·xᵀ at a batch of 32, the MLP's last layer,
+// Note [Few rows times a transposed B] in gemm.cpp) take a second set from the same template,
+// 12×32: a 6×64 tile there would hold 12 accumulators and load B twice as often per FMA (a 4-bit
+// weight's yᵀ at batch 32, 4096², took 1.3-1.9× as long in 6-row strips).
+//
+// Note [C rows that share cache sets]
+// Why six rows of 64 columns and not twelve of 32 (the same 24 accumulators): a tile's rows of C
+// are ldc apart, and when that is a multiple of 4 KiB (C 1024 or 2048 floats wide) every row's
+// lines fall in the same sets of an L1 that has 8 ways (32 KiB). Twelve rows of two lines put
+// twelve lines in each of two sets, so a tile evicts its own C while it loads, adds and stores
+// it, once per K chunk: a sweep of 12×32 tiles over a packed block (kc 256, C 2048 wide, one core,
+// Zen 4) ran at 93 % of the FMA peak against 97 % with C 2064 wide, and 1024³ / 2048³ products
+// lost 3 % to it. Six rows of four lines put six lines in each of four sets: 97 % either way.
+//
+// Blocking (Skylake-SP / Zen 4-5 caches): a kc×64 panel of B is 96 KiB at kc = 384 and streams
+// from L2 through L1 (32-48 KiB) beside the 9 KiB panel of A; an mc×kc block of A is 576 KiB of a
+// 1-2 MiB L2. (kc = 256 measured the same on the squares and 1 % slower on the MLP's forward, whose
+// K = 784 it cuts into four chunks instead of three.)
 //
 // W·x (one row times a transposed B) is dot products of W's rows with x: four zmm accumulators
 // over 64 values a step, the tail under a k-mask, summed across lanes at the end of the row.
@@ -21,16 +36,22 @@
 namespace weft::detail {
 namespace {
 
-constexpr int kMr = 12, kNr = 32;
+// The two sets' tiles: rows × vectors of 16 columns.
+constexpr int kWideMr = 6, kWideVectors = 4, kNarrowMr = 12, kNarrowVectors = 2;
 
-// HALVES: 2, or 1 for tiles of at most 16 columns.
-template <int ROWS, bool PACKED_A, bool FULL_B, int HALVES>
+// MR: the set's rows (packed A's panel width). VECTORS: zmm per row of the tile, the set's, or
+// fewer for a tile of at most 16·VECTORS columns.
+template <int MR, int ROWS, bool PACKED_A, bool FULL_B, int VECTORS>
 void tile(const GemmTileF32& t) {
-  __m512 c0[ROWS], c1[ROWS];
+  __m512 acc[ROWS][VECTORS];
 #pragma GCC unroll 12
-  for (int r = 0; r < ROWS; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
-  const int64_t rs = PACKED_A ? 1 : t.rs_a, cs = PACKED_A ? kMr : t.cs_a, ldb = t.ldb;
-  const __mmask16 m0 = lane_mask(t.n), m1 = lane_mask(t.n - 16);
+  for (int r = 0; r < ROWS; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < VECTORS; ++v) acc[r][v] = _mm512_setzero_ps();
+  const int64_t rs = PACKED_A ? 1 : t.rs_a, cs = PACKED_A ? MR : t.cs_a, ldb = t.ldb;
+  __mmask16 mask[VECTORS];
+#pragma GCC unroll 4
+  for (int v = 0; v < VECTORS; ++v) mask[v] = lane_mask(t.n - 16 * v);
 
   // With A packed the driver runs the tiles down a column of C: each tile's rows are new, far
   // apart and last touched a whole K chunk ago, so they are fetched now and arrive while the FMAs
@@ -38,15 +59,15 @@ void tile(const GemmTileF32& t) {
   // (A read in place) are streams the hardware prefetcher follows.
   if constexpr (PACKED_A) {
 #pragma GCC unroll 12
-    for (int r = 0; r < ROWS; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(t.c + r * t.ldc), _MM_HINT_T0);
-      if constexpr (HALVES == 2) _mm_prefetch(reinterpret_cast<const char*>(t.c + r * t.ldc + 16), _MM_HINT_T0);
-    }
+    for (int r = 0; r < ROWS; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < VECTORS; ++v)
+        _mm_prefetch(reinterpret_cast<const char*>(t.c + r * t.ldc + 16 * v), _MM_HINT_T0);
   }
-  // A read in place is up to twelve rows rs apart. Addressed from one pointer, each row needs
-  // its own offset register, more than x86 has: GCC spilled them to the stack and to vector
-  // registers (moves that took FMA ports). From a pointer per three rows, rows 3j, 3j+1, 3j+2
-  // are base_j + {0, 1, 2}·rs, which the addressing modes' scales reach from one register.
+  // A read in place is up to twelve rows rs apart. Addressed from one pointer, each row needs its own
+  // offset register, more than x86 has: GCC spilled them to the stack and to vector registers
+  // (moves that took FMA ports). From a pointer per three rows, rows 3j, 3j+1, 3j+2 are
+  // base_j + {0, 1, 2}·rs, which the addressing modes' scales reach from one register.
   constexpr int kBases = PACKED_A ? 1 : (ROWS + 2) / 3;
   const float* base[kBases];
 #pragma GCC unroll 4
@@ -54,14 +75,14 @@ void tile(const GemmTileF32& t) {
   const float* b = t.b;
 #pragma GCC unroll 2
   for (int64_t p = 0; p < t.kc; ++p) {
-    const __m512 b0 = FULL_B ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(m0, b);
-    __m512 b1 = b0;
-    if constexpr (HALVES == 2) b1 = FULL_B ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(m1, b + 16);
+    __m512 bv[VECTORS];
+#pragma GCC unroll 4
+    for (int v = 0; v < VECTORS; ++v) bv[v] = FULL_B ? _mm512_loadu_ps(b + 16 * v) : _mm512_maskz_loadu_ps(mask[v], b + 16 * v);
 #pragma GCC unroll 12
     for (int r = 0; r < ROWS; ++r) {
       const __m512 ar = _mm512_set1_ps(PACKED_A ? base[0][r] : base[r / 3][(r % 3) * rs]);
-      c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
-      if constexpr (HALVES == 2) c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < VECTORS; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
     }
 #pragma GCC unroll 4
     for (int j = 0; j < kBases; ++j) base[j] += cs;
@@ -71,41 +92,55 @@ void tile(const GemmTileF32& t) {
 #pragma GCC unroll 12
   for (int r = 0; r < ROWS; ++r) {
     float* c = t.c + r * t.ldc;
-    if (t.accumulate) {
-      c0[r] = _mm512_add_ps(c0[r], _mm512_maskz_loadu_ps(m0, c));
-      if constexpr (HALVES == 2) c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, c + 16));
+#pragma GCC unroll 4
+    for (int v = 0; v < VECTORS; ++v) {
+      if (t.accumulate) acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(mask[v], c + 16 * v));
+      _mm512_mask_storeu_ps(c + 16 * v, mask[v], acc[r][v]);
     }
-    _mm512_mask_storeu_ps(c, m0, c0[r]);
-    if constexpr (HALVES == 2) _mm512_mask_storeu_ps(c + 16, m1, c1[r]);
   }
 }
 
-template <bool PACKED_A, bool FULL_B, int HALVES>
+template <int MR, bool PACKED_A, bool FULL_B, int VECTORS>
 void tile_rows(const GemmTileF32& t) {
   switch (t.m) {
-    case 1: return tile<1, PACKED_A, FULL_B, HALVES>(t);
-    case 2: return tile<2, PACKED_A, FULL_B, HALVES>(t);
-    case 3: return tile<3, PACKED_A, FULL_B, HALVES>(t);
-    case 4: return tile<4, PACKED_A, FULL_B, HALVES>(t);
-    case 5: return tile<5, PACKED_A, FULL_B, HALVES>(t);
-    case 6: return tile<6, PACKED_A, FULL_B, HALVES>(t);
-    case 7: return tile<7, PACKED_A, FULL_B, HALVES>(t);
-    case 8: return tile<8, PACKED_A, FULL_B, HALVES>(t);
-    case 9: return tile<9, PACKED_A, FULL_B, HALVES>(t);
-    case 10: return tile<10, PACKED_A, FULL_B, HALVES>(t);
-    case 11: return tile<11, PACKED_A, FULL_B, HALVES>(t);
-    default: return tile<12, PACKED_A, FULL_B, HALVES>(t);
+    case 1: return tile<MR, 1, PACKED_A, FULL_B, VECTORS>(t);
+    case 2: return tile<MR, 2, PACKED_A, FULL_B, VECTORS>(t);
+    case 3: return tile<MR, 3, PACKED_A, FULL_B, VECTORS>(t);
+    case 4: return tile<MR, 4, PACKED_A, FULL_B, VECTORS>(t);
+    case 5: return tile<MR, 5, PACKED_A, FULL_B, VECTORS>(t);
+  }
+  if constexpr (MR == kNarrowMr) {
+    switch (t.m) {
+      case 6: return tile<MR, 6, PACKED_A, FULL_B, VECTORS>(t);
+      case 7: return tile<MR, 7, PACKED_A, FULL_B, VECTORS>(t);
+      case 8: return tile<MR, 8, PACKED_A, FULL_B, VECTORS>(t);
+      case 9: return tile<MR, 9, PACKED_A, FULL_B, VECTORS>(t);
+      case 10: return tile<MR, 10, PACKED_A, FULL_B, VECTORS>(t);
+      case 11: return tile<MR, 11, PACKED_A, FULL_B, VECTORS>(t);
+    }
+  }
+  return tile<MR, MR, PACKED_A, FULL_B, VECTORS>(t);
+}
+
+template <int MR, int VECTORS>
+void micro_vectors(const GemmTileF32& t) {
+  const bool full_b = t.b_padded || t.n == 16 * VECTORS;
+  if (t.a_packed) return full_b ? tile_rows<MR, true, true, VECTORS>(t) : tile_rows<MR, true, false, VECTORS>(t);
+  return full_b ? tile_rows<MR, false, true, VECTORS>(t) : tile_rows<MR, false, false, VECTORS>(t);
+}
+
+void micro_wide(const GemmTileF32& t) {
+  switch ((t.n + 15) / 16) {
+    case 1: return micro_vectors<kWideMr, 1>(t);
+    case 2: return micro_vectors<kWideMr, 2>(t);
+    case 3: return micro_vectors<kWideMr, 3>(t);
+    default: return micro_vectors<kWideMr, 4>(t);
   }
 }
 
-template <int HALVES>
-void micro_halves(const GemmTileF32& t) {
-  const bool full_b = t.b_padded || t.n == kNr;
-  if (t.a_packed) return full_b ? tile_rows<true, true, HALVES>(t) : tile_rows<true, false, HALVES>(t);
-  return full_b ? tile_rows<false, true, HALVES>(t) : tile_rows<false, false, HALVES>(t);
+void micro_narrow(const GemmTileF32& t) {
+  return t.n <= 16 ? micro_vectors<kNarrowMr, 1>(t) : micro_vectors<kNarrowMr, 2>(t);
 }
-
-void micro_avx512(const GemmTileF32& t) { return t.n <= kNr / 2 ? micro_halves<1>(t) : micro_halves<2>(t); }
 
 void dot_rows_avx512(const float* w, int64_t ldw, const float* x, int64_t k, int64_t rows, float* y, bool accumulate) {
   for (int64_t j = 0; j < rows; ++j, w += ldw) {
@@ -126,24 +161,40 @@ void dot_rows_avx512(const float* w, int64_t ldw, const float* x, int64_t k, int
   }
 }
 
-// The fast packers: one panel of `width` lanes per step (B: 32 columns, A: 12 rows) from a
+// The fast packers: one panel of `width` lanes per step (B: 64 columns, A: 6 rows) from a
 // source whose lanes are `lane_stride` apart and steps `step_stride` apart, zeros past `lanes`.
 //
 // Each step's lanes contiguous in the source (a row-major B, dYᵀ as A): masked loads, one masked
-// store per 16 lanes.
-void pack_panel_by_steps(const float* src, int64_t step_stride, int lanes, int64_t steps, int width, float* dst) {
-  for (int64_t p = 0; p < steps; ++p, dst += width)
-    for (int first = 0; first < width; first += 16)
-      _mm512_mask_storeu_ps(dst + first, lane_mask(width - first),
-                            _mm512_maskz_loadu_ps(lane_mask(lanes - first), src + p * step_stride + first));
+// store per 16 lanes. The panels go a group of at least 64 lanes at a time, step by step across the
+// group, so that a step's cache lines are read once: panel by panel, the 6-lane panels of A read
+// each 16-float line two or three times, a whole panel apart, and a large step stride puts those
+// lines in few cache sets, so they came from L2 every time (the MLP's dW1, gᵀ·x: 7 % of its time
+// went to packing A).
+void pack_panels_by_steps(const float* src, int64_t step_stride, int64_t lanes, int64_t steps, int width, float* dst) {
+  const int64_t group = (64 + width - 1) / width * width;
+  for (int64_t g0 = 0; g0 < lanes; g0 += group) {
+    const int64_t g1 = lanes < g0 + group ? lanes : g0 + group;
+    for (int64_t p = 0; p < steps; ++p)
+      for (int64_t l0 = g0; l0 < g1; l0 += width) {
+        float* panel_step = dst + l0 * steps + p * width;
+        for (int first = 0; first < width; first += 16)
+          _mm512_mask_storeu_ps(panel_step + first, lane_mask(width - first),
+                                _mm512_maskz_loadu_ps(lane_mask(lanes - l0 - first), src + p * step_stride + l0 + first));
+      }
+  }
 }
 
 // Each lane's steps contiguous in the source (x·Wᵀ's B, a row-major A): 16 lanes × 16 steps are
-// one load per lane and, transposed in registers, one store per step.
+// one load per lane and, transposed in registers, one store per step. Lanes past the source's are
+// zeros stored directly (a product with N = 10 packs B into a 64-lane panel).
 void pack_panel_by_lanes(const float* src, int64_t lane_stride, int lanes, int64_t steps, int width, float* dst) {
   for (int first = 0; first < width; first += 16) {
     const int count = lanes - first;
     const __mmask16 store = lane_mask(width - first);
+    if (count <= 0) {
+      for (int64_t p = 0; p < steps; ++p) _mm512_mask_storeu_ps(dst + p * width + first, store, _mm512_setzero_ps());
+      continue;
+    }
     for (int64_t p0 = 0; p0 < steps; p0 += 16) {
       const int run = steps - p0 < 16 ? static_cast<int>(steps - p0) : 16;
       __m512i r[16];
@@ -162,33 +213,55 @@ bool pack_panels(const void* src, bool bf16, int64_t lane_stride, int64_t step_s
                  int width, float* dst) {
   if (bf16 || (lane_stride != 1 && step_stride != 1)) return false;
   const auto* x = static_cast<const float*>(src);
+  if (lane_stride == 1) {
+    pack_panels_by_steps(x, step_stride, lanes, steps, width, dst);
+    return true;
+  }
   for (int64_t l0 = 0; l0 < lanes; l0 += width, dst += steps * width) {
     const int count = lanes - l0 < width ? static_cast<int>(lanes - l0) : width;
-    if (lane_stride == 1) pack_panel_by_steps(x + l0, step_stride, count, steps, width, dst);
-    else pack_panel_by_lanes(x + l0 * lane_stride, lane_stride, count, steps, width, dst);
+    pack_panel_by_lanes(x + l0 * lane_stride, lane_stride, count, steps, width, dst);
   }
   return true;
 }
 
-// B(p, j) = src[p·rs + j·cs] into panels of kc×32; A(i, p) = src[i·rs + p·cs] into panels of kc×12.
-bool pack_b_avx512(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* dst) {
-  return pack_panels(src, bf16, cs, rs, nc, kc, kNr, dst);
+// B(p, j) = src[p·rs + j·cs] into panels of kc×NR; A(i, p) = src[i·rs + p·cs] into panels of kc×MR.
+bool pack_b_wide(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* dst) {
+  return pack_panels(src, bf16, cs, rs, nc, kc, 16 * kWideVectors, dst);
 }
-bool pack_a_avx512(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst) {
-  return pack_panels(src, bf16, rs, cs, mc, kc, kMr, dst);
+bool pack_a_wide(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst) {
+  return pack_panels(src, bf16, rs, cs, mc, kc, kWideMr, dst);
+}
+bool pack_b_narrow(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* dst) {
+  return pack_panels(src, bf16, cs, rs, nc, kc, 16 * kNarrowVectors, dst);
+}
+bool pack_a_narrow(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst) {
+  return pack_panels(src, bf16, rs, cs, mc, kc, kNarrowMr, dst);
 }
 
 }  // namespace
 
 const GemmKernel kGemmF32Avx512 = {
+    .name = "avx512 6x64",
+    .mr = kWideMr, .nr = 16 * kWideVectors,
+    .mc = 384, .kc = 384, .nc = 4096,
+    .n_split = 16,
+    .bf16_pairs = false,
+    .micro_f32 = micro_wide,
+    .micro_bf16 = nullptr,
+    .pack_b = pack_b_wide,
+    .pack_a = pack_a_wide,
+    .dot_rows = dot_rows_avx512,
+};
+
+const GemmKernel kGemmF32Avx512Narrow = {
     .name = "avx512 12x32",
-    .mr = kMr, .nr = kNr,
+    .mr = kNarrowMr, .nr = 16 * kNarrowVectors,
     .mc = 384, .kc = 384, .nc = 4096,
     .bf16_pairs = false,
-    .micro_f32 = micro_avx512,
+    .micro_f32 = micro_narrow,
     .micro_bf16 = nullptr,
-    .pack_b = pack_b_avx512,
-    .pack_a = pack_a_avx512,
+    .pack_b = pack_b_narrow,
+    .pack_a = pack_a_narrow,
     .dot_rows = dot_rows_avx512,
 };
 

@@ -9,7 +9,7 @@
 //
 //   scalar       4×8    portable C++, the reference the others are tested against (gemm_scalar.cpp)
 //   avx2         6×16   12 ymm accumulators, FMA (gemm_f32_avx2.cpp)
-//   avx512       12×32  24 zmm accumulators (gemm_f32_avx512.cpp)
+//   avx512       6×64   24 zmm accumulators; 12×32 for C at most 32 columns wide (gemm_f32_avx512.cpp)
 //   avx512_bf16  12×32  bf16 K-pairs, vdpbf16ps into fp32 (gemm_bf16_avx512bf16.cpp)
 //   amx          32×32  bf16 tiles, tdpbf16ps into fp32 (gemm_bf16_amx.cpp)
 //
@@ -87,6 +87,8 @@ struct GemmKernel {
   int mr, nr;      // register tile
   int mc, kc, nc;  // cache blocks: an mc×kc block of A in L2, a kc×nr panel of B in L1, kc×nc in L3
   int nc_sweep = 0;  // a_rows sets: columns of the packed B block one row strip of A sweeps (in L2)
+  int n_split = 0;   // C's column blocks per thread start at multiples of this (0: nr), where a tile
+                     // narrower than nr by whole vectors does only its own FMAs
   bool bf16_pairs;            // packs bf16 in K-pairs and runs micro_bf16 (else fp32 panels, micro_f32)
   GemmMicroF32 micro_f32;
   GemmMicroBf16 micro_bf16;
@@ -109,6 +111,7 @@ bool pack_pairs_avx512(const uint16_t* src, int64_t lane_stride, int64_t step_st
 extern const GemmKernel kGemmScalar;
 extern const GemmKernel kGemmF32Avx2;
 extern const GemmKernel kGemmF32Avx512;
+extern const GemmKernel kGemmF32Avx512Narrow;
 extern const GemmKernel kGemmBf16Avx512Bf16;
 extern const GemmKernel kGemmBf16Amx;
 
