@@ -256,7 +256,8 @@ TEST_CASE("a bfloat16 C stored by the GEMM itself has the bits of the float32 pr
                                          {"K = 2, the least it takes", 40, 70, 2, false, false},
                                          {"split along M, B transposed", 300, 200, 400, false, true},
                                          {"split along N, A transposed", 128, 784, 128, true, false},
-                                         {"both transposed", 97, 61, 45, true, true}};
+                                         {"both transposed", 97, 61, 45, true, true},
+                                         {"small, split by row tiles over the threads", 100, 40, 200, false, false}};
   bool ran = false;
   for (const CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);

@@ -480,6 +480,25 @@ void gemm_large(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AO
   });
 }
 
+// A small product split over threads by whole row tiles of `set`, as many parts as get
+// kSmallWorkPerThread each; run(first, rows) computes C's rows [first, first + rows). K is not
+// split, so no element's arithmetic depends on the thread count. bfloat16 K-pair tiles pack A as
+// well, and split only over a K of at least kPairsSplitMinK: the MLP's last layer in bf16-mixed,
+// two threads, went 56 -> 91 GFLOP/s split at K = 512 (its forward) but 141 -> 116 at K = 10 (dX).
+constexpr int64_t kPairsSplitMinK = 64;
+
+template <class RunRows>
+void split_small_by_rows(const GemmKernel& set, int64_t m, int64_t work, int64_t k, const RunRows& run) {
+  const int64_t tiles = (m + set.mr - 1) / set.mr;
+  const int64_t most = set.bf16_pairs && k < kPairsSplitMinK ? 1 : num_threads();
+  const int64_t parts = std::min<int64_t>({most, work / kSmallWorkPerThread, tiles});
+  if (parts <= 1) return run(0, m);
+  parallel_for(parts, [&](int64_t part) {
+    const PartRange rows = part_of(m, set.mr, parts, part);
+    run(rows.first, rows.length);
+  });
+}
+
 // c = 0 for a product over K = 0 (nothing to add when accumulating).
 void zero_unless_accumulating(int64_t m, int64_t n, float* c, int64_t ldc, bool accumulate) {
   if (!accumulate)
@@ -528,18 +547,13 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   if (!a.bf16 && b.rs == 1 && b.cs != 1 && m <= kTransposedMaxRows && m < n)
     return gemm_transposed(kernel_for(isa, false, m), m, n, k, a, b, c, ldc, accumulate);
   if (work <= kSmallWork) {
-    if (a.bf16) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, false, 1);
     // Whole row tiles per thread. Each part packs B for itself when B is not row-major: a small
     // product's B is small, and packing it twice costs less than sharing one copy would.
-    const GemmKernel& f32 = kernel_for(isa, false, n);
-    const int64_t tiles = (m + f32.mr - 1) / f32.mr;
-    const int64_t parts = std::min<int64_t>({num_threads(), work / kSmallWorkPerThread, tiles});
-    if (parts <= 1) return gemm_small(f32, m, n, k, a, b, c, ldc, accumulate);
-    parallel_for(parts, [&](int64_t part) {
-      const PartRange rows = part_of(m, f32.mr, parts, part);
-      gemm_small(f32, rows.length, n, k, a.at(rows.first, 0), b, c + rows.first * ldc, ldc, accumulate);
+    const GemmKernel& set = a.bf16 ? ker : kernel_for(isa, false, n);
+    return split_small_by_rows(set, m, work, k, [&](int64_t first, int64_t rows) {
+      if (a.bf16) gemm_blocked(ker, rows, n, k, a.at(first, 0), b, c + first * ldc, ldc, accumulate, false, 1);
+      else gemm_small(set, rows, n, k, a.at(first, 0), b, c + first * ldc, ldc, accumulate);
     });
-    return;
   }
 
   gemm_large(ker, m, n, k, a, b, c, ldc, accumulate);
@@ -556,7 +570,12 @@ void gemm_to_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Ge
   WEFT_CHECK(a.bf16 && b.bf16 && gemm_stores_bf16(m, n, k),
              "[gemm] internal: gemm_to_bf16 called for a product gemm_stores_bf16 refuses");
   const GemmKernel& ker = kernel_for(cpu_isa(), true, n);
-  if (2 * m * n * k <= kSmallWork) return gemm_blocked(ker, m, n, k, a, b, nullptr, ldc, accumulate, false, 1, c);
+  const int64_t work = 2 * m * n * k;
+  if (work <= kSmallWork) {
+    return split_small_by_rows(ker, m, work, k, [&](int64_t first, int64_t rows) {
+      gemm_blocked(ker, rows, n, k, a.at(first, 0), b, nullptr, ldc, accumulate, false, 1, c + first * ldc);
+    });
+  }
   gemm_large(ker, m, n, k, a, b, nullptr, ldc, accumulate, c);
 }
 
