@@ -93,7 +93,8 @@ std::vector<Case> cases(DType dtype) {
   out.push_back({"batch of 1, threaded (dot products over a split of W's rows)", r({1, 1100}, 55), r({2000, 1100}, 56).t()});
   out.push_back({"20 rows times a transposed weight with long rows (transposed, whole rows, threaded)", r({20, 1100}, 45),
                  r({300, 1100}, 46).t()});
-  out.push_back({"40 rows times a transposed weight (transposed, K in chunks, threaded)", r({40, 700}, 47), r({600, 700}, 48).t()});
+  out.push_back({"40 rows times a transposed weight (transposed, threaded; K in chunks where xᵀ is wider than a panel)",
+                 r({40, 700}, 47), r({600, 700}, 48).t()});
   out.push_back({"tiles one column wider than half a tile (9 of 16, 17 of 32)", r({30, 40}, 49), r({40, 25}, 50)});
   out.push_back({"tiles one column past three vectors (AVX-512: 49 of 64)", r({30, 40}, 51), r({40, 49}, 52)});
   out.push_back({"B in place, tiles of whole vectors short of a tile (AVX-512: 48 of 64)", r({33, 40}, 66),

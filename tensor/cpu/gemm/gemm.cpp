@@ -223,10 +223,10 @@ void pack_b_memory(const GemmKernel& ker, const GemmMatrix& columns, int64_t kc,
 
 // Packs columns [first, first + count) of a kc×nc block of B (first a multiple of NR) into their
 // panels of the packed block at `packed`. A source makes its values into this thread's scratch,
-// from where they are packed like memory: Bᵀ's rows a panel at a time (NR rows of W: in L1 or
-// L2) as a B read down its columns; B's rows (W's, for g·W) up to kBRowRun
-// columns at a time, as a row-major B, runs long enough that the source's per-run cost stays small
-// (a run per panel row, 32 values, cost more than the product of the panel at batch 128).
+// from where they are packed like memory: Bᵀ's rows a panel at a time (NR rows of W, in L1 or L2)
+// as a B read down its columns; B's rows (W's, for g·W) up to kBRowRun columns at a time, as a
+// row-major B, runs long enough that the source's per-run cost stays small (a run per panel row,
+// 32 values, cost more than the product of the panel at batch 128).
 constexpr int64_t kBRowRun = 256;
 
 void pack_b_columns(const GemmKernel& ker, const BOperand& b_block, int64_t kc, int64_t first, int64_t count,

@@ -85,7 +85,7 @@ using GemmDotRows = void (*)(const float* w, int64_t ldw, const float* x, int64_
 struct GemmKernel {
   const char* name;
   int mr, nr;      // register tile
-  int mc, kc, nc;  // cache blocks: an mc×kc block of A in L2, a kc×nr panel of B in L1, kc×nc in L3
+  int mc, kc, nc;  // cache blocks: an mc×kc block of A in L2, a kc×nr panel of B in or through L1, kc×nc in L3
   int nc_sweep = 0;  // a_rows sets: columns of the packed B block one row strip of A sweeps (in L2)
   int n_split = 0;   // C's column blocks per thread start at multiples of this (0: nr), where a tile
                      // narrower than nr by whole vectors does only its own FMAs
