@@ -549,10 +549,9 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   if (work <= kSmallWork) {
     // Whole row tiles per thread. Each part packs B for itself when B is not row-major: a small
     // product's B is small, and packing it twice costs less than sharing one copy would.
-    const GemmKernel& set = a.bf16 ? ker : kernel_for(isa, false, n);
-    return split_small_by_rows(set, m, work, k, [&](int64_t first, int64_t rows) {
+    return split_small_by_rows(ker, m, work, k, [&](int64_t first, int64_t rows) {
       if (a.bf16) gemm_blocked(ker, rows, n, k, a.at(first, 0), b, c + first * ldc, ldc, accumulate, false, 1);
-      else gemm_small(set, rows, n, k, a.at(first, 0), b, c + first * ldc, ldc, accumulate);
+      else gemm_small(ker, rows, n, k, a.at(first, 0), b, c + first * ldc, ldc, accumulate);
     });
   }
 

@@ -100,26 +100,13 @@ void tile(const GemmTileF32& t) {
   }
 }
 
-template <int MR, bool PACKED_A, bool FULL_B, int VECTORS>
+// The tile for t.m rows (1..MR), chosen at run time from the instantiations for each count.
+template <int MR, bool PACKED_A, bool FULL_B, int VECTORS, int ROWS = 1>
 void tile_rows(const GemmTileF32& t) {
-  switch (t.m) {
-    case 1: return tile<MR, 1, PACKED_A, FULL_B, VECTORS>(t);
-    case 2: return tile<MR, 2, PACKED_A, FULL_B, VECTORS>(t);
-    case 3: return tile<MR, 3, PACKED_A, FULL_B, VECTORS>(t);
-    case 4: return tile<MR, 4, PACKED_A, FULL_B, VECTORS>(t);
-    case 5: return tile<MR, 5, PACKED_A, FULL_B, VECTORS>(t);
+  if constexpr (ROWS < MR) {
+    if (t.m > ROWS) return tile_rows<MR, PACKED_A, FULL_B, VECTORS, ROWS + 1>(t);
   }
-  if constexpr (MR == kNarrowMr) {
-    switch (t.m) {
-      case 6: return tile<MR, 6, PACKED_A, FULL_B, VECTORS>(t);
-      case 7: return tile<MR, 7, PACKED_A, FULL_B, VECTORS>(t);
-      case 8: return tile<MR, 8, PACKED_A, FULL_B, VECTORS>(t);
-      case 9: return tile<MR, 9, PACKED_A, FULL_B, VECTORS>(t);
-      case 10: return tile<MR, 10, PACKED_A, FULL_B, VECTORS>(t);
-      case 11: return tile<MR, 11, PACKED_A, FULL_B, VECTORS>(t);
-    }
-  }
-  return tile<MR, MR, PACKED_A, FULL_B, VECTORS>(t);
+  return tile<MR, ROWS, PACKED_A, FULL_B, VECTORS>(t);
 }
 
 template <int MR, int VECTORS>
@@ -129,17 +116,13 @@ void micro_vectors(const GemmTileF32& t) {
   return full_b ? tile_rows<MR, false, true, VECTORS>(t) : tile_rows<MR, false, false, VECTORS>(t);
 }
 
-void micro_wide(const GemmTileF32& t) {
-  switch ((t.n + 15) / 16) {
-    case 1: return micro_vectors<kWideMr, 1>(t);
-    case 2: return micro_vectors<kWideMr, 2>(t);
-    case 3: return micro_vectors<kWideMr, 3>(t);
-    default: return micro_vectors<kWideMr, 4>(t);
+// A set's microkernel: MR rows, up to MOST_VECTORS zmm a row, as few as t.n columns need.
+template <int MR, int MOST_VECTORS, int VECTORS = 1>
+void micro(const GemmTileF32& t) {
+  if constexpr (VECTORS < MOST_VECTORS) {
+    if (t.n > 16 * VECTORS) return micro<MR, MOST_VECTORS, VECTORS + 1>(t);
   }
-}
-
-void micro_narrow(const GemmTileF32& t) {
-  return t.n <= 16 ? micro_vectors<kNarrowMr, 1>(t) : micro_vectors<kNarrowMr, 2>(t);
+  return micro_vectors<MR, VECTORS>(t);
 }
 
 void dot_rows_avx512(const float* w, int64_t ldw, const float* x, int64_t k, int64_t rows, float* y, bool accumulate) {
@@ -224,18 +207,14 @@ bool pack_panels(const void* src, bool bf16, int64_t lane_stride, int64_t step_s
   return true;
 }
 
-// B(p, j) = src[p·rs + j·cs] into panels of kc×NR; A(i, p) = src[i·rs + p·cs] into panels of kc×MR.
-bool pack_b_wide(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* dst) {
-  return pack_panels(src, bf16, cs, rs, nc, kc, 16 * kWideVectors, dst);
+// B(p, j) = src[p·rs + j·cs] into panels of kc×WIDTH; A(i, p) = src[i·rs + p·cs] into panels of kc×WIDTH.
+template <int WIDTH>
+bool pack_b(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* dst) {
+  return pack_panels(src, bf16, cs, rs, nc, kc, WIDTH, dst);
 }
-bool pack_a_wide(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst) {
-  return pack_panels(src, bf16, rs, cs, mc, kc, kWideMr, dst);
-}
-bool pack_b_narrow(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* dst) {
-  return pack_panels(src, bf16, cs, rs, nc, kc, 16 * kNarrowVectors, dst);
-}
-bool pack_a_narrow(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst) {
-  return pack_panels(src, bf16, rs, cs, mc, kc, kNarrowMr, dst);
+template <int WIDTH>
+bool pack_a(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst) {
+  return pack_panels(src, bf16, rs, cs, mc, kc, WIDTH, dst);
 }
 
 }  // namespace
@@ -246,10 +225,10 @@ const GemmKernel kGemmF32Avx512 = {
     .mc = 384, .kc = 384, .nc = 4096,
     .n_split = 16,
     .bf16_pairs = false,
-    .micro_f32 = micro_wide,
+    .micro_f32 = micro<kWideMr, kWideVectors>,
     .micro_bf16 = nullptr,
-    .pack_b = pack_b_wide,
-    .pack_a = pack_a_wide,
+    .pack_b = pack_b<16 * kWideVectors>,
+    .pack_a = pack_a<kWideMr>,
     .dot_rows = dot_rows_avx512,
 };
 
@@ -258,10 +237,10 @@ const GemmKernel kGemmF32Avx512Narrow = {
     .mr = kNarrowMr, .nr = 16 * kNarrowVectors,
     .mc = 384, .kc = 384, .nc = 4096,
     .bf16_pairs = false,
-    .micro_f32 = micro_narrow,
+    .micro_f32 = micro<kNarrowMr, kNarrowVectors>,
     .micro_bf16 = nullptr,
-    .pack_b = pack_b_narrow,
-    .pack_a = pack_a_narrow,
+    .pack_b = pack_b<16 * kNarrowVectors>,
+    .pack_a = pack_a<kNarrowMr>,
     .dot_rows = dot_rows_avx512,
 };
 
