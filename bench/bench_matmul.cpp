@@ -1,7 +1,7 @@
 // Matrix product throughput: weft::matmul against Eigen and OpenBLAS in the same run, on the
 // example MLP's products (forward and backward, in the layouts training uses) and on squares,
-// in float32 and with bfloat16 inputs, as GFLOP/s and as a share of the machine's measured FMA
-// peak (fma_peak.h). PyTorch is measured by bench/matmul_torch.py on the same cases, and
+// in float32, with bfloat16 inputs and (--dtype fp64 or all) in float64, as GFLOP/s and as a share
+// of the machine's measured FMA peak (fma_peak.h; float64 has half its lanes). PyTorch is measured by bench/matmul_torch.py on the same cases, and
 // bench/compare_matmul.sh puts them all in one table.
 //
 // Peers run as a user gets them: Eigen compiled for this machine (-march=native, eigen_peer.cpp)
@@ -42,7 +42,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   int threads = 0;  // 0: weft's default (all cores unless WEFT_NUM_THREADS/OMP_NUM_THREADS say otherwise)
   double min_time = 0.6;
-  bool fp32 = true, bf16 = true;
+  bool fp32 = true, bf16 = true, fp64 = false;
   std::string only;  // run only cases whose name contains this
   bool cpu_clock = false;  // time calls by the calling thread's CPU time (meaningful with one thread)
 };
@@ -103,7 +103,8 @@ class Timer {
 };
 
 // Largest |x - y| relative to the largest |y|.
-double relative_error(const std::vector<double>& x, const float* y) {
+template <class T>
+double relative_error(const std::vector<double>& x, const T* y) {
   double diff = 0, scale = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     diff = std::max(diff, std::fabs(x[i] - static_cast<double>(y[i])));
@@ -112,7 +113,8 @@ double relative_error(const std::vector<double>& x, const float* y) {
   return scale > 0 ? diff / scale : diff;
 }
 
-void check_close(const char* who, const Case& c, const std::vector<double>& want, const float* got) {
+template <class T>
+void check_close(const char* who, const Case& c, const std::vector<double>& want, const T* got) {
   const double err = relative_error(want, got);
   if (err > 1e-4) {
     std::fprintf(stderr, "bench_matmul: %s disagrees with weft on %s (relative error %.3g); not timing it\n", who,
@@ -131,18 +133,20 @@ Options parse(int argc, char** argv) {
       o.min_time = std::atof(argv[++i]);
     } else if (arg == "--dtype" && i + 1 < argc) {
       const std::string d = argv[++i];
-      o.fp32 = d == "fp32" || d == "both";
-      o.bf16 = d == "bf16" || d == "both";
+      o.fp32 = d == "fp32" || d == "both" || d == "all";
+      o.bf16 = d == "bf16" || d == "both" || d == "all";
+      o.fp64 = d == "fp64" || d == "all";
     } else if (arg == "--only" && i + 1 < argc) {
       o.only = argv[++i];
     } else if (arg == "--cpu-clock") {
       o.cpu_clock = true;
     } else {
       std::fprintf(stderr,
-                   "usage: bench_matmul [--threads N] [--min-time SECONDS] [--dtype fp32|bf16|both] [--only TEXT] [--cpu-clock]\n"
+                   "usage: bench_matmul [--threads N] [--min-time SECONDS] [--dtype fp32|bf16|fp64|both|all] [--only TEXT] [--cpu-clock]\n"
                    "  --threads N     threads for weft, Eigen and OpenBLAS (default: weft's default)\n"
                    "  --min-time S    timed seconds per library and case, over %d rounds (default 0.6)\n"
-                   "  --dtype D       input dtype(s) to measure (default both; bf16 has no Eigen/OpenBLAS peer)\n"
+                   "  --dtype D       input dtype(s) to measure (default both: fp32 and bf16; all adds fp64;\n"
+                   "                  bf16 has no Eigen/OpenBLAS peer)\n"
                    "  --only TEXT     only the cases whose name contains TEXT (e.g. 'mlp', 'square')\n"
                    "  --cpu-clock     time by the calling thread's CPU time, not wall time: with --threads 1\n"
                    "                  on a busy machine, time spent preempted does not count\n",
@@ -154,8 +158,8 @@ Options parse(int argc, char** argv) {
     std::fprintf(stderr, "bench_matmul: --cpu-clock needs --threads 1 (other threads' time would not count)\n");
     std::exit(2);
   }
-  if (o.threads < 0 || o.min_time <= 0 || !(o.fp32 || o.bf16)) {
-    std::fprintf(stderr, "bench_matmul: --threads must be >= 1, --min-time > 0, --dtype fp32, bf16 or both\n");
+  if (o.threads < 0 || o.min_time <= 0 || !(o.fp32 || o.bf16 || o.fp64)) {
+    std::fprintf(stderr, "bench_matmul: --threads must be >= 1, --min-time > 0, --dtype fp32, bf16, fp64, both or all\n");
     std::exit(2);
   }
   return o;
@@ -167,38 +171,72 @@ struct Result {
   double weft = 0, eigen = 0, openblas = 0;  // GFLOP/s; 0: not measured
 };
 
+const char* case_dtype_name(weft::DType dtype) {
+  return dtype == weft::kFloat32 ? "fp32" : dtype == weft::kFloat64 ? "fp64" : "bf16";
+}
+
+#ifdef WEFT_BENCH_OPENBLAS
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float* a, int lda, const float* b,
+               int ldb, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+}
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const double* a, int lda, const double* b,
+               int ldb, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+}
+#endif
+
+void eigen_gemm(const Case& c, const float* a, const float* b, float* out) {
+  bench::eigen_sgemm(c.m, c.n, c.k, a, c.a_t, b, c.b_t, out);
+}
+void eigen_gemm(const Case& c, const double* a, const double* b, double* out) {
+  bench::eigen_dgemm(c.m, c.n, c.k, a, c.a_t, b, c.b_t, out);
+}
+
+// Eigen's and OpenBLAS's product of the stored operands (float or double), checked against weft's
+// result, then added to the timers.
+template <class T>
+void add_peers(const Case& c, const weft::Tensor& a_store, const weft::Tensor& b_store, const std::vector<double>& want,
+               Result& r, const Options& opt, std::vector<std::pair<double*, Timer>>& timers,
+               std::vector<std::vector<T>>& outputs) {
+  const T* ap = a_store.data<T>();
+  const T* bp = b_store.data<T>();
+  T* c_eigen = outputs.emplace_back(static_cast<size_t>(c.m * c.n)).data();
+  auto eigen = [&c, ap, bp, c_eigen] { eigen_gemm(c, ap, bp, c_eigen); };
+  eigen();
+  check_close("Eigen", c, want, c_eigen);
+  timers.emplace_back(&r.eigen, Timer(eigen, opt.cpu_clock));
+#ifdef WEFT_BENCH_OPENBLAS
+  T* c_blas = outputs.emplace_back(static_cast<size_t>(c.m * c.n)).data();
+  auto gemm = [&c, ap, bp, c_blas] {
+    blas_gemm(c.a_t ? CblasTrans : CblasNoTrans, c.b_t ? CblasTrans : CblasNoTrans, static_cast<int>(c.m),
+              static_cast<int>(c.n), static_cast<int>(c.k), ap, static_cast<int>(c.a_t ? c.m : c.k), bp,
+              static_cast<int>(c.b_t ? c.k : c.n), c_blas, static_cast<int>(c.n));
+  };
+  gemm();
+  check_close("OpenBLAS", c, want, c_blas);
+  timers.emplace_back(&r.openblas, Timer(gemm, opt.cpu_clock));
+#endif
+}
+
 Result run_case(const Case& c, weft::DType dtype, const Options& opt, weft::Generator& gen) {
   using weft::Tensor;
-  const Tensor a_store = weft::randn(c.a_t ? weft::Shape{c.k, c.m} : weft::Shape{c.m, c.k}, weft::kFloat32, &gen);
-  const Tensor b_store = weft::randn(c.b_t ? weft::Shape{c.n, c.k} : weft::Shape{c.k, c.n}, weft::kFloat32, &gen);
+  // Stored in the dtype the peers compute in (float32 for bf16, which only weft measures).
+  const weft::DType stored = dtype == weft::kFloat64 ? weft::kFloat64 : weft::kFloat32;
+  const Tensor a_store = weft::randn(c.a_t ? weft::Shape{c.k, c.m} : weft::Shape{c.m, c.k}, stored, &gen);
+  const Tensor b_store = weft::randn(c.b_t ? weft::Shape{c.n, c.k} : weft::Shape{c.k, c.n}, stored, &gen);
   const Tensor a = (c.a_t ? a_store.t() : a_store).to(dtype), b = (c.b_t ? b_store.t() : b_store).to(dtype);
   const double flop = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
-  Result r{&c, dtype == weft::kFloat32 ? "fp32" : "bf16"};
+  Result r{&c, case_dtype_name(dtype)};
   const std::vector<double> want = weft::matmul(a, b).to_vector<double>();
 
   Tensor sink;
   std::vector<std::pair<double*, Timer>> timers;
   timers.emplace_back(&r.weft, Timer([&] { sink = weft::matmul(a, b); }, opt.cpu_clock));
-  std::vector<float> c_eigen(static_cast<size_t>(c.m * c.n)), c_blas(static_cast<size_t>(c.m * c.n));
-  if (dtype == weft::kFloat32) {
-    const float* ap = a_store.data<float>();
-    const float* bp = b_store.data<float>();
-    auto eigen = [&, ap, bp] { bench::eigen_sgemm(c.m, c.n, c.k, ap, c.a_t, bp, c.b_t, c_eigen.data()); };
-    eigen();
-    check_close("Eigen", c, want, c_eigen.data());
-    timers.emplace_back(&r.eigen, Timer(eigen, opt.cpu_clock));
-#ifdef WEFT_BENCH_OPENBLAS
-    auto sgemm = [&, ap, bp] {
-      cblas_sgemm(CblasRowMajor, c.a_t ? CblasTrans : CblasNoTrans, c.b_t ? CblasTrans : CblasNoTrans,
-                  static_cast<int>(c.m), static_cast<int>(c.n), static_cast<int>(c.k), 1.0f, ap,
-                  static_cast<int>(c.a_t ? c.m : c.k), bp, static_cast<int>(c.b_t ? c.k : c.n), 0.0f, c_blas.data(),
-                  static_cast<int>(c.n));
-    };
-    sgemm();
-    check_close("OpenBLAS", c, want, c_blas.data());
-    timers.emplace_back(&r.openblas, Timer(sgemm, opt.cpu_clock));
-#endif
-  }
+  std::vector<std::vector<float>> outputs_f32;
+  std::vector<std::vector<double>> outputs_f64;
+  if (dtype == weft::kFloat32) add_peers<float>(c, a_store, b_store, want, r, opt, timers, outputs_f32);
+  if (dtype == weft::kFloat64) add_peers<double>(c, a_store, b_store, want, r, opt, timers, outputs_f64);
   for (int round = 0; round < kRounds; ++round)
     for (auto& [slot, timer] : timers) {
       settle();
@@ -258,10 +296,11 @@ int main(int argc, char** argv) {
   const Bf16Peak peak_bf16 = bf16_peak(peak, threads);
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
 
-  std::printf("bench_matmul: C = A·B, %d threads; weft: %s / %s; median call over %d rounds of >= %.2f s per library\n",
+  std::printf("bench_matmul: C = A·B, %d threads; weft: %s / %s / %s; median call over %d rounds of >= %.2f s per library\n",
               threads, weft::cpu_gemm_kernel(weft::kFloat32).c_str(), weft::cpu_gemm_kernel(weft::kBFloat16).c_str(),
-              kRounds, opt.min_time / kRounds);
-  std::printf("%s\nbf16 peak %.1f GFLOP/s (%s)\n", peak.explain().c_str(), peak_bf16.gflops, peak_bf16.how.c_str());
+              weft::cpu_gemm_kernel(weft::kFloat64).c_str(), kRounds, opt.min_time / kRounds);
+  std::printf("%s\nbf16 peak %.1f GFLOP/s (%s); fp64 peak %.1f GFLOP/s (half the fp32 lanes)\n", peak.explain().c_str(),
+              peak_bf16.gflops, peak_bf16.how.c_str(), peak.gflops() / 2);
   std::printf("Eigen (-march=native: %s; OpenMP, %d threads); %s; OPENBLAS_CORETYPE=%s\n\n", bench::eigen_simd(),
               bench::eigen_threads(), openblas_description().c_str(), coretype ? coretype : "(unset)");
   std::printf("%-16s %5s %5s %5s %5s | %9s %6s | %9s %9s | %10s\n", "case", "dtype", "M", "K", "N", "weft GF/s",
@@ -270,8 +309,13 @@ int main(int argc, char** argv) {
 
   weft::Generator gen(1234);
   std::vector<Result> results;
-  for (const weft::DType dtype : {weft::kFloat32, weft::kBFloat16}) {
-    if ((dtype == weft::kFloat32 && !opt.fp32) || (dtype == weft::kBFloat16 && !opt.bf16)) continue;
+  for (const weft::DType dtype : {weft::kFloat32, weft::kBFloat16, weft::kFloat64}) {
+    if ((dtype == weft::kFloat32 && !opt.fp32) || (dtype == weft::kBFloat16 && !opt.bf16) ||
+        (dtype == weft::kFloat64 && !opt.fp64))
+      continue;
+    const double dtype_peak = dtype == weft::kBFloat16 ? peak_bf16.gflops
+                              : dtype == weft::kFloat64 ? peak.gflops() / 2
+                                                        : peak.gflops();
     for (const Case& c : kCases) {
       if (!opt.only.empty() && std::string(c.name).find(opt.only) == std::string::npos) continue;
       const Result r = run_case(c, dtype, opt, gen);
@@ -279,16 +323,16 @@ int main(int argc, char** argv) {
       const double best = std::max(r.eigen, r.openblas);
       std::printf("%-16s %5s %5lld %5lld %5lld | %9.1f %5.1f%% | %9s %9s | %10s\n", c.name, r.dtype,
                   static_cast<long long>(c.m), static_cast<long long>(c.k), static_cast<long long>(c.n), r.weft,
-                  100 * r.weft / (dtype == weft::kBFloat16 ? peak_bf16.gflops : peak.gflops()), number_or_null(r.eigen).c_str(), number_or_null(r.openblas).c_str(),
+                  100 * r.weft / dtype_peak, number_or_null(r.eigen).c_str(), number_or_null(r.openblas).c_str(),
                   best > 0 ? number_or_null(r.weft / best).c_str() : "-");
       std::fflush(stdout);
     }
   }
 
-  std::printf("\n{\"bench\":\"matmul\",\"threads\":%d,\"kernel_fp32\":\"%s\",\"kernel_bf16\":\"%s\",\"openblas\":\"%s\","
+  std::printf("\n{\"bench\":\"matmul\",\"threads\":%d,\"kernel_fp32\":\"%s\",\"kernel_bf16\":\"%s\",\"kernel_fp64\":\"%s\",\"openblas\":\"%s\","
               "\"openblas_coretype_env\":%s%s%s,\"peak_gflops\":%.2f,\"peak_bf16_gflops\":%.2f,\"ghz\":%.3f,\"flop_per_cycle\":%d,\"fma_units\":%d,\"fma_per_cycle_best\":%.3f,\"fma_per_cycle_median\":%.3f,\"cases\":[",
               threads, weft::cpu_gemm_kernel(weft::kFloat32).c_str(), weft::cpu_gemm_kernel(weft::kBFloat16).c_str(),
-              openblas_description().c_str(), coretype ? "\"" : "", coretype ? coretype : "null", coretype ? "\"" : "",
+              weft::cpu_gemm_kernel(weft::kFloat64).c_str(), openblas_description().c_str(), coretype ? "\"" : "", coretype ? coretype : "null", coretype ? "\"" : "",
               peak.gflops(), peak_bf16.gflops, peak.ghz, peak.flop_per_cycle(), peak.fma_units(), peak.best_fma_per_cycle,
               peak.median_fma_per_cycle);
   for (size_t i = 0; i < results.size(); ++i) {

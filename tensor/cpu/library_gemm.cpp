@@ -65,7 +65,7 @@ void set_cpu_gemm_library(GemmLibrary library) {
 std::string cpu_gemm_kernel(DType dtype) {
   const GemmLibrary library = cpu_gemm_library();
   if (library != GemmLibrary::Weft) return to_string(library);
-  if (dtype == kFloat64) return "eigen";  // weft's own kernels are float32 (float16 is widened to it)
+  if (dtype == kFloat64) return std::string("weft ") + detail::gemm_f64_kernel_name(cpu_isa());
   return std::string("weft ") + detail::gemm_kernel_name(cpu_isa(), dtype == kBFloat16);
 }
 

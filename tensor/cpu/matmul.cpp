@@ -6,7 +6,7 @@
 // strides — transposed views, padded rows, rows repeated by expand — and bfloat16 without
 // widening it first; a bfloat16 result is rounded by its own stores where it computes the product
 // in one K chunk (gemm_to_bf16), else computed into float32 scratch and converted. float16 is
-// widened to float32; float64 goes to Eigen. A batch of products each too small to be split over
+// widened to float32; float64 has weft's float64 GEMM (gemm_f64). A batch of products each too small to be split over
 // the threads is spread over them one product per thread instead. Integer products are a plain
 // loop.
 #include "tensor/cpu/cpu_backend.h"
@@ -39,6 +39,17 @@ void weft_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool accumul
   float* c = out.data<float>();
   for_each_product(batch, 2 * m * n * k, [&](int64_t i) {
     gemm(m, n, k, gemm_matrix(a, i), gemm_matrix(b, i), c + i * m * n, n, accumulate);
+  });
+}
+
+void weft_gemm_f64(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  auto matrix = [](const Tensor& t, int64_t i) {
+    return GemmMatrixF64{t.data<double>() + i * t.stride(0), t.stride(1), t.stride(2)};
+  };
+  double* c = out.data<double>();
+  for_each_product(batch, 2 * m * n * k, [&](int64_t i) {
+    gemm_f64(m, n, k, matrix(a, i), matrix(b, i), c + i * m * n, n, accumulate);
   });
 }
 
@@ -91,8 +102,10 @@ void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& ou
     weft_gemm(a, b, out, accumulate);
   } else if (out.dtype() == kFloat32) {
     library_gemm<float>(library, a, b, out, accumulate);
+  } else if (out.dtype() == kFloat64 && library == GemmLibrary::Weft) {
+    weft_gemm_f64(a, b, out, accumulate);
   } else if (out.dtype() == kFloat64) {
-    library_gemm<double>(library == GemmLibrary::Weft ? GemmLibrary::Eigen : library, a, b, out, accumulate);
+    library_gemm<double>(library, a, b, out, accumulate);
   } else {
     WEFT_DISPATCH_COMPUTE(a.dtype(), T, integer_gemm<T>(a, b, out, accumulate));
   }

@@ -55,6 +55,15 @@ static inline void mask_storeu_ps(void* p, uint16_t k, simde__m512 v) {
   float l[16]; to_lanes(v, l);
   for (int i = 0; i < 16; ++i) if (k >> i & 1) std::memcpy(static_cast<char*>(p) + 4 * i, &l[i], 4);
 }
+static inline simde__m512d maskz_loadu_pd(uint8_t k, const void* p) {
+  double l[8] = {};
+  for (int i = 0; i < 8; ++i) if (k >> i & 1) std::memcpy(&l[i], static_cast<const char*>(p) + 8 * i, 8);
+  return from_lanes<simde__m512d>(l);
+}
+static inline void mask_storeu_pd(void* p, uint8_t k, simde__m512d v) {
+  double l[8]; to_lanes(v, l);
+  for (int i = 0; i < 8; ++i) if (k >> i & 1) std::memcpy(static_cast<char*>(p) + 8 * i, &l[i], 8);
+}
 static inline simde__m512i maskz_loadu_epi8(uint64_t k, const void* p) {
   uint8_t l[64] = {};
   for (int i = 0; i < 64; ++i) if (k >> i & 1) l[i] = static_cast<const uint8_t*>(p)[i];
@@ -193,6 +202,10 @@ static inline simde__m256i cvtepi32_epi16(simde__m512i v) {
 #define _mm512_reduce_add_epi32 weft_simd_emulation::reduce_add_epi32
 #define _mm512_maskz_loadu_ps weft_simd_emulation::maskz_loadu_ps
 #define _mm512_mask_storeu_ps weft_simd_emulation::mask_storeu_ps
+#define _mm512_maskz_loadu_pd weft_simd_emulation::maskz_loadu_pd
+#define _mm512_mask_storeu_pd weft_simd_emulation::mask_storeu_pd
+#undef _mm512_shuffle_f64x2  // clang's own header, which SIMDe includes, defines it as a builtin
+#define _mm512_shuffle_f64x2(a, b, imm8) simde_mm512_shuffle_f64x2(a, b, imm8)
 #define _mm512_maskz_loadu_epi8 weft_simd_emulation::maskz_loadu_epi8
 #define _mm512_maskz_loadu_epi16 weft_simd_emulation::maskz_loadu_epi16
 #define _mm512_mask_storeu_epi16 weft_simd_emulation::mask_storeu_epi16

@@ -1,5 +1,5 @@
 // weft's own GEMM (tensor/cpu/gemm/) at every instruction-set level this machine supports (all
-// of them in an emulation build), for float32 and for bfloat16 inputs: each product against a
+// of them in an emulation build), for float32, bfloat16 inputs and float64: each product against a
 // naive product in double of the same values, and against the scalar reference kernel's result
 // in the same run. The cases cover the layouts matmul hands over in place (transposed views,
 // padded and repeated rows, both strides non-unit, batches), the edges of the tiles and blocks
@@ -12,6 +12,8 @@
 //
 // Error bound: each C element is a dot product, so it is compared with |got − exact| ≤
 // tol · Σ_p |a_ip·b_pj|, the standard bound for a sum computed in floating point.
+// The float64 product's bound (and the reference's own, in double too) is K·2^-53 each: with K at
+// most 1100 in these cases, 2 · 1100 · 1.11e-16 ≈ 2.5e-13 between the two.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -35,6 +37,11 @@ namespace {
 
 constexpr double kFloat32Tol = 2e-5;
 constexpr double kBFloat16Tol = 8e-3;  // the output is rounded to bfloat16 (2^-8 relative)
+constexpr double kFloat64Tol = 2.5e-13;
+
+double tolerance(DType dtype) {
+  return dtype == kFloat32 ? kFloat32Tol : dtype == kFloat64 ? kFloat64Tol : kBFloat16Tol;
+}
 
 // The exact product of the values of a (…, M, K) and b (…, K, N) in double, and Σ|a||b|.
 struct Reference {
@@ -73,9 +80,11 @@ struct Case {
   Tensor a, b;
 };
 
-// Cases in float32; the bfloat16 run rounds the same values to bfloat16 (views kept).
+// Cases in float32, whose bfloat16 run rounds the same values to bfloat16 (views kept), or in
+// float64 (values that use all 53 bits, so the products round too).
 std::vector<Case> cases(DType dtype) {
-  auto r = [&](const Shape& shape, uint64_t seed) { return random(shape, seed, kFloat32).to(dtype); };
+  const DType drawn = dtype == kFloat64 ? kFloat64 : kFloat32;
+  auto r = [&](const Shape& shape, uint64_t seed) { return random(shape, seed, drawn).to(dtype); };
   std::vector<Case> out;
   out.push_back({"MLP forward 128x784 · (64x784)ᵀ: K in 4 chunks, M = 128 over 6-row tiles, threaded",
                  r({128, 784}, 1), r({64, 784}, 2).t()});
@@ -123,8 +132,8 @@ std::vector<double> product(const Case& c) { return matmul(c.a, c.b).to_vector<d
 
 TEST_CASE("weft's GEMM at every supported instruction-set level matches the exact product and the scalar kernel") {
   REQUIRE(cpu_gemm_library() == GemmLibrary::Weft);
-  for (const DType dtype : {kFloat32, kBFloat16}) {
-    const double tol = dtype == kFloat32 ? kFloat32Tol : kBFloat16Tol;
+  for (const DType dtype : {kFloat32, kBFloat16, kFloat64}) {
+    const double tol = tolerance(dtype);
     for (const Case& c : cases(dtype)) {
       CAPTURE(c.name);
       CAPTURE(dtype);
@@ -145,16 +154,17 @@ TEST_CASE("weft's GEMM at every supported instruction-set level matches the exac
   }
 }
 
-TEST_CASE("weft's GEMM fuses linear's bias at every level, in float32 and bfloat16") {
-  for (const DType dtype : {kFloat32, kBFloat16}) {
-    const double tol = dtype == kFloat32 ? kFloat32Tol : kBFloat16Tol;
+TEST_CASE("weft's GEMM fuses linear's bias at every level, in float32, bfloat16 and float64") {
+  for (const DType dtype : {kFloat32, kBFloat16, kFloat64}) {
+    const double tol = tolerance(dtype);
     // Small (N = 10) and threaded (N = 64, K = 784; N = 300 with the packed W as B) products, and
     // two computed transposed (more outputs than rows: 64 × 300, and a batch of 1).
     for (const auto& shape :
          std::vector<std::pair<int64_t, int64_t>>{{128, 10}, {128, 64}, {128, 300}, {64, 300}, {1, 300}}) {
       const int64_t batch = shape.first, out_features = shape.second;  // not bindings: clang 14's CAPTURE refuses those
-      const Tensor x = random({batch, 784}, 40, kFloat32).to(dtype), w = random({out_features, 784}, 41, kFloat32).to(dtype);
-      const Tensor b = random({out_features}, 42, kFloat32).to(dtype);
+      const DType drawn = dtype == kFloat64 ? kFloat64 : kFloat32;
+      const Tensor x = random({batch, 784}, 40, drawn).to(dtype), w = random({out_features, 784}, 41, drawn).to(dtype);
+      const Tensor b = random({out_features}, 42, drawn).to(dtype);
       Reference ref = reference(x, w.t());
       const auto bias = b.to_vector<double>();
       for (size_t i = 0; i < ref.value.size(); ++i) {
@@ -187,7 +197,11 @@ TEST_CASE("weft's GEMM gives the same bits whatever the thread count") {
       // Computed transposed: whole rows (K = 1100), K in chunks (K = 784), one row (dot products).
       {random({20, 1100}, 56, kFloat32), random({300, 1100}, 57, kFloat32).t()},
       {random({1, 1100}, 60, kFloat32), random({3000, 1100}, 61, kFloat32).t()},
-      {random({64, 784}, 58, kFloat32), random({512, 784}, 59, kFloat32).t()}};
+      {random({64, 784}, 58, kFloat32), random({512, 784}, 59, kFloat32).t()},
+      // float64: row blocks against a shared packed B, K in chunks; and fewer row tiles than
+      // threads, so each block of B's panels is shared out as well.
+      {random({400, 600}, 64), random({600, 300}, 65)},
+      {random({4, 300}, 66), random({2000, 300}, 67).t()}};
   const int saved = num_threads();
   for (size_t i = 0; i < products.size(); ++i) {
     CAPTURE(i);
@@ -326,7 +340,52 @@ TEST_CASE("the kernel in use is named for each dtype and level") {
     CHECK(cpu_gemm_kernel(kFloat32) == "weft avx512 6x64 fp32");
     CHECK(cpu_gemm_kernel(kBFloat16) == "weft avx512_bf16 12x32 bf16 pairs");
   }
-  CHECK(cpu_gemm_kernel(kFloat64) == "eigen");
+  {
+    CpuIsaGuard guard(CpuIsa::Scalar);
+    CHECK(cpu_gemm_kernel(kFloat64) == "weft scalar 4x8 fp64");
+  }
+  if (cpu_isa_supported() >= CpuIsa::Avx2) {
+    CpuIsaGuard guard(CpuIsa::Avx2);
+    CHECK(cpu_gemm_kernel(kFloat64) == "weft avx2 6x8 fp64");
+  }
+  if (cpu_isa_supported() >= CpuIsa::Avx512) {
+    CpuIsaGuard guard(CpuIsa::Avx512);
+    CHECK(cpu_gemm_kernel(kFloat64) == "weft avx512 6x32 fp64");
+  }
+}
+
+TEST_CASE("the float64 packers of lanes with contiguous steps write the panel layout, zeros past the lanes") {
+  // M(l, s) = src[l·lane_stride + s]; panels of `width` lanes, dst[(panel·steps + s)·width + l % width].
+  // The lane stride is longer than the steps (a padded row), and 0 (a row repeated by expand).
+  const std::vector<std::pair<CpuIsa, const detail::GemmKernelF64*>> sets = {
+      {CpuIsa::Avx2, &detail::kGemmF64Avx2}, {CpuIsa::Avx512, &detail::kGemmF64Avx512}};
+  int ran = 0;
+  for (const auto& [isa, set] : sets) {
+    if (cpu_isa_supported() < isa) continue;
+    for (const int width : {set->mr, set->nr})
+      for (const int64_t lanes : {1, 5, 13, 37})
+        for (const int64_t steps : {1, 7, 19})
+          for (const int64_t lane_stride : {steps + 3, int64_t{0}}) {
+            CAPTURE(cpu_isa_name(isa));
+            CAPTURE(width);
+            CAPTURE(lanes);
+            CAPTURE(steps);
+            CAPTURE(lane_stride);
+            std::vector<double> src(static_cast<size_t>(std::max<int64_t>(lanes * lane_stride, steps)));
+            for (size_t i = 0; i < src.size(); ++i) src[i] = 1.0 + static_cast<double>(i) / 8;
+            const int64_t panels = (lanes + width - 1) / width;
+            std::vector<double> want(static_cast<size_t>(panels * steps * width), 0.0);
+            for (int64_t l = 0; l < lanes; ++l)
+              for (int64_t s = 0; s < steps; ++s)
+                want[static_cast<size_t>((l / width * steps + s) * width + l % width)] =
+                    src[static_cast<size_t>(l * lane_stride + s)];
+            std::vector<double> got(want.size(), -7.0);
+            set->pack_by_steps(src.data(), lane_stride, lanes, steps, width, got.data());
+            CHECK(got == want);
+            ++ran;
+          }
+  }
+  if (ran == 0) MESSAGE("this CPU has no vector level: nothing to check");
 }
 
 namespace {

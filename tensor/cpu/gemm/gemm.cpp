@@ -25,6 +25,7 @@
 
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/gemm/packing.h"
+#include "tensor/cpu/gemm/partition.h"
 #include "tensor/error.h"
 #include "tensor/parallel.h"
 
@@ -97,13 +98,6 @@ class PackBuffer {
 
 thread_local PackBuffer t_pack_a, t_pack_b, t_transposed, t_widened_a, t_widened_b, t_source_a, t_source_b;
 
-// The step that cuts n into equal chunks of at most `most`, rounded up to a multiple of `align`.
-int64_t even_step(int64_t n, int64_t most, int64_t align) {
-  const int64_t chunks = (n + most - 1) / most;
-  const int64_t step = (n + chunks - 1) / chunks;
-  return (step + align - 1) / align * align;
-}
-
 // A float32 block packed into panels by the kernel set's fast packer where it has one for this
 // layout, else by the portable one.
 void pack_a_panels(const GemmKernel& ker, const GemmMatrix& a, int64_t mc, int64_t kc, float* dst) {
@@ -125,17 +119,6 @@ void pack_b_pairs(const GemmKernel& ker, const GemmMatrix& b, int64_t kc, int64_
   const auto* src = static_cast<const uint16_t*>(b.data);
   if (!ker.pack_pairs || !ker.pack_pairs(src, b.cs, b.rs, nc, kc, pairs, ker.nr, dst))
     pack_b_bf16_pairs(b, kc, nc, pairs, ker.nr, dst);
-}
-
-// Part `part` of `parts` near-equal runs of whole units (tiles) over n values: its first value and
-// its length.
-struct PartRange {
-  int64_t first, length;
-};
-PartRange part_of(int64_t n, int64_t unit, int64_t parts, int64_t part) {
-  const int64_t units = (n + unit - 1) / unit;
-  const int64_t first = units * part / parts * unit;
-  return {first, std::min(units * (part + 1) / parts * unit, n) - first};
 }
 
 // A as the blocked loops read it: strided memory, or a GemmBlockSource (gemm.h) whose rows are

@@ -1,4 +1,5 @@
-// weft's own matrix product for float32, and for bfloat16 inputs accumulated in float32.
+// weft's own matrix product for float32, for bfloat16 inputs accumulated in float32, and for
+// float64.
 //
 // A BLIS-style GEMM: five loops around a register-blocked microkernel, with A and B packed into
 // contiguous panels, the kernel chosen at run time from the active instruction-set level
@@ -76,5 +77,18 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmBlockS
 
 // The kernel set gemm() uses for float32 (bf16 = false) or bfloat16 inputs at level `isa`.
 const char* gemm_kernel_name(CpuIsa isa, bool bf16);
+
+// A strided (rows, cols) float64 matrix: element (i, j) at data[i·rs + j·cs].
+struct GemmMatrixF64 {
+  const double* data;
+  int64_t rs, cs;
+};
+
+// c(m×n) (+)= a(m×k) · b(k×n) in float64, both operands packed whatever the shape (gemm_f64.cpp).
+void gemm_f64(int64_t m, int64_t n, int64_t k, const GemmMatrixF64& a, const GemmMatrixF64& b, double* c, int64_t ldc,
+              bool accumulate);
+
+// The kernel set gemm_f64() uses at level `isa`.
+const char* gemm_f64_kernel_name(CpuIsa isa);
 
 }  // namespace weft::detail

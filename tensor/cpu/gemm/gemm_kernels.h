@@ -13,6 +13,12 @@
 //   avx512_bf16  12×32  bf16 K-pairs, vdpbf16ps into fp32 (gemm_bf16_avx512bf16.cpp)
 //   amx          32×32  bf16 tiles, tdpbf16ps into fp32 (gemm_bf16_amx.cpp)
 //
+// float64 has sets of its own (GemmKernelF64, driven by gemm_f64.cpp), with both operands packed:
+//
+//   scalar       4×8    portable C++, the reference (gemm_scalar.cpp)
+//   avx2         6×8    12 ymm accumulators of four doubles (gemm_f64_avx2.cpp)
+//   avx512       6×32   24 zmm accumulators of eight doubles (gemm_f64_avx512.cpp)
+//
 // Plain declarations only: this header is included by ISA kernel units (Note [ISA kernel units]
 // in tensor/cpu/simd.h).
 #pragma once
@@ -108,11 +114,45 @@ struct GemmKernel {
 bool pack_pairs_avx512(const uint16_t* src, int64_t lane_stride, int64_t step_stride, int64_t lanes, int64_t steps,
                        int64_t pairs, int width, uint16_t* dst);
 
+// One float64 C tile from packed panels: c(m×n) (+)= Σ_{p<kc} a[p·MR + i]·b[p·NR + j], added to c
+// when `accumulate`, with m ≤ MR and n ≤ NR. Both panels are whole (zero past m and n), so only
+// C's stores need masking. C is row-major with leading dimension ldc.
+struct GemmTileF64 {
+  int64_t kc;
+  const double* a;
+  const double* b;
+  double* c;
+  int64_t ldc;
+  int m, n;
+  bool accumulate;
+};
+
+// Packs lanes whose steps are contiguous, M(l, s) = src[l·lane_stride + s] for l < lanes and
+// s < steps, into ceil(lanes/width) panels of steps × width values, dst[(panel·steps + s)·width +
+// l % width], zero past `lanes`: a row-major A (its rows are lanes) or a B read down its columns
+// (x·Wᵀ). Read lane by lane and written step by step, a transpose, which the vector sets do in
+// registers.
+using GemmPackBySteps = void (*)(const double* src, int64_t lane_stride, int64_t lanes, int64_t steps, int width,
+                                 double* dst);
+
+// A float64 kernel set: the register tile, its cache blocks (as GemmKernel's), the microkernel and
+// optionally a fast packer.
+struct GemmKernelF64 {
+  const char* name;
+  int mr, nr;
+  int mc, kc, nc;
+  void (*micro)(const GemmTileF64& tile);
+  GemmPackBySteps pack_by_steps;  // nullptr: the portable packer only
+};
+
 extern const GemmKernel kGemmScalar;
 extern const GemmKernel kGemmF32Avx2;
 extern const GemmKernel kGemmF32Avx512;
 extern const GemmKernel kGemmF32Avx512Narrow;
 extern const GemmKernel kGemmBf16Avx512Bf16;
 extern const GemmKernel kGemmBf16Amx;
+extern const GemmKernelF64 kGemmF64Scalar;
+extern const GemmKernelF64 kGemmF64Avx2;
+extern const GemmKernelF64 kGemmF64Avx512;
 
 }  // namespace weft::detail

@@ -3,7 +3,7 @@
 // to float32 by the packers.
 //
 // Tile 4×8: c(4×8) (+)= Σ_p a(:, p) · b(p, :), the accumulators in an array the compiler keeps
-// in registers.
+// in registers. The float64 set (kGemmF64Scalar) is the same tile over packed panels of doubles.
 #include "tensor/cpu/gemm/gemm_kernels.h"
 
 namespace weft::detail {
@@ -35,6 +35,18 @@ void dot_rows_scalar(const float* w, int64_t ldw, const float* x, int64_t k, int
   }
 }
 
+void micro_scalar_f64(const GemmTileF64& t) {
+  double acc[kMr][kNr] = {};
+  for (int64_t p = 0; p < t.kc; ++p)
+    for (int i = 0; i < t.m; ++i)
+      for (int j = 0; j < t.n; ++j) acc[i][j] += t.a[p * kMr + i] * t.b[p * kNr + j];
+  for (int i = 0; i < t.m; ++i)
+    for (int j = 0; j < t.n; ++j) {
+      double& c = t.c[i * t.ldc + j];
+      c = t.accumulate ? c + acc[i][j] : acc[i][j];
+    }
+}
+
 }  // namespace
 
 const GemmKernel kGemmScalar = {
@@ -47,6 +59,14 @@ const GemmKernel kGemmScalar = {
     .pack_b = nullptr,
     .pack_a = nullptr,
     .dot_rows = dot_rows_scalar,
+};
+
+const GemmKernelF64 kGemmF64Scalar = {
+    .name = "scalar 4x8 fp64",
+    .mr = kMr, .nr = kNr,
+    .mc = 64, .kc = 256, .nc = 2048,
+    .micro = micro_scalar_f64,
+    .pack_by_steps = nullptr,
 };
 
 }  // namespace weft::detail

@@ -1,0 +1,128 @@
+// weft's float64 GEMM (gemm_f64 in gemm.h): the five BLIS loops of gemm.cpp in their plainest form.
+//
+// float64 carries the 64-true precision (reference runs, gradient checks), whose products are the
+// model's own, so one loop nest serves every shape: both operands are always packed into the
+// panels of the kernel set (gemm_kernels.h), with none of the float32 driver's special paths.
+//   for jc over N by NC
+//     for pc over K by KC            pack B(KC×NC) into KC×NR panels, the threads sharing the work
+//       for each work item           (a block of MC rows × a group of B's panels), in parallel:
+//         pack A(MC×KC) into MR×KC panels
+//         for jr over the group's panels
+//           for ir over MC by MR     one MR×NR tile of C: the microkernel
+// The work items are C's row blocks, as many as a multiple of the threads (each thread one share
+// of every packed block of B: Note [Threads sharing one packed B] in gemm.cpp); a product with
+// fewer row tiles than threads (the MLP's dW3, 10 rows) also shares each block's panels out. K is
+// cut into equal chunks whatever the thread count, so no element's arithmetic depends on it.
+#include <algorithm>
+#include <cstring>
+
+#include "tensor/cpu/aligned_vector.h"
+#include "tensor/cpu/gemm/gemm.h"
+#include "tensor/cpu/gemm/gemm_kernels.h"
+#include "tensor/cpu/gemm/partition.h"
+#include "tensor/parallel.h"
+
+namespace weft::detail {
+namespace {
+
+// Each thread of a split product gets at least this much work (2·M·N·K).
+constexpr int64_t kWorkPerThread = int64_t{2} << 20;
+
+const GemmKernelF64& kernel_f64_for(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::Scalar: return kGemmF64Scalar;
+    case CpuIsa::Avx2: return kGemmF64Avx2;
+    default: return kGemmF64Avx512;
+  }
+}
+
+int64_t ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
+
+// Packs M(l, s) = src[l·lane_stride + s·step_stride], l < lanes, s < steps, into ceil(lanes/width)
+// panels of steps × width values, dst[(panel·steps + s)·width + l % width], zero past `lanes`. A
+// packs with its rows as lanes, B with its columns. Lanes with contiguous steps go to the kernel
+// set's packer where it has one (a transpose in registers); otherwise the inner loop walks
+// whichever stride is 1, so the source is read in order.
+void pack_panels(const GemmKernelF64& ker, const double* src, int64_t lane_stride, int64_t step_stride, int64_t lanes,
+                 int64_t steps, int width, double* dst) {
+  if (step_stride == 1 && lane_stride != 1 && ker.pack_by_steps)
+    return ker.pack_by_steps(src, lane_stride, lanes, steps, width, dst);
+  for (int64_t l0 = 0; l0 < lanes; l0 += width, dst += steps * width) {
+    const int count = static_cast<int>(std::min<int64_t>(width, lanes - l0));
+    const double* panel = src + l0 * lane_stride;
+    if (step_stride == 1 && lane_stride != 1) {
+      for (int l = 0; l < count; ++l)
+        for (int64_t s = 0; s < steps; ++s) dst[s * width + l] = panel[l * lane_stride + s];
+      for (int64_t s = 0; s < steps; ++s) std::fill(dst + s * width + count, dst + (s + 1) * width, 0.0);
+      continue;
+    }
+    for (int64_t s = 0; s < steps; ++s) {
+      double* row = dst + s * width;
+      const double* from = panel + s * step_stride;
+      if (lane_stride == 1) std::copy(from, from + count, row);
+      else
+        for (int l = 0; l < count; ++l) row[l] = from[l * lane_stride];
+      std::fill(row + count, row + width, 0.0);
+    }
+  }
+}
+
+thread_local AlignedVector<double> t_packed_a, t_packed_b;
+
+double* grown(AlignedVector<double>& buffer, int64_t count) {
+  if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
+  return buffer.data();
+}
+
+}  // namespace
+
+const char* gemm_f64_kernel_name(CpuIsa isa) { return kernel_f64_for(isa).name; }
+
+void gemm_f64(int64_t m, int64_t n, int64_t k, const GemmMatrixF64& a, const GemmMatrixF64& b, double* c, int64_t ldc,
+              bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < m; ++i) std::memset(c + i * ldc, 0, static_cast<size_t>(n) * sizeof(double));
+    return;
+  }
+  const GemmKernelF64& ker = kernel_f64_for(cpu_isa());
+  const int64_t threads = std::clamp<int64_t>(2 * m * n * k / kWorkPerThread, 1, num_threads());
+  const int64_t kc_step = even_step(k, ker.kc, 1);
+  const int64_t nc_step = std::min<int64_t>(ker.nc, ceil_div(n, ker.nr) * ker.nr);
+  // Row blocks of at most MC rows, as many as a multiple of the threads where there are row tiles
+  // enough, so that no thread waits for the others at the end of a block of B.
+  const int64_t blocks_wanted = ceil_div(ceil_div(m, ker.mc), threads) * threads;
+  const int64_t mc_step = even_step(m, ceil_div(m, std::min(blocks_wanted, ceil_div(m, ker.mr))), ker.mr);
+  const int64_t row_blocks = ceil_div(m, mc_step);
+  const int64_t groups_most = ceil_div(threads, row_blocks);
+  double* packed_b = grown(t_packed_b, kc_step * nc_step);
+
+  for (int64_t jc = 0; jc < n; jc += nc_step) {
+    const int64_t nc = std::min(nc_step, n - jc);
+    const int64_t panels = ceil_div(nc, ker.nr);
+    const int64_t groups = std::min(groups_most, panels);
+    const int64_t pack_parts = std::min(threads, panels);
+    for (int64_t pc = 0; pc < k; pc += kc_step) {
+      const int64_t kc = std::min(kc_step, k - pc);
+      parallel_for_if(threads > 1, pack_parts, [&](int64_t part) {
+        const PartRange cols = part_of(nc, ker.nr, pack_parts, part);
+        pack_panels(ker, b.data + pc * b.rs + (jc + cols.first) * b.cs, b.cs, b.rs, cols.length, kc, ker.nr,
+                    packed_b + cols.first * kc);
+      });
+      parallel_for_if(threads > 1, row_blocks * groups, [&](int64_t item) {
+        const int64_t ic = item / groups * mc_step, mc = std::min(mc_step, m - ic);
+        const PartRange cols = part_of(nc, ker.nr, groups, item % groups);
+        double* packed_a = grown(t_packed_a, ceil_div(mc_step, ker.mr) * ker.mr * kc_step);
+        pack_panels(ker, a.data + ic * a.rs + pc * a.cs, a.rs, a.cs, mc, kc, ker.mr, packed_a);
+        for (int64_t jr = cols.first; jr < cols.first + cols.length; jr += ker.nr)
+          for (int64_t ir = 0; ir < mc; ir += ker.mr)
+            ker.micro({kc, packed_a + ir * kc, packed_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
+                       static_cast<int>(std::min<int64_t>(ker.mr, mc - ir)),
+                       static_cast<int>(std::min<int64_t>(ker.nr, nc - jr)), accumulate || pc > 0});
+      });
+    }
+  }
+}
+
+}  // namespace weft::detail
