@@ -5,7 +5,8 @@
 // per-element scalars are then rounded to the compute type once, and each line of the loop is one
 // PyTorch op of _single_tensor_adam(w), in the same order. Those Eigen expressions are also the
 // scalar reference of the AVX2 and AVX-512 kernels (optim/update_avx2.cpp, update_avx512.cpp) that
-// float32 blocks take on CPUs that have them: the same operations in the same order, so the same bits.
+// float32 and float64 blocks take on CPUs that have them: the same operations in the same order, so
+// the same bits.
 #include "optim/adam.h"
 
 #include <algorithm>
@@ -64,19 +65,26 @@ void adam_update(const AdamParam& a, const AdamLaunch& s) {
   const C weight_decay = static_cast<C>(s.weight_decay);
   const C decay_factor = static_cast<C>(1.0 - s.lr * s.weight_decay);
   const bool coupled_decay = !s.decoupled && s.weight_decay != 0.0;
-  // float32 blocks take the widest vector kernel the CPU has: the same operations, 8 or 16 lanes wide.
+  // float32 and float64 blocks take the widest vector kernel the CPU has: the same operations, a
+  // vector at a time.
   const CpuIsa isa = cpu_isa();
 
   detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), a.param.numel(),
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
-    if constexpr (std::is_same_v<C, float>) {
+    if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
       if (isa >= CpuIsa::Avx2) {
-        const detail::AdamBlockF32 block{p_data, g_data, m_data + offset, v_data + offset,
-                                         v_max_data ? v_max_data + offset : nullptr, length, s.decoupled,
-                                         coupled_decay, weight_decay, decay_factor, beta1, one_minus_beta1, beta2,
-                                         one_minus_beta2, neg_step_size, inv_bias_correction2_sqrt, eps};
-        if (isa >= CpuIsa::Avx512) detail::adam_block_f32_avx512(block);
-        else detail::adam_block_f32_avx2(block);
+        using AdamBlock = std::conditional_t<std::is_same_v<C, float>, detail::AdamBlockF32, detail::AdamBlockF64>;
+        const AdamBlock block{p_data, g_data, m_data + offset, v_data + offset,
+                              v_max_data ? v_max_data + offset : nullptr, length, s.decoupled,
+                              coupled_decay, weight_decay, decay_factor, beta1, one_minus_beta1, beta2,
+                              one_minus_beta2, neg_step_size, inv_bias_correction2_sqrt, eps};
+        if constexpr (std::is_same_v<C, float>) {
+          if (isa >= CpuIsa::Avx512) detail::adam_block_f32_avx512(block);
+          else detail::adam_block_f32_avx2(block);
+        } else {
+          if (isa >= CpuIsa::Avx512) detail::adam_block_f64_avx512(block);
+          else detail::adam_block_f64_avx2(block);
+        }
         return;
       }
     }

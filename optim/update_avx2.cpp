@@ -172,6 +172,40 @@ template <class Update>
   }
 }
 
+// Adam's update of 4 float64 elements: each line one operation of adam_update, in its order.
+struct AccessF64 {
+  int64_t i;
+  __m256i mask;
+  bool full;
+  __m256d load(const double* x) const { return full ? _mm256_loadu_pd(x + i) : _mm256_maskload_pd(x + i, mask); }
+  void store(double* x, __m256d v) const {
+    if (full) _mm256_storeu_pd(x + i, v);
+    else _mm256_maskstore_pd(x + i, mask, v);
+  }
+};
+
+struct AdamLanesF64 {
+  __m256d weight_decay, decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, inv_bc2_sqrt, eps;
+};
+
+[[gnu::always_inline]] inline void adam_update4(const AdamBlockF64& b, const AdamLanesF64& k, AccessF64 at) {
+  __m256d p = at.load(b.p), g = at.load(b.g), m = at.load(b.m), v = at.load(b.v);
+  if (b.coupled_decay) g = _mm256_add_pd(g, _mm256_mul_pd(k.weight_decay, p));
+  if (b.decoupled) p = _mm256_mul_pd(p, k.decay_factor);
+  m = _mm256_add_pd(_mm256_mul_pd(m, k.beta1), _mm256_mul_pd(k.one_minus_beta1, g));
+  v = _mm256_add_pd(_mm256_mul_pd(v, k.beta2), _mm256_mul_pd(_mm256_mul_pd(k.one_minus_beta2, g), g));
+  __m256d second = v;
+  if (b.v_max) {
+    second = _mm256_max_pd(v, at.load(b.v_max));  // as the float32 kernel: NaN in v gives v_max
+    at.store(b.v_max, second);
+  }
+  const __m256d denom = _mm256_add_pd(_mm256_mul_pd(_mm256_sqrt_pd(second), k.inv_bc2_sqrt), k.eps);
+  p = _mm256_add_pd(p, _mm256_div_pd(_mm256_mul_pd(k.neg_step_size, m), denom));
+  at.store(b.p, p);
+  at.store(b.m, m);
+  at.store(b.v, v);
+}
+
 }  // namespace
 
 void adam_block_f32_avx2(const AdamBlockF32& b) {
@@ -187,6 +221,20 @@ void sgd_block_f32_avx2(const SgdBlockF32& b) {
   const SgdLanes k{_mm256_set1_ps(b.weight_decay), _mm256_set1_ps(b.momentum), _mm256_set1_ps(b.one_minus_dampening),
                    _mm256_set1_ps(b.neg_lr)};
   for_each_8(b.n, [&](Access at) __attribute__((always_inline)) { sgd_update8(b, k, at); });
+}
+
+void adam_block_f64_avx2(const AdamBlockF64& b) {
+  const AdamLanesF64 k{_mm256_set1_pd(b.weight_decay),  _mm256_set1_pd(b.decay_factor),
+                       _mm256_set1_pd(b.beta1),         _mm256_set1_pd(b.one_minus_beta1),
+                       _mm256_set1_pd(b.beta2),         _mm256_set1_pd(b.one_minus_beta2),
+                       _mm256_set1_pd(b.neg_step_size), _mm256_set1_pd(b.inv_bias_correction2_sqrt),
+                       _mm256_set1_pd(b.eps)};
+  int64_t i = 0;
+  for (; i + 4 <= b.n; i += 4) adam_update4(b, k, AccessF64{i, _mm256_setzero_si256(), true});
+  if (i < b.n) {
+    const __m256i mask = _mm256_cmpgt_epi64(_mm256_set1_epi64x(b.n - i), _mm256_setr_epi64x(0, 1, 2, 3));
+    adam_update4(b, k, AccessF64{i, mask, false});
+  }
 }
 
 }  // namespace weft::optim::detail

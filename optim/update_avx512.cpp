@@ -126,6 +126,30 @@ template <class Update>
   if (i < n) update(Access{i, lane_mask(n - i)});
 }
 
+// Adam's update of 8 float64 elements, as adam_update4 in update_avx2.cpp.
+struct AdamLanesF64 {
+  __m512d weight_decay, decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, inv_bc2_sqrt, eps;
+};
+
+[[gnu::always_inline]] inline void adam_update8(const AdamBlockF64& b, const AdamLanesF64& k, int64_t i, __mmask8 at) {
+  __m512d p = _mm512_maskz_loadu_pd(at, b.p + i), g = _mm512_maskz_loadu_pd(at, b.g + i);
+  __m512d m = _mm512_maskz_loadu_pd(at, b.m + i), v = _mm512_maskz_loadu_pd(at, b.v + i);
+  if (b.coupled_decay) g = _mm512_add_pd(g, _mm512_mul_pd(k.weight_decay, p));
+  if (b.decoupled) p = _mm512_mul_pd(p, k.decay_factor);
+  m = _mm512_add_pd(_mm512_mul_pd(m, k.beta1), _mm512_mul_pd(k.one_minus_beta1, g));
+  v = _mm512_add_pd(_mm512_mul_pd(v, k.beta2), _mm512_mul_pd(_mm512_mul_pd(k.one_minus_beta2, g), g));
+  __m512d second = v;
+  if (b.v_max) {
+    second = _mm512_max_pd(v, _mm512_maskz_loadu_pd(at, b.v_max + i));
+    _mm512_mask_storeu_pd(b.v_max + i, at, second);
+  }
+  const __m512d denom = _mm512_add_pd(_mm512_mul_pd(_mm512_sqrt_pd(second), k.inv_bc2_sqrt), k.eps);
+  p = _mm512_add_pd(p, _mm512_div_pd(_mm512_mul_pd(k.neg_step_size, m), denom));
+  _mm512_mask_storeu_pd(b.p + i, at, p);
+  _mm512_mask_storeu_pd(b.m + i, at, m);
+  _mm512_mask_storeu_pd(b.v + i, at, v);
+}
+
 }  // namespace
 
 void adam_block_f32_avx512(const AdamBlockF32& b) {
@@ -141,6 +165,17 @@ void sgd_block_f32_avx512(const SgdBlockF32& b) {
   const SgdLanes k{_mm512_set1_ps(b.weight_decay), _mm512_set1_ps(b.momentum), _mm512_set1_ps(b.one_minus_dampening),
                    _mm512_set1_ps(b.neg_lr)};
   for_each_16(b.n, [&](Access at) __attribute__((always_inline)) { sgd_update16(b, k, at); });
+}
+
+void adam_block_f64_avx512(const AdamBlockF64& b) {
+  const AdamLanesF64 k{_mm512_set1_pd(b.weight_decay),  _mm512_set1_pd(b.decay_factor),
+                       _mm512_set1_pd(b.beta1),         _mm512_set1_pd(b.one_minus_beta1),
+                       _mm512_set1_pd(b.beta2),         _mm512_set1_pd(b.one_minus_beta2),
+                       _mm512_set1_pd(b.neg_step_size), _mm512_set1_pd(b.inv_bias_correction2_sqrt),
+                       _mm512_set1_pd(b.eps)};
+  int64_t i = 0;
+  for (; i + 8 <= b.n; i += 8) adam_update8(b, k, i, __mmask8(0xFF));
+  if (i < b.n) adam_update8(b, k, i, static_cast<__mmask8>((1u << (b.n - i)) - 1));
 }
 
 }  // namespace weft::optim::detail

@@ -322,7 +322,7 @@ TEST_CASE("large parameters are updated the same with one thread or several") {
 TEST_CASE("Adam and AdamW give the same bits at every instruction-set level") {
   // The AVX2 and AVX-512 kernels perform the scalar path's operations in the same order
   // (optim/adam.cpp), so the results must match exactly: ragged block ends, amsgrad (NaN-free max),
-  // both decays, and a bfloat16 parameter (widened to float32 blocks).
+  // both decays, a bfloat16 parameter (widened to float32 blocks) and a float64 one.
   const int64_t n = 2 * 1024 + 13;
   const Tensor grad = randn({n}), init = linspace(-1, 1, n);
   auto run = [&](CpuIsa isa, bool decoupled, bool amsgrad, DType dtype) {
@@ -339,7 +339,7 @@ TEST_CASE("Adam and AdamW give the same bits at every instruction-set level") {
   };
   for (const bool decoupled : {false, true})
     for (const bool amsgrad : {false, true})
-      for (const DType dtype : {kFloat32, kBFloat16}) {
+      for (const DType dtype : {kFloat32, kBFloat16, kFloat64}) {
         const Tensor reference = run(CpuIsa::Scalar, decoupled, amsgrad, dtype);
         for (const CpuIsa isa : cpu_isas_supported()) {
           CAPTURE(cpu_isa_name(isa));
