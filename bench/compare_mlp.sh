@@ -2,7 +2,8 @@
 # The example MLP against the same MLP in PyTorch, in one run: trains weft's examples/mlp_train
 # and bench/mlp_torch.py for the same epochs on Fashion-MNIST and prints each wall time (training
 # plus per-epoch evaluation, data loading excluded on both sides), test accuracy, and the ratio
-# weft/PyTorch (below 1: weft is faster; the targets are 0.35 for 32-true, 0.5 for bf16-mixed).
+# weft/PyTorch (below 1: weft is faster; the targets are 0.35 for 32-true, 0.5 for bf16-mixed;
+# 64-true, float64 throughout, has none and runs only when asked for).
 #
 # Peers: PyTorch 2.x from PyPI (TORCH_PYTHON, default /work/venv/bin/python; MKL / oneDNN), the
 # main one, and Debian's PyTorch 1.13 (/usr/bin/python3 with python3-torch; OpenBLAS), when
@@ -10,7 +11,7 @@
 # the environment, else Haswell, as the project's machines set it): only OpenBLAS reads it.
 # Threads: --threads N for both sides (default: every core), and for PyTorch's OpenBLAS pool.
 # Usage: bench/compare_mlp.sh [--build-dir DIR] [--epochs N] [--threads N]
-#                             [--precision 32-true|bf16-mixed|both] [--coretype unset|set|both]
+#                             [--precision 32-true|bf16-mixed|64-true|both] [--coretype unset|set|both]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build epochs=3 threads=0 precisions="32-true bf16-mixed" coretypes="unset set"

@@ -47,7 +47,7 @@ def main():
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed"])
+    p.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed", "64-true"])
     args = p.parse_args()
     blas = openblas()
     if args.threads:
@@ -65,6 +65,9 @@ def main():
     h = args.hidden
     model = torch.nn.Sequential(torch.nn.Linear(784, h), torch.nn.ReLU(), torch.nn.Linear(h, h), torch.nn.ReLU(),
                                 torch.nn.Linear(h, 10))
+    if args.precision == "64-true":  # as weft's 64-true: float64 weights, inputs and products
+        model = model.double()
+        x_train, x_test = x_train.double(), x_test.double()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     mixed = args.precision == "bf16-mixed"
 
