@@ -7,8 +7,8 @@
 // through (row stride, column stride), so transposed views, padded rows and rows repeated by
 // expand (stride 0) cost nothing extra. Large products are split over the thread pool: one
 // taller than wide into row blocks that all threads compute against each block of B they packed
-// together (Note [Threads sharing one packed B] in gemm.cpp), one wider than tall into column
-// blocks, each with its own packed B and no barrier; small ones (under ~4 MFLOP, e.g. the MLP's 10-wide last layer)
+// together (Note [Threads sharing one packed B] in gemm.cpp), one square or wider than tall into
+// column blocks, each with its own packed B and no barrier; small ones (under ~4 MFLOP, e.g. the MLP's 10-wide last layer)
 // run on the calling thread without packing A.
 //
 // c: (M, N) row-major, leading dimension ldc; c = a·b, or c += a·b when accumulating (how

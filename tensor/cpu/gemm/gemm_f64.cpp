@@ -10,9 +10,9 @@
 //           for ir over MC by MR     one MR×NR tile of C: the microkernel
 // Threads: a product taller than wide is split into row blocks, as many as a multiple of the
 // threads, that share each packed block of B (Note [Threads sharing one packed B] in gemm.cpp);
-// one wider than tall into column blocks, one product per thread. A C narrower than a tile is
-// computed transposed. K is cut into equal chunks whatever the thread count, so no element's
-// arithmetic depends on it.
+// one square or wider than tall into column blocks, one product per thread, as gemm.cpp splits.
+// A C narrower than a tile is computed transposed. K is cut into equal chunks whatever the thread
+// count, so no element's arithmetic depends on it.
 #include <algorithm>
 #include <cstring>
 
@@ -138,9 +138,9 @@ void gemm_f64(int64_t m, int64_t n, int64_t k, const GemmMatrixF64& a, const Gem
     return;
   }
   const int64_t threads = std::clamp<int64_t>(2 * m * n * k / kWorkPerThread, 1, num_threads());
-  if (threads > 1 && m < n) {
-    // Wider than tall: each thread computes its own columns of C as a product of its own, packing
-    // only its columns of B (and all of A, the smaller operand), with no barrier between threads.
+  if (threads > 1 && m <= n) {
+    // Square or wider than tall: each thread computes its own columns of C as a product of its
+    // own, packing only its columns of B (and all of A), with no barrier between threads.
     // Row blocks against a shared B would wait twice per block of B: the MLP's products with a
     // dimension of 10 ran slower on two threads that way than on one.
     const int64_t parts = std::min(threads, ceil_div(n, ker.nr));
