@@ -1,8 +1,9 @@
 // Matrix product throughput: weft::matmul against Eigen and OpenBLAS in the same run, on the
 // example MLP's products (forward and backward, in the layouts training uses) and on squares,
 // in float32, with bfloat16 inputs and (--dtype fp64 or all) in float64, as GFLOP/s and as a share
-// of the machine's measured FMA peak (fma_peak.h; float64 has half its lanes). PyTorch is measured by bench/matmul_torch.py on the same cases, and
-// bench/compare_matmul.sh puts them all in one table.
+// of the machine's measured FMA peak (fma_peak.h; float64 has half its lanes). PyTorch is measured
+// by bench/matmul_torch.py on the same cases (float32 and bf16), and bench/compare_matmul.sh puts
+// them all in one table.
 //
 // Peers run as a user gets them: Eigen compiled for this machine (-march=native, eigen_peer.cpp)
 // with OpenMP (its GEMM's threading), OpenBLAS with its own threads and whatever core type its
@@ -142,7 +143,8 @@ Options parse(int argc, char** argv) {
       o.cpu_clock = true;
     } else {
       std::fprintf(stderr,
-                   "usage: bench_matmul [--threads N] [--min-time SECONDS] [--dtype fp32|bf16|fp64|both|all] [--only TEXT] [--cpu-clock]\n"
+                   "usage: bench_matmul [--threads N] [--min-time SECONDS] [--dtype fp32|bf16|fp64|both|all] [--only TEXT]\n"
+                   "                    [--cpu-clock]\n"
                    "  --threads N     threads for weft, Eigen and OpenBLAS (default: weft's default)\n"
                    "  --min-time S    timed seconds per library and case, over %d rounds (default 0.6)\n"
                    "  --dtype D       input dtype(s) to measure (default both: fp32 and bf16; all adds fp64;\n"
@@ -159,7 +161,8 @@ Options parse(int argc, char** argv) {
     std::exit(2);
   }
   if (o.threads < 0 || o.min_time <= 0 || !(o.fp32 || o.bf16 || o.fp64)) {
-    std::fprintf(stderr, "bench_matmul: --threads must be >= 1, --min-time > 0, --dtype fp32, bf16, fp64, both or all\n");
+    std::fprintf(stderr,
+                 "bench_matmul: --threads must be >= 1, --min-time > 0, --dtype fp32, bf16, fp64, both or all\n");
     std::exit(2);
   }
   return o;
@@ -296,7 +299,8 @@ int main(int argc, char** argv) {
   const Bf16Peak peak_bf16 = bf16_peak(peak, threads);
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
 
-  std::printf("bench_matmul: C = A·B, %d threads; weft: %s / %s / %s; median call over %d rounds of >= %.2f s per library\n",
+  std::printf("bench_matmul: C = A·B, %d threads; weft: %s / %s / %s; median call over %d rounds of >= %.2f s "
+              "per library\n",
               threads, weft::cpu_gemm_kernel(weft::kFloat32).c_str(), weft::cpu_gemm_kernel(weft::kBFloat16).c_str(),
               weft::cpu_gemm_kernel(weft::kFloat64).c_str(), kRounds, opt.min_time / kRounds);
   std::printf("%s\nbf16 peak %.1f GFLOP/s (%s); fp64 peak %.1f GFLOP/s (half the fp32 lanes)\n", peak.explain().c_str(),
@@ -329,10 +333,13 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("\n{\"bench\":\"matmul\",\"threads\":%d,\"kernel_fp32\":\"%s\",\"kernel_bf16\":\"%s\",\"kernel_fp64\":\"%s\",\"openblas\":\"%s\","
-              "\"openblas_coretype_env\":%s%s%s,\"peak_gflops\":%.2f,\"peak_bf16_gflops\":%.2f,\"ghz\":%.3f,\"flop_per_cycle\":%d,\"fma_units\":%d,\"fma_per_cycle_best\":%.3f,\"fma_per_cycle_median\":%.3f,\"cases\":[",
+  std::printf("\n{\"bench\":\"matmul\",\"threads\":%d,\"kernel_fp32\":\"%s\",\"kernel_bf16\":\"%s\","
+              "\"kernel_fp64\":\"%s\",\"openblas\":\"%s\",\"openblas_coretype_env\":%s%s%s,\"peak_gflops\":%.2f,"
+              "\"peak_bf16_gflops\":%.2f,\"ghz\":%.3f,\"flop_per_cycle\":%d,\"fma_units\":%d,"
+              "\"fma_per_cycle_best\":%.3f,\"fma_per_cycle_median\":%.3f,\"cases\":[",
               threads, weft::cpu_gemm_kernel(weft::kFloat32).c_str(), weft::cpu_gemm_kernel(weft::kBFloat16).c_str(),
-              weft::cpu_gemm_kernel(weft::kFloat64).c_str(), openblas_description().c_str(), coretype ? "\"" : "", coretype ? coretype : "null", coretype ? "\"" : "",
+              weft::cpu_gemm_kernel(weft::kFloat64).c_str(), openblas_description().c_str(),
+              coretype ? "\"" : "", coretype ? coretype : "null", coretype ? "\"" : "",
               peak.gflops(), peak_bf16.gflops, peak.ghz, peak.flop_per_cycle(), peak.fma_units(), peak.best_fma_per_cycle,
               peak.median_fma_per_cycle);
   for (size_t i = 0; i < results.size(); ++i) {

@@ -6,9 +6,9 @@
 // strides — transposed views, padded rows, rows repeated by expand — and bfloat16 without
 // widening it first; a bfloat16 result is rounded by its own stores where it computes the product
 // in one K chunk (gemm_to_bf16), else computed into float32 scratch and converted. float16 is
-// widened to float32; float64 has weft's float64 GEMM (gemm_f64). A batch of products each too small to be split over
-// the threads is spread over them one product per thread instead. Integer products are a plain
-// loop.
+// widened to float32; float64 has a GEMM of its own (gemm_f64). A batch of products each too small
+// to be split over the threads is spread over them one product per thread instead. Integer
+// products are a plain loop.
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/gemm/gemm.h"
 #include "tensor/cpu/library_gemm.h"
