@@ -5,14 +5,16 @@
 // kBlock elements of parameter, gradient and state is read, updated in float32 (float64 for
 // float64 parameters) while it sits in L1 cache, and written back. The block kernels are Eigen
 // array expressions, which vectorise where a plain loop would not (std::sqrt may set errno, and
-// that keeps compilers from vectorising it), and which spell the formulas as they read.
+// that keeps compilers from vectorising it), and which spell the formulas as they read; they are
+// also the scalar references of the AVX2 / AVX-512 kernels (optim/update_*.cpp) that float32
+// blocks, and Adam's float64 ones, take where the CPU has them.
 // float16 / bfloat16 parameters are widened on load and rounded to nearest even on store; their
 // state is float32 (optim::detail::state_dtype), so low-precision training keeps full-precision
 // moments. A float32 / float64 parameter also takes a float16 / bfloat16 gradient (FSDP's
 // keep_low_precision_grads hands the optimizer such shards): each block of it is widened into an
 // L1-sized buffer as the block is read, so no full-precision copy of the gradient is ever made, and
 // as widening is exact the update is the one a full-precision gradient of the same values gives.
-// Large tensors are split over the OpenMP threads in whole blocks.
+// Large tensors are split over weft's threads in whole blocks.
 //
 // Internal to optim/: it includes Eigen, which weft links privately.
 #pragma once
