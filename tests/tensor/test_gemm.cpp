@@ -360,7 +360,9 @@ TEST_CASE("the float64 packers of lanes with contiguous steps write the panel la
   const std::vector<std::pair<CpuIsa, const detail::GemmKernelF64*>> sets = {
       {CpuIsa::Avx2, &detail::kGemmF64Avx2}, {CpuIsa::Avx512, &detail::kGemmF64Avx512}};
   int ran = 0;
-  for (const auto& [isa, set] : sets) {
+  for (const auto& entry : sets) {
+    const CpuIsa isa = entry.first;  // not bindings: clang 14's CAPTURE refuses those
+    const detail::GemmKernelF64* set = entry.second;
     if (cpu_isa_supported() < isa) continue;
     for (const int width : {set->mr, set->nr})
       for (const int64_t lanes : {1, 5, 13, 37})
