@@ -189,13 +189,6 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, cons
 }
 #endif
 
-void eigen_gemm(const Case& c, const float* a, const float* b, float* out) {
-  bench::eigen_sgemm(c.m, c.n, c.k, a, c.a_t, b, c.b_t, out);
-}
-void eigen_gemm(const Case& c, const double* a, const double* b, double* out) {
-  bench::eigen_dgemm(c.m, c.n, c.k, a, c.a_t, b, c.b_t, out);
-}
-
 // Eigen's and OpenBLAS's product of the stored operands (float or double), checked against weft's
 // result, then added to the timers.
 template <class T>
@@ -205,7 +198,7 @@ void add_peers(const Case& c, const weft::Tensor& a_store, const weft::Tensor& b
   const T* ap = a_store.data<T>();
   const T* bp = b_store.data<T>();
   T* c_eigen = outputs.emplace_back(static_cast<size_t>(c.m * c.n)).data();
-  auto eigen = [&c, ap, bp, c_eigen] { eigen_gemm(c, ap, bp, c_eigen); };
+  auto eigen = [&c, ap, bp, c_eigen] { bench::eigen_gemm(c.m, c.n, c.k, ap, c.a_t, bp, c.b_t, c_eigen); };
   eigen();
   check_close("Eigen", c, want, c_eigen);
   timers.emplace_back(&r.eigen, Timer(eigen, opt.cpu_clock));

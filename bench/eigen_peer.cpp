@@ -12,7 +12,7 @@ template <class T>
 using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 
 template <class T>
-void eigen_gemm(int64_t m, int64_t n, int64_t k, const T* a, bool a_t, const T* b, bool b_t, T* c) {
+void product(int64_t m, int64_t n, int64_t k, const T* a, bool a_t, const T* b, bool b_t, T* c) {
   // The maps give Eigen the strides weft gets: A or Aᵀ, B or Bᵀ of row-major storage.
   Eigen::Map<RowMajor<T>> cm(c, m, n);
   if (a_t && b_t) cm.noalias() = Eigen::Map<const ColMajor<T>>(a, m, k) * Eigen::Map<const ColMajor<T>>(b, k, n);
@@ -23,12 +23,12 @@ void eigen_gemm(int64_t m, int64_t n, int64_t k, const T* a, bool a_t, const T* 
 
 }  // namespace
 
-void eigen_sgemm(int64_t m, int64_t n, int64_t k, const float* a, bool a_t, const float* b, bool b_t, float* c) {
-  eigen_gemm(m, n, k, a, a_t, b, b_t, c);
+void eigen_gemm(int64_t m, int64_t n, int64_t k, const float* a, bool a_t, const float* b, bool b_t, float* c) {
+  product(m, n, k, a, a_t, b, b_t, c);
 }
 
-void eigen_dgemm(int64_t m, int64_t n, int64_t k, const double* a, bool a_t, const double* b, bool b_t, double* c) {
-  eigen_gemm(m, n, k, a, a_t, b, b_t, c);
+void eigen_gemm(int64_t m, int64_t n, int64_t k, const double* a, bool a_t, const double* b, bool b_t, double* c) {
+  product(m, n, k, a, a_t, b, b_t, c);
 }
 
 void eigen_set_threads(int threads) { Eigen::setNbThreads(threads); }

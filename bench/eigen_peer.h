@@ -9,8 +9,8 @@ namespace bench {
 
 // c(m×n, row-major) = a·b with a stored (k, m) when a_t, else (m, k); b stored (n, k) when b_t,
 // else (k, n); all row-major. Runs on Eigen's OpenMP threads.
-void eigen_sgemm(int64_t m, int64_t n, int64_t k, const float* a, bool a_t, const float* b, bool b_t, float* c);
-void eigen_dgemm(int64_t m, int64_t n, int64_t k, const double* a, bool a_t, const double* b, bool b_t, double* c);
+void eigen_gemm(int64_t m, int64_t n, int64_t k, const float* a, bool a_t, const float* b, bool b_t, float* c);
+void eigen_gemm(int64_t m, int64_t n, int64_t k, const double* a, bool a_t, const double* b, bool b_t, double* c);
 void eigen_set_threads(int threads);
 int eigen_threads();
 const char* eigen_simd();  // the instruction sets Eigen was compiled for

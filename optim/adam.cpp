@@ -65,28 +65,21 @@ void adam_update(const AdamParam& a, const AdamLaunch& s) {
   const C weight_decay = static_cast<C>(s.weight_decay);
   const C decay_factor = static_cast<C>(1.0 - s.lr * s.weight_decay);
   const bool coupled_decay = !s.decoupled && s.weight_decay != 0.0;
-  // float32 and float64 blocks take the widest vector kernel the CPU has: the same operations, a
-  // vector at a time.
+  // Blocks (float32, or float64 for float64 parameters) take the widest vector kernel the CPU has:
+  // the same operations, a vector at a time.
   const CpuIsa isa = cpu_isa();
 
   detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), a.param.numel(),
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
-    if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
-      if (isa >= CpuIsa::Avx2) {
-        using AdamBlock = std::conditional_t<std::is_same_v<C, float>, detail::AdamBlockF32, detail::AdamBlockF64>;
-        const AdamBlock block{p_data, g_data, m_data + offset, v_data + offset,
-                              v_max_data ? v_max_data + offset : nullptr, length, s.decoupled,
-                              coupled_decay, weight_decay, decay_factor, beta1, one_minus_beta1, beta2,
-                              one_minus_beta2, neg_step_size, inv_bias_correction2_sqrt, eps};
-        if constexpr (std::is_same_v<C, float>) {
-          if (isa >= CpuIsa::Avx512) detail::adam_block_f32_avx512(block);
-          else detail::adam_block_f32_avx2(block);
-        } else {
-          if (isa >= CpuIsa::Avx512) detail::adam_block_f64_avx512(block);
-          else detail::adam_block_f64_avx2(block);
-        }
-        return;
-      }
+    if (isa >= CpuIsa::Avx2) {
+      using AdamBlock = std::conditional_t<std::is_same_v<C, float>, detail::AdamBlockF32, detail::AdamBlockF64>;
+      const AdamBlock block{p_data, g_data, m_data + offset, v_data + offset,
+                            v_max_data ? v_max_data + offset : nullptr, length, s.decoupled,
+                            coupled_decay, weight_decay, decay_factor, beta1, one_minus_beta1, beta2,
+                            one_minus_beta2, neg_step_size, inv_bias_correction2_sqrt, eps};
+      if (isa >= CpuIsa::Avx512) detail::adam_block_avx512(block);
+      else detail::adam_block_avx2(block);
+      return;
     }
     Block<C> p(p_data, length), m(m_data + offset, length), v(v_data + offset, length);
     alignas(64) C g_decayed[detail::kBlock];

@@ -152,7 +152,7 @@ struct AdamLanesF64 {
 
 }  // namespace
 
-void adam_block_f32_avx512(const AdamBlockF32& b) {
+void adam_block_avx512(const AdamBlockF32& b) {
   const AdamLanes k{_mm512_set1_ps(b.weight_decay),  _mm512_set1_ps(b.decay_factor),
                     _mm512_set1_ps(b.beta1),         _mm512_set1_ps(b.one_minus_beta1),
                     _mm512_set1_ps(b.beta2),         _mm512_set1_ps(b.one_minus_beta2),
@@ -167,7 +167,7 @@ void sgd_block_f32_avx512(const SgdBlockF32& b) {
   for_each_16(b.n, [&](Access at) __attribute__((always_inline)) { sgd_update16(b, k, at); });
 }
 
-void adam_block_f64_avx512(const AdamBlockF64& b) {
+void adam_block_avx512(const AdamBlockF64& b) {
   const AdamLanesF64 k{_mm512_set1_pd(b.weight_decay),  _mm512_set1_pd(b.decay_factor),
                        _mm512_set1_pd(b.beta1),         _mm512_set1_pd(b.one_minus_beta1),
                        _mm512_set1_pd(b.beta2),         _mm512_set1_pd(b.one_minus_beta2),

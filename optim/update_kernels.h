@@ -24,8 +24,8 @@ struct AdamBlockF32 {
   float neg_step_size, inv_bias_correction2_sqrt, eps;
 };
 
-void adam_block_f32_avx2(const AdamBlockF32& block);
-void adam_block_f32_avx512(const AdamBlockF32& block);
+void adam_block_avx2(const AdamBlockF32& block);
+void adam_block_avx512(const AdamBlockF32& block);
 
 // The same block in float64 (the 64-true precision): the same operations in the same order, with
 // no careful path. float64's denormals start at 2^-1022, which a moment decaying by β1 = 0.9 from
@@ -44,8 +44,8 @@ struct AdamBlockF64 {
   double neg_step_size, inv_bias_correction2_sqrt, eps;
 };
 
-void adam_block_f64_avx2(const AdamBlockF64& block);
-void adam_block_f64_avx512(const AdamBlockF64& block);
+void adam_block_avx2(const AdamBlockF64& block);
+void adam_block_avx512(const AdamBlockF64& block);
 
 // One block of n float32 elements of SGD: parameter p, gradient g, and the momentum buffer (null
 // without momentum), with the step's scalars rounded to float32. The formulas and the scalar

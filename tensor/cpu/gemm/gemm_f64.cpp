@@ -38,8 +38,6 @@ const GemmKernelF64& kernel_f64_for(CpuIsa isa) {
   }
 }
 
-int64_t ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
-
 // Packs M(l, s) = src[l·lane_stride + s·step_stride], l < lanes, s < steps, into ceil(lanes/width)
 // panels of steps × width values, dst[(panel·steps + s)·width + l % width], zero past `lanes`. A
 // packs with its rows as lanes, B with its columns. Lanes with contiguous steps go to the kernel
