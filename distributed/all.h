@@ -3,7 +3,7 @@
 // FullyShardedDataParallel.
 #pragma once
 
-#include "precision/all.h"
+#include "models/all.h"
 
 #include "distributed/coalesce.h"
 #include "distributed/ddp.h"

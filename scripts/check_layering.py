@@ -3,7 +3,7 @@
 
 Rules:
   1. A library file on floor F (a file under F/) includes no header of a floor above F, and never
-     weft.h. Floors, lowest first: tensor, nn, optim, io, precision, distributed, fabric.
+     weft.h. Floors, lowest first: tensor, nn, optim, io, precision, models, distributed, fabric.
   2. A test file under tests/F/ includes, of weft's library headers, only umbrellas X/all.h of
      floors X at or below F, and internal headers of F itself (white-box tests of F's kernels);
      everything else it includes is a test helper under tests/. So a tensor test cannot use nn::.
@@ -23,7 +23,7 @@ import re
 import sys
 import tempfile
 
-FLOORS = ["tensor", "nn", "optim", "io", "precision", "distributed", "fabric"]
+FLOORS = ["tensor", "nn", "optim", "io", "precision", "models", "distributed", "fabric"]
 ISA_UNIT = re.compile(r"_(avx2|avx512|avx512vnni|avx512bf16|amx)\.cpp$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh")

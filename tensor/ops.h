@@ -5,7 +5,8 @@
 //
 // Files: factories.cpp (creation, random), elementwise.cpp, reduce.cpp, linalg.cpp (matmul,
 // linear), shape_ops.cpp (views, cat, stack, split, indexing), nn_functional.cpp (softmax,
-// losses, dropout, embedding).
+// losses, dropout, embedding), sorting.cpp (sort, topk), scan.cpp (cumsum, tril/triu),
+// sampling.cpp (multinomial), attention.cpp (scaled_dot_product_attention).
 #pragma once
 
 #include <optional>
@@ -122,6 +123,28 @@ Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim = false);
 // Sums `x` down to `shape` (the inverse of broadcasting); used by backward rules.
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
+// ---- sorting and selection (tensor/sorting.cpp) ----
+// Values sorted along `dim` and the int64 positions they came from, as torch.sort. NaN sorts
+// above every number; `stable` keeps equal elements in their original order.
+ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+// The k largest (or smallest) elements along `dim` and their int64 positions, as torch.topk.
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+
+// ---- scans and triangles (tensor/scan.cpp) ----
+// Running sum along `dim`; integer and bool inputs sum in int64 unless a dtype is given.
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+// The lower (upper) triangle of the last two dims, the rest zero; `diagonal` shifts the edge
+// (> 0 above the main diagonal), as torch.tril / torch.triu.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+
+// ---- sampling (tensor/sampling.cpp) ----
+// Draws `num_samples` category indices (int64) per row of the non-negative weights `probs`
+// ((C) or (N, C)), as torch.multinomial; without replacement no index repeats within a row.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false,
+                   Generator* gen = nullptr);
+
 // ---- linear algebra (tensor/linalg.cpp) ----
 // 1-D·1-D dot, 2-D·2-D, and batched with broadcast batch dims, as torch.matmul.
 Tensor matmul(const Tensor& a, const Tensor& b);
@@ -158,6 +181,18 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 // Normalises over the trailing dims given by normalized_shape.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+
+// ---- attention (tensor/attention.cpp) ----
+// softmax(q·kᵀ·scale + mask)·v, as torch.nn.functional.scaled_dot_product_attention:
+// q: (..., L, E), k: (..., S, E), v: (..., S, Ev) -> (..., L, Ev). `attn_mask` broadcasts to
+// (..., L, S): a bool mask keeps the positions that are true, a float mask is added to the
+// scores. `is_causal` keeps position j for query i when j <= i (top-left aligned). `scale`
+// defaults to 1/√E. Dropout with probability `dropout_p` applies to the attention weights.
+// `enable_gqa` lets k and v carry fewer heads (dim -3) than q, each shared by a group of q heads.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                    bool enable_gqa = false, Generator* gen = nullptr);
 
 // ---- operators ----
 Tensor operator+(const Tensor& a, const Tensor& b);

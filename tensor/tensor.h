@@ -112,6 +112,9 @@ class Tensor {
 
   // ---- views (share storage) ----
   Tensor view(Shape shape) const;  // one dimension may be -1
+  // The same bytes read as another dtype, as PyTorch's view(dtype): the last dimension scales by
+  // the ratio of item sizes (it must be contiguous when the sizes differ).
+  Tensor view(DType dtype) const;
   Tensor reshape(Shape shape) const;  // a view when strides allow, else a copy
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor t() const;  // 2-D transpose
