@@ -112,8 +112,10 @@ class Tensor {
 
   // ---- views (share storage) ----
   Tensor view(Shape shape) const;  // one dimension may be -1
+  // view({2, 3}) and view({}) name shapes: a braced list prefers this overload to view(DType).
+  Tensor view(std::initializer_list<int64_t> shape) const { return view(Shape(shape)); }
   // The same bytes as another dtype (PyTorch's view(dtype), never requiring grad); the last dim
-  // scales by the item-size ratio, needing stride 1. view({}) lands here: use view(Shape{}).
+  // scales by the item-size ratio, needing stride 1.
   Tensor view(DType dtype) const;
   Tensor reshape(Shape shape) const;  // a view when strides allow, else a copy
   Tensor transpose(int64_t d0, int64_t d1) const;

@@ -94,3 +94,12 @@ TEST_CASE("view(dtype): errors, in PyTorch's words") {
   CHECK(error_of([] { zeros({4, 8}, kInt8).slice(1, 0, 8, 2).view(kFloat16); }) ==
         "[view] self.stride(-1) must be 1 to view int8 as float16 (different element sizes), but got 2");
 }
+
+TEST_CASE("a braced list names a shape, never a dtype: view({}) is 0-d, view({2, 3}) a shape") {
+  const Tensor one = tensor({5.0}, kFloat32);
+  const Tensor scalar = one.view({});
+  CHECK(scalar.dim() == 0);
+  CHECK(scalar.dtype() == kFloat32);
+  CHECK(scalar.item<float>() == 5.0f);
+  CHECK(arange(6, kFloat32).view({2, 3}).shape() == Shape{2, 3});
+}
