@@ -39,6 +39,7 @@
 // half way, or silently skips its log, for a reason known at the start.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -301,19 +302,24 @@ double evaluate(const fabric::FabricModule& model, const Split& test) {
   return static_cast<double>(correct) / static_cast<double>(test.images.size(0));
 }
 
-void render_plot(const std::string& csv, const std::string& png) {
+void render_plot(const std::string& csv, const std::string& png, int64_t epochs) {
   if (png.empty() || csv.empty()) return;
   if (!have_gnuplot()) {
     std::cout << "no plot: gnuplot is not installed (apt-get install gnuplot-nox)\n";
     return;
   }
   const std::string script = png + ".gp";
+  // Epochs are whole numbers: ticks on integers only (one per epoch up to 20, gnuplot's spacing
+  // beyond, never a fraction). Each panel has one curve, which its title names, so no legend
+  // sits on the data.
+  const std::string xtics = epochs <= 20 ? "set xtics 1\n" : "set format x '%.0f'\n";
   std::ofstream(script) << "set terminal pngcairo size 900,400\nset output '" << png << "'\n"
                         << "set datafile separator ','\nset multiplot layout 1,2\n"
-                        << "set title 'train loss'\nset xlabel 'epoch'\n"
-                        << "plot '" << csv << "' using 1:2 skip 1 with linespoints title 'loss'\n"
+                        << "set key off\nset xlabel 'epoch'\n" << xtics << "set xrange [1:" << std::max<int64_t>(epochs, 2)
+                        << "]\nset title 'train loss'\n"
+                        << "plot '" << csv << "' using 1:2 skip 1 with linespoints\n"
                         << "set title 'test accuracy'\n"
-                        << "plot '" << csv << "' using 1:3 skip 1 with linespoints title 'accuracy'\n"
+                        << "plot '" << csv << "' using 1:3 skip 1 with linespoints\n"
                         << "unset multiplot\n";
   if (std::system(("gnuplot '" + script + "' 2> /dev/null").c_str()) == 0) std::cout << "plot: " << png << "\n";
   else std::cerr << "mlp_train: gnuplot could not draw " << png << "\n";
@@ -479,7 +485,7 @@ int main(int argc, char** argv) try {
   }
   if (log.is_open()) {
     log.close();
-    render_plot(o.log, o.plot);
+    render_plot(o.log, o.plot, o.epochs);
   }
   if (fabric.is_global_zero())
     std::printf("{\"program\": \"weft mlp_train\", \"threads\": %d, \"gemm\": \"%s\", \"kernel\": \"%s\", "
@@ -488,7 +494,7 @@ int main(int argc, char** argv) try {
                 num_threads(), fabric.device().is_cuda() ? "cublas" : to_string(cpu_gemm_library()),
                 fabric.device().is_cuda() ? "cublas" : cpu_gemm_kernel(gemm_dtype(fabric.precision().precision())).c_str(),
                 std::string(cpu_isa_name(cpu_isa())).c_str(), device_name(fabric.device()).c_str(),
-                fabric.precision().precision().c_str(), o.cuda_graph ? "true" : "false", world,
+                std::string(precision::precision_name(fabric.precision().mode())).c_str(), o.cuda_graph ? "true" : "false", world,
                 fabric.strategy().name().c_str(), static_cast<long long>(o.epochs), total_seconds, accuracy);
   return 0;
 } catch (const std::exception& e) {

@@ -112,7 +112,7 @@ Fabric::Fabric(FabricOptions options)
   so.fsdp.auto_wrap_policy = options.auto_wrap_policy;
   so.keep_low_precision_grads = options.keep_low_precision_grads;
   so.state_dict_type = options.state_dict_type;
-  strategy_ = make_strategy(std::move(so), plugin_->precision());
+  strategy_ = make_strategy(std::move(so), std::string(precision::precision_name(plugin_->mode())));
 }
 
 void Fabric::require_launched(const char* what) const {
@@ -184,7 +184,7 @@ void Fabric::save(const std::filesystem::path& path, const FabricModule& model, 
                "' uses the reserved prefix ", kPrecisionKey);
     meta[key] = value;
   }
-  meta[kPrecisionKey] = plugin_->precision();
+  meta[kPrecisionKey] = precision::precision_name(plugin_->mode());
   for (const auto& [key, value] : plugin_->state_dict()) meta[prefix + key] = optim::format_scalar(value.item<double>());
   strategy_->save(path, *model.module(), *model.wrapped(), optimizer != nullptr ? &optimizer->optimizer() : nullptr,
                   meta);

@@ -36,9 +36,11 @@ class Precision {
   Precision(const Precision&) = delete;
   Precision& operator=(const Precision&) = delete;
 
-  // The precision this plugin implements, and its canonical string ("32-true").
+  // The precision this plugin implements, and the string the reference's `.precision` attribute
+  // reads ("32-true"): the mode's name, except where a plugin class says otherwise (the
+  // transformer-engine plugin reads "transformer-engine" for float16 weights too).
   virtual PrecisionMode mode() const { return PrecisionMode::Fp32True; }
-  std::string precision() const { return std::string(precision_name(mode())); }
+  virtual std::string precision() const { return std::string(precision_name(mode())); }
 
   // Casts or rewrites `module` in place for this precision.
   virtual void convert_module(nn::Module& module);

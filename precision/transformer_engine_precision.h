@@ -65,6 +65,8 @@ class TransformerEnginePrecision : public Precision {
   // TransformerEngineFloat16 ("transformer-engine-float16") for float16 weights,
   // TransformerEngine ("transformer-engine") otherwise.
   PrecisionMode mode() const override;
+  // "transformer-engine" for both modes, as the reference's class attribute; mode() tells them apart.
+  std::string precision() const override { return std::string(precision_name(PrecisionMode::TransformerEngine)); }
   DType weights_dtype() const { return weights_dtype_; }
   const Fp8Recipe& recipe() const { return recipe_; }
   std::optional<bool> replace_layers() const { return replace_layers_; }

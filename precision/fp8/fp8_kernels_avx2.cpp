@@ -67,7 +67,8 @@ __m256i encode8(__m256 x, __m256 scale, __m256i overflow_code) {
   return _mm256_or_si256(code, sign);
 }
 
-// The float32 bits of 8 codes' values (NaN as the canonical quiet NaN, unsigned).
+// The float32 bits of 8 codes' values (NaN as the quiet NaN with the code's sign, as the scalar
+// decoder and .to(kFloat32) give it).
 template <bool E5M2>
 __m256i decode8(__m256i code) {
   using L = Layout<E5M2>;
@@ -79,8 +80,8 @@ __m256i decode8(__m256i code) {
   const __m256i is_subnormal = _mm256_cmpgt_epi32(set1(L::kMinNormalCode), mag);
   __m256i bits = _mm256_castps_si256(_mm256_blendv_ps(normal, subnormal, _mm256_castsi256_ps(is_subnormal)));
   if constexpr (E5M2) bits = _mm256_blendv_epi8(bits, set1(kFloatInf), _mm256_cmpeq_epi32(mag, set1(0x7C)));
-  bits = _mm256_or_si256(bits, sign);
-  return _mm256_blendv_epi8(bits, set1(kFloatQuietNan), _mm256_cmpgt_epi32(mag, set1(L::kMaxCode + (E5M2 ? 1 : 0))));
+  bits = _mm256_blendv_epi8(bits, set1(kFloatQuietNan), _mm256_cmpgt_epi32(mag, set1(L::kMaxCode + (E5M2 ? 1 : 0))));
+  return _mm256_or_si256(bits, sign);
 }
 
 // float32 bits -> bfloat16 bits in the low half of each lane, as float_to_bfloat16.
@@ -131,7 +132,7 @@ template <bool E5M2, bool BF16>
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes), pack_bytes(c));
   if (decoded == nullptr) return;
   for (int k = 0; k < 4; k += 2) {
-    const __m256i a = _mm256_srli_epi32(decode8<E5M2>(c[k]), 16), b = _mm256_srli_epi32(decode8<E5M2>(c[k + 1]), 16);
+    const __m256i a = to_bf16(decode8<E5M2>(c[k])), b = to_bf16(decode8<E5M2>(c[k + 1]));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(decoded + 8 * k), pack_words(a, b));
   }
 }
@@ -163,7 +164,8 @@ float encode(const Fp8EncodeArgs a) {  // by value: the output stores cannot ali
 }
 
 // What a decode writes: float32 values · scale_inv, those rounded to bfloat16, or (scale_inv = 1)
-// the exact bfloat16 values, which need neither the product nor the rounding.
+// the exact bfloat16 values, which need no product (their rounding only makes a NaN the canonical
+// bfloat16 NaN, as float_to_bfloat16 does).
 enum class Output { F32, Bf16, Bf16Exact };
 
 // 16 codes at codes[0..16) -> 16 outputs.
@@ -173,7 +175,7 @@ template <bool E5M2, Output OUT>
   __m256i v[2] = {decode8<E5M2>(_mm256_cvtepu8_epi32(bytes)),
                   decode8<E5M2>(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8)))};
   if constexpr (OUT == Output::Bf16Exact) {
-    const __m256i words = pack_words(_mm256_srli_epi32(v[0], 16), _mm256_srli_epi32(v[1], 16));
+    const __m256i words = pack_words(to_bf16(v[0]), to_bf16(v[1]));
     _mm256_storeu_si256(static_cast<__m256i*>(out), words);
     return;
   }

@@ -75,9 +75,9 @@ __m512i decode16(__m512i code) {
   __m512i bits = _mm512_castps_si512(
       _mm512_mask_blend_ps(_mm512_cmpgt_epi32_mask(set1(L::kMinNormalCode), mag), normal, subnormal));
   if constexpr (E5M2) bits = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(mag, set1(0x7C)), bits, set1(kFloatInf));
-  bits = _mm512_or_si512(bits, sign);
-  return _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(mag, set1(L::kMaxCode + (E5M2 ? 1 : 0))), bits,
+  bits = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(mag, set1(L::kMaxCode + (E5M2 ? 1 : 0))), bits,
                                  set1(kFloatQuietNan));
+  return _mm512_or_si512(bits, sign);  // after the NaN blend: a negative NaN code decodes to -NaN
 }
 
 __m512i to_bf16(__m512i u) {
@@ -110,7 +110,7 @@ template <bool E5M2, bool BF16>
   _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_cvtepi32_epi8(c));
   if (decoded)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(decoded),
-                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(decode16<E5M2>(c), 16)));
+                        _mm512_cvtepi32_epi16(to_bf16(decode16<E5M2>(c))));
 }
 
 template <bool E5M2, bool BF16>
@@ -140,14 +140,15 @@ float encode(const Fp8EncodeArgs a) {  // by value: the output stores cannot ali
 }
 
 // What a decode writes: float32 values · scale_inv, those rounded to bfloat16, or (scale_inv = 1)
-// the exact bfloat16 values, which need neither the product nor the rounding.
+// the exact bfloat16 values, which need no product (their rounding only makes a NaN the canonical
+// bfloat16 NaN, as float_to_bfloat16 does).
 enum class Output { F32, Bf16, Bf16Exact };
 
 template <bool E5M2, Output OUT>
 [[gnu::always_inline]] inline void decode_block(const uint8_t* codes, void* out, __m512 scale_inv) {
   const __m512i v = decode16<E5M2>(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes))));
   if constexpr (OUT == Output::Bf16Exact) {
-    _mm256_storeu_si256(static_cast<__m256i*>(out), _mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+    _mm256_storeu_si256(static_cast<__m256i*>(out), _mm512_cvtepi32_epi16(to_bf16(v)));
     return;
   }
   const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(v), scale_inv);

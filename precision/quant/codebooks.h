@@ -18,8 +18,10 @@ namespace weft::precision::quant {
 // Indexed by the 4-bit code.
 const std::array<float, 16>& nf4_code();
 const std::array<float, 16>& fp4_code();
-// What bitsandbytes' CPU dequantize kernel decodes FP4 with: fp4_code() but with the sign bit
-// applied to zero too, so code 0b1000 gives -0 (the quant_map holds +0 there).
+// fp4_code() with the sign bit applied to zero too, so code 0b1000 gives -0 (the quant_map holds
+// +0 there). bitsandbytes 0.50's own CPU kernels disagree on that one zero's sign by host: the
+// scalar path decodes 0b1000 as -0, the AVX-512 path and the generic fallback as +0. weft decodes
+// -0 on every path; the two agree on every value's magnitude, and only 1/x could tell them apart.
 const std::array<float, 16>& fp4_cpu_decode_code();
 
 // Sorted ascending; index = 8-bit code.

@@ -63,8 +63,9 @@ struct Table4bitSearch {
   const uint8_t* code_of;
 };
 Table4bitSearch table_4bit_search(QuantKind kind);
-// What each of a 4-bit format's codes decodes to, as bitsandbytes' CPU kernel decodes it (FP4's
-// code 0b1000 as -0: fp4_cpu_decode_code in codebooks.h). Every decoder uses it.
+// What each of a 4-bit format's codes decodes to, as bitsandbytes' scalar CPU kernel decodes it
+// (FP4's code 0b1000 as -0; its AVX-512 and generic paths give +0: fp4_cpu_decode_code in
+// codebooks.h). Every weft decoder uses it.
 const std::array<float, 16>& table_4bit_decode(QuantKind kind);
 
 // max |x[i]| over n values (0 for none), NaN if any is NaN, as torch.max of abs() returns.

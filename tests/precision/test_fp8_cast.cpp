@@ -202,14 +202,18 @@ TEST_CASE("fp8 decode: all 256 codes, scaled, to float32 and bfloat16, on every 
         for (int c = 0; c < 256; ++c) {
           CAPTURE(c);
           const float want = code_value(static_cast<uint8_t>(c), fp8) * scale_inv;
-          if (std::isnan(want)) {
-            CHECK(std::isnan(f32[static_cast<size_t>(c)]));
-          } else {
-            CHECK(std::bit_cast<uint32_t>(f32[static_cast<size_t>(c)]) == std::bit_cast<uint32_t>(want));
-          }
+          // Bit for bit, NaNs included: a negative NaN code (E4M3 0xff, E5M2 0xfd-0xff) keeps its sign.
+          CHECK(std::bit_cast<uint32_t>(f32[static_cast<size_t>(c)]) == std::bit_cast<uint32_t>(want));
           CHECK(bf_bits[c] == float_to_bfloat16(want));
         }
       }
+      // Unscaled, the decode gives the bits of the dtype conversion, the NaNs' signs included.
+      const auto converted = q.to(kFloat32).to_vector<float>();
+      const auto unscaled = fp8_dequantize(q, 1.0f, kFloat32).to_vector<float>();
+      for (int c = 0; c < 256; ++c)
+        CHECK(std::bit_cast<uint32_t>(unscaled[static_cast<size_t>(c)]) ==
+              std::bit_cast<uint32_t>(converted[static_cast<size_t>(c)]));
+      CHECK(std::signbit(converted[0xff]));
       // Unscaled, the bfloat16 copy is exact: it widens back to each code's value.
       const auto exact = precision::fp8_decode_bf16(q).to_vector<float>();
       for (int c = 0; c < 256; ++c) {

@@ -209,7 +209,9 @@ TEST_CASE("forward_context nests the weights dtype, the fallback autocast and fp
 
 TEST_CASE("the plugin's strings, input and output casts, and its checks") {
   CHECK(plugin_with(std::nullopt).precision() == "transformer-engine");
-  CHECK(plugin_with(std::nullopt, kFloat16).precision() == "transformer-engine-float16");
+  // float16 weights too: the reference's class attribute (T7); the mode keeps them apart.
+  CHECK(plugin_with(std::nullopt, kFloat16).precision() == "transformer-engine");
+  CHECK(plugin_with(std::nullopt, kFloat16).mode() == PrecisionMode::TransformerEngineFloat16);
   auto plugin = plugin_with(std::nullopt);
   CHECK(plugin.convert_input(ones({2}, kFloat32)).dtype() == kBFloat16);
   CHECK(plugin.convert_input(ones({2}, kInt64)).dtype() == kInt64);
