@@ -36,7 +36,9 @@ TEST_CASE("convert_module of every make_precision plugin keeps a tie, in the plu
       {"32-true", kFloat32},         {"64-true", kFloat64},           {"16-true", kFloat16},
       {"bf16-true", kBFloat16},      {"bf16-mixed", kFloat32},        {"transformer-engine", kBFloat16},
       {"transformer-engine-float16", kFloat16}};
-  for (const auto& [name, dtype] : cases) {
+  for (const auto& entry : cases) {
+    const std::string& name = entry.first;  // not a structured binding: clang 14's CAPTURE refuses those
+    const DType dtype = entry.second;
     CAPTURE(name);
     auto plugin = precision::make_precision(name, "cpu");
     auto tied = test::make_tied_lm(1);
