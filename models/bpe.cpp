@@ -25,7 +25,7 @@ struct Candidate {
 
 }  // namespace
 
-Bpe::Bpe(std::unordered_map<std::string, int32_t> vocab, const std::vector<Merge>& merges, Options options)
+Bpe::Bpe(StringMap<int32_t> vocab, const std::vector<Merge>& merges, Options options)
     : vocab_(std::move(vocab)), options_(options) {
   merges_.reserve(merges.size());
   // A pair listed twice keeps its last rank, as the reference library's map does.
@@ -44,16 +44,15 @@ const Bpe::RankedMerge* Bpe::find_merge(int32_t left, int32_t right) const {
 
 void Bpe::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (options_.ignore_merges) {
-    const auto it = vocab_.find(std::string(word));
+    const auto it = vocab_.find(word);
     if (it != vocab_.end()) {
       out.push_back(it->second);
       return;
     }
   }
-  std::string key(word);
   {
     const std::lock_guard<std::mutex> lock(cache_mutex_);
-    const auto it = cache_.find(key);
+    const auto it = cache_.find(word);
     if (it != cache_.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
@@ -63,7 +62,7 @@ void Bpe::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   merge_word(word, out);
   const std::lock_guard<std::mutex> lock(cache_mutex_);
   if (cache_.size() < options_.cache_capacity)
-    cache_.emplace(std::move(key), std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(start), out.end()));
+    cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(start), out.end()));
 }
 
 void Bpe::merge_word(std::string_view word, std::vector<int32_t>& out) const {

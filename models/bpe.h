@@ -21,6 +21,15 @@
 
 namespace weft::models {
 
+// Hashing for maps keyed by std::string that are looked up by std::string_view without building a
+// string (C++20 heterogeneous lookup).
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <class T>
+using StringMap = std::unordered_map<std::string, T, StringHash, std::equal_to<>>;
+
 class Bpe {
  public:
   struct Merge {
@@ -35,7 +44,7 @@ class Bpe {
 
   // `vocab` maps raw-byte spellings to ids (the tokens whose every character is a byte-level
   // character); `merges` are in rank order. Both are validated by the caller.
-  Bpe(std::unordered_map<std::string, int32_t> vocab, const std::vector<Merge>& merges, Options options);
+  Bpe(StringMap<int32_t> vocab, const std::vector<Merge>& merges, Options options);
 
   // Appends the ids of `word` (non-empty raw bytes) to `out`.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
@@ -51,13 +60,13 @@ class Bpe {
   const RankedMerge* find_merge(int32_t left, int32_t right) const;
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
 
-  std::unordered_map<std::string, int32_t> vocab_;
+  StringMap<int32_t> vocab_;
   std::unordered_map<uint64_t, RankedMerge> merges_;
   int32_t byte_ids_[256];  // the token of each single byte, or -1
   Options options_;
 
   mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+  mutable StringMap<std::vector<int32_t>> cache_;
 };
 
 }  // namespace weft::models

@@ -71,7 +71,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
-  const auto it = impl_->ids_by_spelling.find(std::string(token));
+  const auto it = impl_->ids_by_spelling.find(token);
   if (it == impl_->ids_by_spelling.end()) return std::nullopt;
   return it->second;
 }

@@ -27,7 +27,7 @@ struct Tokenizer::Impl {
   // vocabulary spelling, and the bytes decode emits for it (the ByteLevel decoder's mapping).
   std::vector<bool> present, special;
   std::vector<std::string> spellings, bytes;
-  std::unordered_map<std::string, int32_t> ids_by_spelling;
+  StringMap<int32_t> ids_by_spelling;
 
   std::optional<int32_t> bos, eos;
 };

@@ -358,7 +358,7 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_json(const JsonValue& document, 
     impl->bytes[i] = detail::token_to_bytes(spelling).value_or(spelling);
     impl->ids_by_spelling[spelling] = id;
   };
-  std::unordered_map<std::string, int32_t> byte_vocab;  // raw bytes -> id, for BPE
+  StringMap<int32_t> byte_vocab;  // raw bytes -> id, for BPE
   byte_vocab.reserve(vocab_entries.size());
   for (const auto& [spelling, id] : vocab_entries) {
     add_spelling(spelling, id);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "models/all.h"
+#include "models/byte_level.h"
 #include "models/utf8.h"
 
 namespace tokenizer_test {
@@ -141,6 +143,59 @@ inline uint64_t fnv1a(const std::vector<int32_t>& ids) {
     }
   }
   return h;
+}
+
+}  // namespace tokenizer_test
+
+namespace tokenizer_test {
+
+// The parts of a small hand-written tokenizer.json; each test changes the parts it is about.
+// The vocabulary is byte-level: 'Ġ' is the space, and every one of the 256 bytes has a token
+// (ids 0..255, in byte order) unless `all_bytes` is false, followed by `extra_vocab`.
+struct TinyTokenizer {
+  std::string model_type = "BPE";
+  std::string extra_vocab;  // ,"token":id pairs after the byte tokens
+  std::string merges = "[]";
+  std::string model_fields = R"("dropout":null,"unk_token":null,"continuing_subword_prefix":null,)"
+                             R"("end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false)";
+  bool all_bytes = true;
+  std::string normalizer = "null";
+  std::string pre_tokenizer = R"({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true})";
+  std::string post_processor = "null";
+  std::string decoder = R"({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true})";
+  std::string added_tokens = "[]";
+  std::string root_extra;  // more members of the root, each with a leading comma
+
+  std::string json() const {
+    std::string vocab = "{";
+    bool first = true;
+    for (int b = 0; b < 256; ++b) {
+      if (!all_bytes && (b == 'z' || b == 'q')) continue;  // the bytes the unk tests leave out
+      std::string spelling;
+      weft::models::detail::append_utf8(spelling, weft::models::detail::byte_to_char(static_cast<uint8_t>(b)));
+      if (spelling == "\"" || spelling == "\\") spelling = "\\" + spelling;
+      vocab += (first ? "\"" : ",\"") + spelling + "\":" + std::to_string(b);
+      first = false;
+    }
+    vocab += extra_vocab + "}";
+    return R"({"version":"1.0","truncation":null,"padding":null,"added_tokens":)" + added_tokens +
+           R"(,"normalizer":)" + normalizer + R"(,"pre_tokenizer":)" + pre_tokenizer + R"(,"post_processor":)" +
+           post_processor + R"(,"decoder":)" + decoder + R"(,"model":{"type":")" + model_type + "\"," +
+           model_fields + R"(,"vocab":)" + vocab + R"(,"merges":)" + merges + "}" + root_extra + "}";
+  }
+  weft::models::Tokenizer load() const { return weft::models::Tokenizer::from_json(json(), "tiny"); }
+};
+
+}  // namespace tokenizer_test
+
+namespace tokenizer_test {
+
+// `s` with its one occurrence of `from` replaced by `to` (a test's change to a default part).
+inline std::string replaced(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  if (at == std::string::npos) throw std::logic_error("replaced: '" + from + "' is not in the text");
+  s.replace(at, from.size(), to);
+  return s;
 }
 
 }  // namespace tokenizer_test
