@@ -50,6 +50,10 @@ void Bpe::encode_word(std::string_view word, std::vector<int32_t>& out) const {
       return;
     }
   }
+  if (word.size() > kMaxCachedWordBytes) {
+    merge_word(word, out);
+    return;
+  }
   {
     const std::lock_guard<std::mutex> lock(cache_mutex_);
     const auto it = cache_.find(word);

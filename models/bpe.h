@@ -7,8 +7,10 @@
 // that O(n log n) in the word's length — the way the `tokenizers` library does it, so the ids are
 // its ids. With ignore_merges (Llama 3), a word that is itself in the vocabulary is that token.
 //
-// Results are cached per word (raw bytes) up to a bound; once the cache is full, new words are
-// merged without being kept. The cache is guarded by a mutex, so one Bpe may serve many threads.
+// Results are cached per word (raw bytes) up to a bound on the number of words; words longer than
+// kMaxCachedWordBytes, and new words once the cache is full, are merged without being kept, so the
+// cache's memory stays bounded whatever the text. The cache is guarded by a mutex, so one Bpe may
+// serve many threads.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,7 @@ using StringMap = std::unordered_map<std::string, T, StringHash, std::equal_to<>
 
 class Bpe {
  public:
+  static constexpr size_t kMaxCachedWordBytes = 256;
   struct Merge {
     int32_t left, right, merged;  // token ids
   };

@@ -4,6 +4,8 @@
 // and byte-level decoding.
 #include <doctest/doctest.h>
 
+#include <thread>
+
 #include "error_message.h"
 #include "tokenizer_test_helpers.h"
 
@@ -109,4 +111,25 @@ TEST_CASE("Tokenizer looks tokens up both ways and decodes the byte-level spelli
   CHECK(tok.decode(Ids{}).empty());
   CHECK(tok.encode("").empty());
   CHECK(tok.encode("", true).empty());
+}
+
+TEST_CASE("BPE gives the same ids for long words (not cached) and from many threads at once") {
+  TinyTokenizer t;
+  t.extra_vocab = R"(,"aa":256,"aaaa":257)";
+  t.merges = R"(["a a","aa aa"])";
+  const models::Tokenizer tok = t.load();
+  const std::string long_word(1001, 'a');  // 250 "aaaa", then "a"
+  Ids expected(250, 257);
+  expected.push_back(97);
+  CHECK(tok.encode(long_word) == expected);
+  CHECK(tok.encode(long_word) == expected);
+  // Threads fill one fresh word cache together; each must still get exactly the sequential ids.
+  const std::string text = tokenizer_test::generated_text(5, 1 << 16);
+  const Ids sequential = tok.encode(text);
+  const models::Tokenizer shared = t.load();
+  std::vector<Ids> results(4);
+  std::vector<std::thread> threads;
+  for (auto& r : results) threads.emplace_back([&] { r = shared.encode(text); });
+  for (auto& th : threads) th.join();
+  for (const auto& r : results) CHECK(r == sequential);
 }
