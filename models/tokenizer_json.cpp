@@ -90,51 +90,54 @@ bool optional_bool(const Field& f, std::string_view key, bool otherwise) {
   return member ? member->boolean() : otherwise;
 }
 
-// model.vocab: spelling -> id, checked for repeated ids.
-std::vector<std::pair<std::string, int32_t>> read_vocab(const Field& model) {
-  const Field vocab = model.member("vocab");
-  std::vector<std::pair<std::string, int32_t>> entries;
+using Vocab = std::unordered_map<std::string_view, int32_t>;  // views of the document's strings
+
+// model.vocab as (spelling, id) pairs viewing the document, in document order.
+std::vector<std::pair<std::string_view, int32_t>> read_vocab(const Field& vocab) {
+  std::vector<std::pair<std::string_view, int32_t>> entries;
   entries.reserve(vocab.object().as_object().size());
-  for (const auto& [spelling, value] : vocab.object().as_object())
-    entries.emplace_back(spelling, vocab.child(value, spelling).id());
-  std::vector<std::pair<int32_t, const std::string*>> by_id;
-  by_id.reserve(entries.size());
-  for (const auto& [spelling, id] : entries) by_id.emplace_back(id, &spelling);
-  std::sort(by_id.begin(), by_id.end());
-  for (size_t i = 1; i < by_id.size(); ++i)
-    if (by_id[i].first == by_id[i - 1].first)
-      vocab.fail(weft::detail::cat("the id ", by_id[i].first, " is given to both \"", *by_id[i - 1].second,
-                                   "\" and \"", *by_id[i].second, "\""));
+  for (const auto& [spelling, value] : vocab.object().as_object()) {
+    // The common case without building a Field (whose key path costs an allocation).
+    const bool valid = value.is_integer() && value.as_integer() >= 0 && value.as_integer() < std::numeric_limits<int32_t>::max();
+    entries.emplace_back(spelling, valid ? static_cast<int32_t>(value.as_integer()) : vocab.child(value, spelling).id());
+  }
   return entries;
 }
 
 // model.merges: "a b" strings or [a, b] pairs, in rank order, as ids.
-std::vector<Bpe::Merge> read_merges(const Field& model, const std::unordered_map<std::string, int32_t>& vocab) {
+std::vector<Bpe::Merge> read_merges(const Field& model, const Vocab& vocab) {
   const Field merges = model.member("merges");
   std::vector<Bpe::Merge> out;
   out.reserve(merges.array().size());
-  for (size_t i = 0; i < merges.array().size(); ++i) {
-    const Field merge = merges.element(i);
-    std::string left, right;
-    if (merge.value().is_string()) {
-      const std::string& line = merge.string();
+  std::string joined;
+  const JsonValue::Array& list = merges.array();
+  for (size_t i = 0; i < list.size(); ++i) {
+    // Fields (with their key paths) are built only to report an error: this loop runs 100k+ times.
+    const JsonValue& merge = list[i];
+    std::string_view left, right;
+    if (merge.is_string()) {
+      const std::string_view line = merge.as_string();
       const size_t space = line.find(' ');
-      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
-        merge.fail("expected two tokens separated by one space, got \"" + line + "\"");
+      if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos)
+        merges.element(i).fail("expected two tokens separated by one space, got \"" + std::string(line) + "\"");
       left = line.substr(0, space);
       right = line.substr(space + 1);
-    } else if (merge.value().is_array() && merge.array().size() == 2) {
-      left = merge.element(0).string();
-      right = merge.element(1).string();
+    } else if (merge.is_array() && merge.as_array().size() == 2) {
+      const auto& pair = merge.as_array();
+      if (!pair[0].is_string() || !pair[1].is_string()) merges.element(i).element(pair[0].is_string() ? 1 : 0).string();
+      left = pair[0].as_string();
+      right = pair[1].as_string();
     } else {
-      merge.fail(std::string("expected a string \"a b\" or a pair [\"a\", \"b\"], got ") + merge.value().kind_name());
+      merges.element(i).fail(std::string("expected a string \"a b\" or a pair [\"a\", \"b\"], got ") + merge.kind_name());
     }
-    auto id_of = [&](const std::string& token) {
+    auto id_of = [&](std::string_view token) {
       const auto it = vocab.find(token);
-      if (it == vocab.end()) merge.fail("the merge names \"" + token + "\", which is not in model.vocab");
+      if (it == vocab.end())
+        merges.element(i).fail("the merge names \"" + std::string(token) + "\", which is not in model.vocab");
       return it->second;
     };
-    out.push_back({id_of(left), id_of(right), id_of(left + right)});
+    joined.assign(left).append(right);
+    out.push_back({id_of(left), id_of(right), id_of(joined)});
   }
   return out;
 }
@@ -274,7 +277,7 @@ void check_decoder(const Field& root) {
   if (type != "ByteLevel") root.fail("decoder type '" + type + "' is not supported (supported: ByteLevel)");
 }
 
-Bpe::Options read_model_options(const Field& model, const std::unordered_map<std::string, int32_t>& vocab) {
+Bpe::Options read_model_options(const Field& model, const Vocab& vocab) {
   Bpe::Options options;
   options.ignore_merges = optional_bool(model, "ignore_merges", false);
   options.fuse_unk = optional_bool(model, "fuse_unk", false);
@@ -313,50 +316,61 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_json(const JsonValue& document, 
   impl->pre_tokenizer = read_pre_tokenizer(root);
   check_decoder(root);
 
-  const auto vocab_entries = read_vocab(model);
-  std::unordered_map<std::string, int32_t> vocab(vocab_entries.begin(), vocab_entries.end());
+  const Field vocab_field = model.member("vocab");
+  const auto vocab_entries = read_vocab(vocab_field);
+  const std::vector<AddedToken> added = read_added_tokens(root);
+
+  // The id tables. Ids may have holes, but not so many that a hostile file could make these
+  // tables huge: the highest id must stay below twice the number of tokens (plus some slack).
+  const size_t count = vocab_entries.size() + added.size();
+  int64_t max_id = -1;
+  for (const auto& [spelling, id] : vocab_entries) max_id = std::max<int64_t>(max_id, id);
+  for (const AddedToken& token : added) max_id = std::max<int64_t>(max_id, token.id);
+  if (max_id >= static_cast<int64_t>(2 * count + 256))
+    vocab_field.fail(weft::detail::cat("ids run to ", max_id, " for only ", count,
+                                       " tokens; a vocabulary this sparse is not supported"));
+  const auto size = static_cast<size_t>(max_id + 1);
+  std::vector<const std::string_view*> vocab_by_id(size, nullptr);
+  Vocab vocab;
+  vocab.reserve(vocab_entries.size());
+  for (const auto& entry : vocab_entries) {
+    const std::string_view*& slot = vocab_by_id[static_cast<size_t>(entry.second)];
+    if (slot != nullptr)
+      vocab_field.fail(weft::detail::cat("the id ", entry.second, " is given to both \"", *slot, "\" and \"",
+                                         entry.first, "\""));
+    slot = &entry.first;
+    vocab.emplace(entry.first, entry.second);
+  }
   const std::vector<Bpe::Merge> merges = read_merges(model, vocab);
   const Bpe::Options options = read_model_options(model, vocab);
-  const std::vector<AddedToken> added = read_added_tokens(root);
 
   // Added tokens keep the id the vocabulary gives their spelling; a new one may not take an id
   // the vocabulary gives another token.
-  std::unordered_map<int32_t, const std::string*> vocab_by_id;
-  for (const auto& [spelling, id] : vocab_entries) vocab_by_id.emplace(id, &spelling);
   for (size_t i = 0; i < added.size(); ++i) {
     const Field entry = root.member("added_tokens").element(i);
     if (const auto it = vocab.find(added[i].content); it != vocab.end() && it->second != added[i].id)
       entry.fail(weft::detail::cat("the added token \"", added[i].content, "\" has id ", added[i].id,
                                    " but model.vocab gives it ", it->second));
-    if (const auto it = vocab_by_id.find(added[i].id); it != vocab_by_id.end() && *it->second != added[i].content)
+    if (const std::string_view* other = vocab_by_id[static_cast<size_t>(added[i].id)]; other && *other != added[i].content)
       entry.fail(weft::detail::cat("the added token \"", added[i].content, "\" has id ", added[i].id,
-                                   ", which model.vocab gives \"", *it->second, "\""));
+                                   ", which model.vocab gives \"", *other, "\""));
     for (size_t k = 0; k < i; ++k)
       if (added[k].id == added[i].id) entry.fail(weft::detail::cat("the id ", added[i].id, " is given to two added tokens"));
   }
 
-  // The id tables. Ids may have holes, but not so many that a hostile file could make these
-  // tables huge: the highest id must stay below twice the number of tokens (plus some slack).
-  size_t count = vocab_entries.size() + added.size();
-  int64_t max_id = -1;
-  for (const auto& [spelling, id] : vocab_entries) max_id = std::max<int64_t>(max_id, id);
-  for (const AddedToken& token : added) max_id = std::max<int64_t>(max_id, token.id);
-  if (max_id >= static_cast<int64_t>(2 * count + 256))
-    model.member("vocab").fail(weft::detail::cat("ids run to ", max_id, " for only ", count,
-                                                 " tokens; a vocabulary this sparse is not supported"));
-  const auto size = static_cast<size_t>(max_id + 1);
   impl->present.assign(size, false);
   impl->special.assign(size, false);
   impl->spellings.assign(size, std::string());
   impl->bytes.assign(size, std::string());
-  auto add_spelling = [&](const std::string& spelling, int32_t id) {
+  impl->ids_by_spelling.reserve(count);
+  auto add_spelling = [&](std::string_view spelling, int32_t id) {
     const auto i = static_cast<size_t>(id);
     impl->present[i] = true;
     impl->spellings[i] = spelling;
     // The ByteLevel decoder: a token of byte-level characters stands for those bytes; any other
     // token (an added one such as "<|endoftext|>" is both) for its own UTF-8.
-    impl->bytes[i] = detail::token_to_bytes(spelling).value_or(spelling);
-    impl->ids_by_spelling[spelling] = id;
+    impl->bytes[i] = detail::token_to_bytes(spelling).value_or(std::string(spelling));
+    impl->ids_by_spelling.insert_or_assign(std::string(spelling), id);
   };
   StringMap<int32_t> byte_vocab;  // raw bytes -> id, for BPE
   byte_vocab.reserve(vocab_entries.size());
