@@ -210,10 +210,14 @@ CRAFTED = [
 
 
 def encodings(tok, texts):
+    """Each text's ids, and its ids with special tokens where the template makes them differ."""
     out = []
     for text in texts:
-        out.append({"text": text, "ids": tok.encode(text, add_special_tokens=False).ids,
-                    "ids_with_special": tok.encode(text, add_special_tokens=True).ids})
+        case = {"text": text, "ids": tok.encode(text, add_special_tokens=False).ids}
+        with_special = tok.encode(text, add_special_tokens=True).ids
+        if with_special != case["ids"]:
+            case["ids_with_special"] = with_special
+        out.append(case)
     return out
 
 
