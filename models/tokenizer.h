@@ -3,7 +3,8 @@
 //
 // Supported, and refused by name otherwise when loading:
 //   model          BPE (vocab; merges as "a b" strings or [a, b] pairs; ignore_merges; unk_token
-//                  with fuse_unk; dropout null or 0; no subword prefix/suffix; byte_fallback false)
+//                  with fuse_unk; dropout null or 0; no subword prefix/suffix; byte_fallback false,
+//                  so SentencePiece-style BPE files such as Llama 2's are refused)
 //   normalizer     null
 //   pre_tokenizer  ByteLevel (add_prefix_space, use_regex: GPT-2's pattern), or a Sequence of
 //                  Split steps (GPT-2's or Llama 3's pattern, behavior Isolated, not inverted) and

@@ -281,7 +281,6 @@ Bpe::Options read_model_options(const Field& model, const Vocab& vocab) {
   Bpe::Options options;
   options.ignore_merges = optional_bool(model, "ignore_merges", false);
   options.fuse_unk = optional_bool(model, "fuse_unk", false);
-  if (optional_bool(model, "byte_fallback", false)) model.member("byte_fallback").fail("byte_fallback=true is not supported");
   if (const auto dropout = model.optional_member("dropout")) {
     if (!dropout->value().is_number()) dropout->fail(std::string("expected a number, got ") + dropout->value().kind_name());
     if (dropout->value().as_number() != 0)
@@ -311,6 +310,9 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_json(const JsonValue& document, 
   const Field model = root.member("model");
   const std::string type = model.type();
   if (type != "BPE") root.fail("model type '" + type + "' is not supported (supported: " + kSupportedModel + ")");
+  if (optional_bool(model, "byte_fallback", false))
+    root.fail(std::string("model BPE with byte_fallback=true (SentencePiece-style, as Llama 2's) is not supported "
+                          "(supported: ") + kSupportedModel + ")");
   check_normalizer(root);
   auto impl = std::make_unique<Tokenizer::Impl>();
   impl->pre_tokenizer = read_pre_tokenizer(root);

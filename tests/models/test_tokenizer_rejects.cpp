@@ -63,7 +63,8 @@ TEST_CASE("Tokenizer refuses the components it does not implement, by name") {
   CHECK(error_loading(t) == p + "post_processor: type 'RobertaProcessing' is not supported (supported: ByteLevel, TemplateProcessing)");
   t = TinyTokenizer();
   t.model_fields = replaced(t.model_fields, R"("byte_fallback":false)", R"("byte_fallback":true)");
-  CHECK(error_loading(t) == p + "model.byte_fallback: byte_fallback=true is not supported");
+  CHECK(error_loading(t) == p + "model BPE with byte_fallback=true (SentencePiece-style, as Llama 2's) is not supported "
+                                "(supported: BPE with a ByteLevel pre-tokenizer)");
   t = TinyTokenizer();
   t.model_fields = replaced(t.model_fields, R"("dropout":null)", R"("dropout":0.1)");
   CHECK(error_loading(t) == p + "model.dropout: dropout 0.1 is not supported (encoding would be random)");
