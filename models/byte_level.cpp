@@ -32,13 +32,6 @@ char32_t byte_to_char(uint8_t b) { return kByteToChar[b]; }
 
 int char_to_byte(char32_t cp) { return cp < kCharLimit ? kCharToByte[cp] : -1; }
 
-std::string bytes_to_token(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (const char c : bytes) append_utf8(out, kByteToChar[static_cast<uint8_t>(c)]);
-  return out;
-}
-
 std::optional<std::string> token_to_bytes(std::string_view token) {
   std::string out;
   out.reserve(token.size());

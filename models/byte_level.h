@@ -4,8 +4,8 @@
 // control characters, U+007F..U+00A0, U+00AD), in increasing order, become U+0100, U+0101, ...
 // A space is therefore 'Ġ' (U+0120) and a newline 'Ċ' (U+010A).
 //
-// The tokenizer works on raw bytes and converts vocabulary spellings with these functions only at
-// load time and in id_to_token.
+// The tokenizer works on raw bytes: it converts the vocabulary's spellings to bytes once, at load
+// time.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +20,6 @@ char32_t byte_to_char(uint8_t b);
 
 // The byte a code point stands for, or -1 when it is none of the 256.
 int char_to_byte(char32_t cp);
-
-// The vocabulary spelling of raw bytes: each byte's code point, UTF-8 encoded.
-std::string bytes_to_token(std::string_view bytes);
 
 // The raw bytes a vocabulary spelling (valid UTF-8) stands for, or nullopt when one of its
 // characters is none of the 256.
