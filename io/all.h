@@ -1,5 +1,5 @@
 // The io floor in one include (and everything below it): safetensors, checkpoints, atomic file
-// writes and the IDX dataset reader.
+// writes, the IDX dataset reader and a JSON document reader.
 #pragma once
 
 #include "optim/all.h"
@@ -7,5 +7,6 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/idx_file.h"
+#include "io/json.h"
 #include "io/input_file.h"
 #include "io/safetensors.h"

@@ -5,7 +5,7 @@
 # Debian 12. Packages already present are left alone, so a second run costs a few seconds.
 set -euo pipefail
 packages=(cmake ninja-build g++ python3 libeigen3-dev doctest-dev zlib1g-dev libopenblas-openmp-dev
-          dataset-fashion-mnist gnuplot-nox libsimde-dev libgloo-dev)
+          dataset-fashion-mnist gnuplot-nox libsimde-dev libgloo-dev bible-kjv)
 clang_packages=(clang libclang-rt-14-dev libomp-14-dev)
 if [ "${1:-}" = "--clang" ]; then
   packages+=("${clang_packages[@]}")
