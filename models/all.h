@@ -3,3 +3,9 @@
 #pragma once
 
 #include "precision/all.h"
+#include "models/causal_lm.h"
+#include "models/generate.h"
+#include "models/kv_cache.h"
+#include "models/llama.h"
+#include "models/rope.h"
+#include "models/sampling.h"
