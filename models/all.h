@@ -9,3 +9,5 @@
 #include "models/llama.h"
 #include "models/rope.h"
 #include "models/sampling.h"
+#include "models/hf_config.h"
+#include "models/pretrained.h"
