@@ -18,7 +18,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 void check_prompts(const CausalLMShape& shape, const std::vector<std::vector<int64_t>>& prompts,
                    const GenerateOptions& options) {
   WEFT_CHECK(!prompts.empty(), "[generate] expected at least one prompt");
-  WEFT_CHECK(options.max_new_tokens >= 0, "[generate] max_new_tokens must be >= 0, got ", options.max_new_tokens);
+  WEFT_CHECK(options.max_new_tokens >= 1, "[generate] max_new_tokens must be at least 1, got ", options.max_new_tokens);
   WEFT_CHECK(options.kv_dtype == kFloat32 || options.kv_dtype == kBFloat16,
              "[generate] the KV cache is float32 or bfloat16, got ", options.kv_dtype);
   options.sampling.check(shape.vocab_size);
@@ -53,8 +53,7 @@ GenerateResult generate(CausalLM& model, const std::vector<std::vector<int64_t>>
   std::vector<int64_t> stop = options.stop_tokens;
   if (options.use_eos) stop.insert(stop.end(), model.eos_token_ids.begin(), model.eos_token_ids.end());
 
-  KVCache cache({shape.n_layer, B, shape.n_kv_head, shape.head_dim, longest + std::max<int64_t>(options.max_new_tokens, 1)},
-                options.kv_dtype);
+  KVCache cache({shape.n_layer, B, shape.n_kv_head, shape.head_dim, longest + options.max_new_tokens}, options.kv_dtype);
   std::vector<int64_t> padding(static_cast<size_t>(B));
   std::vector<int64_t> ids(static_cast<size_t>(B * longest), 0);
   GenerateResult result;
@@ -69,7 +68,7 @@ GenerateResult generate(CausalLM& model, const std::vector<std::vector<int64_t>>
   result.kv_cache_bytes = cache.nbytes();
 
   Generator generator(options.seed);
-  std::vector<bool> running(static_cast<size_t>(B), options.max_new_tokens > 0);
+  std::vector<bool> running(static_cast<size_t>(B), true);
   // Appends each running sequence's choice; returns whether any still runs.
   auto take = [&](const Tensor& next) {
     const std::vector<int64_t> chosen = next.to_vector<int64_t>();
@@ -89,10 +88,6 @@ GenerateResult generate(CausalLM& model, const std::vector<std::vector<int64_t>>
   };
 
   auto start = std::chrono::steady_clock::now();
-  if (options.max_new_tokens == 0) {
-    model.train(was_training);
-    return result;
-  }
   Tensor logits = model.forward_cached(from_vector(ids, {B, longest}, DType::Int64), cache, /*last_only=*/true);
   Tensor next = sample_next_tokens(logits.select(1, logits.size(1) - 1), options.sampling, generator);
   bool any = take(next);

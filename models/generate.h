@@ -39,9 +39,9 @@ struct GenerateResult {
   size_t kv_cache_bytes = 0;
 };
 
-// Throws before running anything when a prompt is empty, holds an id outside [0, V), or is too
-// long for the model's positions together with max_new_tokens ("prompt of 1100 tokens plus 64
-// new ones exceeds the model's 1024 positions").
+// Throws before running anything when max_new_tokens < 1, a prompt is empty, holds an id outside
+// [0, V), or is too long for the model's positions together with max_new_tokens ("prompt of 1100
+// tokens plus 64 new ones exceeds the model's 1024 positions").
 GenerateResult generate(CausalLM& model, const std::vector<std::vector<int64_t>>& prompts,
                         const GenerateOptions& options);
 
