@@ -1,0 +1,178 @@
+// from_pretrained / save_pretrained: Hugging Face folders, their key mapping and checks.
+#include "models/pretrained.h"
+
+#include <map>
+#include <set>
+
+#include "io/atomic_file.h"
+#include "io/json.h"
+#include "io/safetensors.h"
+#include "precision/bitsandbytes_precision.h"
+#include "tensor/error.h"
+#include "tensor/init_context.h"
+
+namespace weft::models {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Every tensor of the folder: model.safetensors, or the shards model.safetensors.index.json names.
+nn::TensorDict read_folder_tensors(const fs::path& dir) {
+  const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
+  if (fs::exists(single)) return io::load_safetensors(single).tensors;
+  WEFT_CHECK(fs::exists(index), "[from_pretrained] ", dir.string(), " holds neither model.safetensors nor ",
+             "model.safetensors.index.json", fs::exists(dir / "pytorch_model.bin")
+                                                  ? " (pytorch_model.bin is a pickle, which weft does not read: convert "
+                                                    "it with transformers' save_pretrained(safe_serialization=True))"
+                                                  : "");
+  const io::JsonValue root = io::read_json_file(index, "from_pretrained");
+  const io::JsonValue* map = root.is_object() ? root.find("weight_map") : nullptr;
+  WEFT_CHECK(map != nullptr && map->is_object(), "[from_pretrained] ", index.string(), " has no 'weight_map' object");
+  std::map<std::string, std::vector<std::string>> names_by_shard;
+  for (const auto& [name, file] : map->as_object()) {
+    WEFT_CHECK(file.is_string(), "[from_pretrained] ", index.string(), ": weight_map['", name, "'] must be a file name");
+    const std::string& shard = file.as_string();
+    WEFT_CHECK(!shard.empty() && shard.find('/') == std::string::npos && shard.find('\\') == std::string::npos &&
+                   shard != "." && shard != "..",
+               "[from_pretrained] ", index.string(), ": weight_map['", name, "'] names '", shard,
+               "', which is not a file in the folder");
+    names_by_shard[shard].push_back(name);
+  }
+  nn::TensorDict out;
+  for (const auto& [shard, names] : names_by_shard) {
+    const io::SafetensorsFile file = io::load_safetensors(dir / shard);
+    for (const std::string& name : names) {
+      const Tensor* t = file.tensors.find(name);
+      WEFT_CHECK(t != nullptr, "[from_pretrained] ", index.string(), " puts '", name, "' in ", shard,
+                 ", which does not hold it");
+      out.insert(name, *t);
+    }
+  }
+  return out;
+}
+
+// GPT-2's Conv1D weights: stored [in, out], nn::Linear's [out, in] here.
+bool is_conv1d_weight(const std::string& name) {
+  return ends_with(name, ".attn.c_attn.weight") || ends_with(name, ".attn.c_proj.weight") ||
+         ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_proj.weight");
+}
+
+nn::TensorDict gpt2_weights(const nn::TensorDict& file) {
+  nn::TensorDict out;
+  std::optional<Tensor> head;
+  for (const auto& [stored, t] : file) {
+    const std::string name = stored.rfind("transformer.", 0) == 0 ? stored.substr(12) : stored;
+    if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")) continue;  // causal-mask buffers
+    if (name == "lm_head.weight") {
+      head = t;
+      continue;
+    }
+    out.insert("transformer." + name, is_conv1d_weight(name) && t.dim() == 2 ? t.t().contiguous() : t);
+  }
+  const Tensor* wte = out.find("transformer.wte.weight");
+  if (head && wte != nullptr)
+    WEFT_CHECK(head->shape() == wte->shape() && equal(head->to(kFloat32), wte->to(kFloat32)),
+               "[from_pretrained] lm_head.weight differs from transformer.wte.weight: GPT2LMHeadModel's head is tied to ",
+               "the token embedding, and an untied head is not supported");
+  if (wte != nullptr) out.insert("lm_head.weight", *wte);
+  return out;
+}
+
+std::shared_ptr<CausalLM> build(const HfConfig& config) {
+  if (config.architecture == HfArchitecture::GPT2) {
+    auto gpt = std::make_shared<GPTImpl>(config.gpt);
+    gpt->eos_token_ids = config.eos_token_ids;
+    return gpt;
+  }
+  return std::make_shared<LlamaForCausalLMImpl>(config.llama);
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  io::AtomicFileWriter writer(path, "save_pretrained");
+  writer.write(text.data(), text.size());
+  writer.commit();
+}
+
+const std::set<std::string>& quantize_modes() {
+  static const std::set<std::string> modes{"nf4", "nf4-dq", "fp4", "fp4-dq", "int8"};
+  return modes;
+}
+
+}  // namespace
+
+nn::TensorDict read_pretrained_weights(const fs::path& dir, const HfConfig& config) {
+  const nn::TensorDict file = read_folder_tensors(dir);
+  return config.architecture == HfArchitecture::GPT2 ? gpt2_weights(file) : file;
+}
+
+PretrainedModel from_pretrained(const fs::path& dir, const PretrainedOptions& options) {
+  WEFT_CHECK(fs::is_directory(dir), "[from_pretrained] ", dir.string(), " is not a directory");
+  WEFT_CHECK(options.dtype == kFloat32 || options.dtype == kBFloat16,
+             "[from_pretrained] expected float32 or bfloat16 weights, got ", options.dtype);
+  WEFT_CHECK(options.quantize.empty() || quantize_modes().count(options.quantize), "[from_pretrained] quantize '",
+             options.quantize, "' is not a mode (nf4, nf4-dq, fp4, fp4-dq, int8)");
+  PretrainedModel out;
+  out.config = read_hf_config(dir);
+  out.generation = read_hf_generation_config(dir);
+  std::string mode = options.quantize;
+  if (out.config.quantization) {
+    WEFT_CHECK(mode.empty() || mode == out.config.quantization->mode, "[from_pretrained] the checkpoint is stored in ",
+               out.config.quantization->mode, " and cannot be loaded as ", mode);
+    mode = out.config.quantization->mode;
+  }
+  const nn::TensorDict weights = read_pretrained_weights(dir, out.config);
+
+  {
+    // Built without drawing initial weights (the file's replace them), in the requested dtype,
+    // and with its projections as quantized layers when asked.
+    TensorFrameGuard frame(TensorFrame{options.dtype, std::nullopt, true});
+    if (mode.empty()) {
+      out.model = build(out.config);
+    } else {
+      const DType compute = mode == "int8" ? kFloat16 : options.dtype;
+      precision::BitsandbytesPrecision plugin(mode, compute);
+      precision::Context context = plugin.module_init_context();
+      out.model = build(out.config);
+    }
+  }
+  out.model->check_state_dict(weights, /*strict=*/true);
+  out.model->load_state_dict(weights, /*strict=*/true);
+  out.model->eval();
+  out.model->requires_grad_(false);
+  if (out.generation && !out.generation->eos_token_ids.empty()) out.model->eos_token_ids = out.generation->eos_token_ids;
+  return out;
+}
+
+void save_pretrained(const CausalLM& model, const HfConfig& config, const fs::path& dir) {
+  const bool gpt2 = config.architecture == HfArchitecture::GPT2;
+  WEFT_CHECK(gpt2 ? dynamic_cast<const GPTImpl*>(&model) != nullptr : dynamic_cast<const LlamaForCausalLMImpl*>(&model) != nullptr,
+             "[save_pretrained] the model is not a ", hf_architecture_name(config.architecture));
+  WEFT_CHECK(!fs::exists(dir) || fs::is_directory(dir), "[save_pretrained] ", dir.string(), " exists and is not a directory");
+  nn::TensorDict tensors;
+  for (const auto& [name, t] : model.state_dict()) {
+    WEFT_CHECK(is_floating(t.dtype()), "[save_pretrained] '", name, "' is stored as ", t.dtype(),
+               ": save the unquantized model (quantize again when loading)");
+    if (gpt2 && name == "lm_head.weight") continue;  // tied: save_pretrained stores the embedding once
+    tensors.insert(name, gpt2 && is_conv1d_weight(name) ? t.t().contiguous() : t.contiguous());
+  }
+  fs::create_directories(dir);
+  io::save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+  write_text(dir / "config.json", hf_config_json(config));
+  std::string generation = "{\n";
+  if (config.bos_token_id) generation += "  \"bos_token_id\": " + std::to_string(*config.bos_token_id) + ",\n";
+  if (!config.eos_token_ids.empty()) {
+    generation += "  \"eos_token_id\": ";
+    if (config.eos_token_ids.size() == 1) generation += std::to_string(config.eos_token_ids[0]);
+    for (size_t i = 0; config.eos_token_ids.size() > 1 && i < config.eos_token_ids.size(); ++i)
+      generation += (i ? ", " : "[") + std::to_string(config.eos_token_ids[i]) + (i + 1 == config.eos_token_ids.size() ? "]" : "");
+    generation += ",\n";
+  }
+  write_text(dir / "generation_config.json", generation + "  \"_from_model_config\": true\n}\n");
+}
+
+}  // namespace weft::models

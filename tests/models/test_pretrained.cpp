@@ -1,0 +1,204 @@
+// Hugging Face folders: GPT-2 and Llama checkpoints that transformers wrote
+// (scripts/golden_generate.py) load into weft and give transformers' logits and greedy
+// continuations; save_pretrained writes the same keys and shapes back; every malformed folder is
+// refused naming the key, before a weight is copied.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "../error_message.h"
+#include "../temp_dir.h"
+#include "models/all.h"
+
+using namespace weft;
+using namespace weft::models;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path data_dir() { return fs::path(std::getenv("WEFT_SOURCE_DIR")) / "tests" / "models" / "data"; }
+
+const io::JsonValue& goldens() {
+  static const io::JsonValue g = io::read_json_file(data_dir() / "generate_goldens.json", "test");
+  return g;
+}
+
+std::vector<int64_t> ints(const io::JsonValue& v) {
+  std::vector<int64_t> out;
+  for (const auto& e : v.as_array()) out.push_back(e.as_integer());
+  return out;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void write_text(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+// A copy of a test folder whose config.json has `from` replaced by `to`.
+void copy_with_config_edit(const fs::path& from_dir, const fs::path& to_dir, const std::string& from, const std::string& to) {
+  fs::copy(from_dir, to_dir, fs::copy_options::recursive);
+  std::string config = read_text(to_dir / "config.json");
+  const size_t at = config.find(from);
+  REQUIRE(at != std::string::npos);
+  write_text(to_dir / "config.json", config.replace(at, from.size(), to));
+}
+
+}  // namespace
+
+TEST_CASE("transformers' GPT-2 and Llama folders give its logits and its greedy continuations") {
+  for (const char* name : {"tiny_gpt2", "tiny_llama", "tiny_llama_tied"}) {
+    CAPTURE(name);
+    const io::JsonValue& g = *goldens().find(name);
+    PretrainedModel loaded = from_pretrained(data_dir() / name);
+    const std::vector<int64_t> prompt = ints(g.find("prompts")->as_array()[0]);
+    NoGradGuard no_grad;
+    const Tensor logits = loaded.model->forward(from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}, DType::Int64));
+    const auto& rows = g.find("logits")->as_array();
+    REQUIRE(logits.size(1) == static_cast<int64_t>(rows.size()));
+    double worst = 0.0;
+    for (size_t t = 0; t < rows.size(); ++t) {
+      const auto got = logits.select(0, 0).select(0, static_cast<int64_t>(t)).to_vector<float>();
+      const auto& want = rows[t].as_array();
+      REQUIRE(got.size() == want.size());
+      for (size_t v = 0; v < got.size(); ++v) worst = std::max(worst, std::abs(got[v] - want[v].as_number()));
+    }
+    CHECK(worst < 2e-4);
+
+    GenerateOptions o;
+    o.max_new_tokens = g.find("new_tokens")->as_integer();
+    const auto& prompts = g.find("prompts")->as_array();
+    const auto& greedy = g.find("greedy")->as_array();
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      CAPTURE(p);
+      CHECK(generate(*loaded.model, {ints(prompts[p])}, o).tokens[0] == ints(greedy[p]));
+    }
+    // All prompts at once, left-padded, give the same continuations.
+    std::vector<std::vector<int64_t>> all;
+    for (const auto& p : prompts) all.push_back(ints(p));
+    const auto batch = generate(*loaded.model, all, o).tokens;
+    for (size_t p = 0; p < prompts.size(); ++p) CHECK(batch[p] == ints(greedy[p]));
+  }
+}
+
+TEST_CASE("save_pretrained writes the keys, shapes and config transformers wrote; the folder loads back") {
+  for (const char* name : {"tiny_gpt2", "tiny_llama", "tiny_llama_tied"}) {
+    CAPTURE(name);
+    test::TempDir dir;
+    PretrainedModel loaded = from_pretrained(data_dir() / name);
+    save_pretrained(*loaded.model, loaded.config, dir.path() / "out");
+    const auto original = io::load_safetensors(data_dir() / name / "model.safetensors");
+    const auto saved = io::load_safetensors(dir.path() / "out" / "model.safetensors");
+    CHECK(saved.metadata.at("format") == "pt");
+    REQUIRE(saved.tensors.size() == original.tensors.size());
+    for (const auto& [key, t] : original.tensors) {
+      CAPTURE(key);
+      const Tensor* mine = saved.tensors.find(key);
+      REQUIRE(mine != nullptr);
+      CHECK(equal(*mine, t));
+    }
+    PretrainedModel again = from_pretrained(dir.path() / "out");
+    const Tensor ids = from_vector(std::vector<int64_t>{3, 1, 4, 1, 5}, {1, 5}, DType::Int64);
+    NoGradGuard no_grad;
+    CHECK(equal(again.model->forward(ids), loaded.model->forward(ids)));
+  }
+}
+
+TEST_CASE("quantize on load: every projection becomes a quantized layer and the logits stay close") {
+  NoGradGuard no_grad;
+  const Tensor ids = from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}, {1, 8}, DType::Int64);
+  PretrainedModel plain = from_pretrained(data_dir() / "tiny_llama");
+  const Tensor want = softmax(plain.model->forward(ids), -1);
+  for (const char* mode : {"nf4", "nf4-dq", "fp4", "int8"}) {
+    CAPTURE(mode);
+    PretrainedModel q = from_pretrained(data_dir() / "tiny_llama", {.quantize = mode});
+    int64_t quantized = 0;
+    for (const auto& [n, m] : q.model->named_modules())
+      if (m->type_name() == "Linear4bit" || m->type_name() == "Linear8bitLt") ++quantized;
+    CHECK(quantized == 2 * 7);  // q, k, v, o, gate, up, down per layer; the head stays float
+    const Tensor got = softmax(q.model->forward(ids).to(kFloat32), -1);
+    CHECK(max(abs(sub(got, want))).item<double>() < 0.1);
+  }
+}
+
+TEST_CASE("malformed folders are refused naming the key, before any weight is copied") {
+  const fs::path llama = data_dir() / "tiny_llama";
+  {
+    test::TempDir dir;
+    copy_with_config_edit(llama, dir.path() / "m", "LlamaForCausalLM", "MistralForCausalLM");
+    CHECK(error_of([&] { from_pretrained(dir.path() / "m"); })
+              .find("architecture 'MistralForCausalLM' is not supported (supported: GPT2LMHeadModel, LlamaForCausalLM)") !=
+          std::string::npos);
+  }
+  {
+    test::TempDir dir;
+    copy_with_config_edit(llama, dir.path() / "m", "\"hidden_size\"", "\"hidden_sizes\"");
+    CHECK(error_of([&] { from_pretrained(dir.path() / "m"); }).find("has no 'hidden_size', which the model needs") !=
+          std::string::npos);
+  }
+  {
+    test::TempDir dir;
+    copy_with_config_edit(llama, dir.path() / "m", "\"intermediate_size\": 64", "\"intermediate_size\": 65");
+    const std::string e = error_of([&] { from_pretrained(dir.path() / "m"); });
+    CHECK(e.find("model.layers.0.mlp.gate_proj.weight") != std::string::npos);
+  }
+  {
+    test::TempDir dir;
+    copy_with_config_edit(llama, dir.path() / "m", "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 3");
+    CHECK(error_of([&] { from_pretrained(dir.path() / "m"); }).find("model.layers.2.self_attn.q_proj.weight") !=
+          std::string::npos);
+  }
+  {
+    test::TempDir dir;
+    copy_with_config_edit(llama, dir.path() / "m", "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1");
+    CHECK(error_of([&] { from_pretrained(dir.path() / "m"); }).find("model.layers.1.") != std::string::npos);
+  }
+  {
+    test::TempDir dir;
+    copy_with_config_edit(data_dir() / "tiny_gpt2", dir.path() / "m", "\"gelu_new\"", "\"relu\"");
+    CHECK(error_of([&] { from_pretrained(dir.path() / "m"); }).find("activation_function 'relu' is not supported") !=
+          std::string::npos);
+  }
+  {
+    test::TempDir dir;
+    fs::create_directories(dir.path() / "m");
+    fs::copy(llama / "config.json", dir.path() / "m" / "config.json");
+    CHECK(error_of([&] { from_pretrained(dir.path() / "m"); })
+              .find("holds neither model.safetensors nor model.safetensors.index.json") != std::string::npos);
+    write_text(dir.path() / "m" / "model.safetensors.index.json",
+               "{\"weight_map\": {\"model.norm.weight\": \"../evil.safetensors\"}}");
+    CHECK(error_of([&] { from_pretrained(dir.path() / "m"); }).find("names '../evil.safetensors', which is not a file") !=
+          std::string::npos);
+  }
+  CHECK(error_of([&] { from_pretrained(llama, {.quantize = "int4"}); }).find("quantize 'int4' is not a mode") !=
+        std::string::npos);
+}
+
+TEST_CASE("a sharded checkpoint (model.safetensors.index.json) loads as the single file does") {
+  test::TempDir dir;
+  const fs::path out = dir.path() / "sharded";
+  fs::create_directories(out);
+  const fs::path llama = data_dir() / "tiny_llama";
+  fs::copy(llama / "config.json", out / "config.json");
+  const auto file = io::load_safetensors(llama / "model.safetensors");
+  nn::TensorDict first, second;
+  std::string map = "{\"metadata\": {}, \"weight_map\": {";
+  size_t i = 0;
+  for (const auto& [key, t] : file.tensors) {
+    const bool one = i++ % 2 == 0;
+    (one ? first : second).insert(key, t);
+    map += std::string(i > 1 ? ", " : "") + "\"" + key + "\": \"" + (one ? "a.safetensors" : "b.safetensors") + "\"";
+  }
+  io::save_safetensors(out / "a.safetensors", first);
+  io::save_safetensors(out / "b.safetensors", second);
+  write_text(out / "model.safetensors.index.json", map + "}}");
+  const Tensor ids = from_vector(std::vector<int64_t>{9, 8, 7}, {1, 3}, DType::Int64);
+  NoGradGuard no_grad;
+  CHECK(equal(from_pretrained(out).model->forward(ids), from_pretrained(llama).model->forward(ids)));
+}
