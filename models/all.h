@@ -3,3 +3,5 @@
 #pragma once
 
 #include "precision/all.h"
+
+#include "models/gpt.h"
