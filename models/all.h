@@ -6,6 +6,7 @@
 
 #include "models/causal_lm.h"
 #include "models/generate.h"
+#include "models/gpt.h"
 #include "models/hf_config.h"
 #include "models/kv_cache.h"
 #include "models/llama.h"
