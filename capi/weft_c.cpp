@@ -151,7 +151,7 @@ weft_status weft_tokenize(const weft_model* model, const char* text, int add_spe
   if (model == nullptr || text == nullptr || count == nullptr || (capacity > 0 && ids == nullptr))
     return invalid("weft_tokenize: model, text and count must not be NULL (ids only with capacity 0)");
   return guarded([&] {
-    const std::vector<int64_t> encoded = model->tokenizer.encode(text, add_special_tokens != 0);
+    const std::vector<int32_t> encoded = model->tokenizer.encode(text, add_special_tokens != 0);
     *count = encoded.size();
     if (capacity == 0) return;
     WEFT_CHECK(capacity >= encoded.size(), "weft_tokenize: ", encoded.size(), " ids do not fit in a buffer of ", capacity);
@@ -164,8 +164,12 @@ weft_status weft_detokenize(const weft_model* model, const int64_t* ids, size_t 
   if (model == nullptr || length == nullptr || (count > 0 && ids == nullptr) || (capacity > 0 && text == nullptr))
     return invalid("weft_detokenize: model, ids (when count > 0), text (when capacity > 0) and length must not be NULL");
   return guarded([&] {
-    const std::string decoded =
-        model->tokenizer.decode(std::vector<int64_t>(ids, ids + count), skip_special_tokens != 0);
+    std::vector<int32_t> narrow(count);
+    for (size_t i = 0; i < count; ++i) {
+      WEFT_CHECK(ids[i] >= 0 && ids[i] <= INT32_MAX, "weft_detokenize: id ", ids[i], " is not a token id");
+      narrow[i] = static_cast<int32_t>(ids[i]);
+    }
+    const std::string decoded = model->tokenizer.decode(narrow, skip_special_tokens != 0);
     *length = decoded.size();
     if (capacity == 0) return;
     WEFT_CHECK(capacity > decoded.size(), "weft_detokenize: ", decoded.size() + 1, " bytes needed, the buffer has ",
@@ -196,13 +200,13 @@ weft_status weft_generate(weft_model* model, const int64_t* prompt, size_t promp
     g.sampling.top_p = o.top_p;
     g.seed = o.seed;
     g.kv_dtype = o.kv_cache_bfloat16 ? kBFloat16 : kFloat32;
-    std::vector<int64_t> so_far;
+    std::vector<int32_t> so_far;
     size_t shown = 0;
     if (callback != nullptr)
       g.on_token = [&](int64_t, int64_t token) {
         // The text this token completes: the decoded text grows; a trailing U+FFFD may be a
         // character still missing bytes, so it waits for the next token.
-        so_far.push_back(token);
+        so_far.push_back(static_cast<int32_t>(token));
         std::string text = model->tokenizer.decode(so_far, true);
         size_t end = text.size();
         while (end >= 3 && text.compare(end - 3, 3, "\xEF\xBF\xBD") == 0) end -= 3;

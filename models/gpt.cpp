@@ -116,6 +116,14 @@ Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
   return resid_dropout(run_c_proj_->call(y.transpose(1, 2).reshape({B, T, n_embd})));
 }
 
+Tensor CausalSelfAttentionImpl::forward_cached(const Tensor& x, KVCache& cache, int64_t layer) {
+  const int64_t B = x.size(0), T = x.size(1), hs = n_embd / n_head;
+  const std::vector<Tensor> qkv = split(run_c_attn_->call(x), n_embd, 2);
+  auto heads = [&](const Tensor& t) { return t.view({B, T, n_head, hs}).transpose(1, 2); };
+  const Tensor y = cache.attend(layer, heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));
+  return run_c_proj_->call(y.transpose(1, 2).reshape({B, T, n_embd}));
+}
+
 std::string CausalSelfAttentionImpl::extra_repr() const {
   std::ostringstream out;
   out << "n_head=" << n_head << ", n_embd=" << n_embd << ", dropout=" << dropout;
@@ -182,6 +190,14 @@ Tensor BlockImpl::forward(const Tensor& x) {
   return h + run_mlp_->call(run_ln_2_->call(h));
 }
 
+Tensor BlockImpl::forward_cached(const Tensor& x, KVCache& cache, int64_t layer) {
+  auto* attention = dynamic_cast<CausalSelfAttentionImpl*>(run_attn_.get());
+  WEFT_CHECK(attention != nullptr, "[GPT] generation with a KV cache needs each block's attention to be a ",
+             "CausalSelfAttention, got a ", run_attn_->type_name());
+  const Tensor h = x + attention->forward_cached(run_ln_1_->call(x), cache, layer);
+  return h + run_mlp_->call(run_ln_2_->call(h));
+}
+
 void BlockImpl::on_child_replaced(const std::string& name, const std::shared_ptr<nn::Module>& module) {
   if (name == "ln_1") {
     run_ln_1_ = module;
@@ -227,6 +243,21 @@ Tensor GPTTransformerImpl::forward(const Tensor& idx) {
   // (B, T, C) + (T, C)
   Tensor x = run_drop_->call(run_wte_->call(idx) + run_wpe_->call(positions));
   for (const std::shared_ptr<nn::Module>& block : *h) x = block->call(x);
+  return run_ln_f_->call(x);
+}
+
+Tensor GPTTransformerImpl::forward_cached(const Tensor& idx, KVCache& cache) {
+  WEFT_CHECK(idx.defined() && idx.dim() == 2 && is_integral(idx.dtype()), "[GPT] expected integer token ids of ",
+             "shape (B, T), got ", idx.defined() ? idx.shape() : Shape{});
+  // (B, T, C) + (B, T, C): each sequence's own positions (left padding shifts them).
+  Tensor x = run_wte_->call(idx) + run_wpe_->call(cache.positions());
+  int64_t layer = 0;
+  for (const std::shared_ptr<nn::Module>& block : *h) {
+    auto* b = dynamic_cast<BlockImpl*>(block.get());
+    WEFT_CHECK(b != nullptr, "[GPT] generation with a KV cache needs every block to be a Block, got a ",
+               block->type_name());
+    x = b->forward_cached(x, cache, layer++);
+  }
   return run_ln_f_->call(x);
 }
 
@@ -276,6 +307,23 @@ GPTImpl::GPTImpl(const GPTConfig& config_in) : config(config_in) {
 }
 
 Tensor GPTImpl::forward(const Tensor& idx) { return run_lm_head_->call(run_transformer_->call(idx)); }
+
+CausalLMShape GPTImpl::lm_shape() const {
+  return {config.vocab_size, config.n_layer, config.n_head, config.head_size(), config.block_size};
+}
+
+Tensor GPTImpl::forward_cached(const Tensor& ids, KVCache& cache, bool last_only) {
+  auto* body = dynamic_cast<GPTTransformerImpl*>(run_transformer_.get());
+  WEFT_CHECK(body != nullptr, "[GPT] generation with a KV cache needs the transformer body, got a ",
+             run_transformer_->type_name());
+  WEFT_CHECK(ids.defined() && ids.dim() == 2, "[GPT] expected token ids of shape (B, T), got ",
+             ids.defined() ? ids.shape() : Shape{});
+  cache.begin_step(ids.size(1));
+  Tensor hidden = body->forward_cached(ids, cache);
+  cache.end_step();
+  if (last_only) hidden = hidden.narrow(1, hidden.size(1) - 1, 1);
+  return run_lm_head_->call(hidden);
+}
 
 Tensor GPTImpl::loss(const Tensor& idx, const Tensor& targets) {
   WEFT_CHECK(targets.defined() && idx.defined() && targets.shape() == idx.shape(),

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "models/causal_lm.h"
 #include "nn/containers.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
@@ -75,6 +76,9 @@ class CausalSelfAttentionImpl : public nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GPTConfig& config);
   Tensor forward(const Tensor& x) override;
+  // The same for a step of generation: keys and values go to `layer`'s slots of the cache and
+  // the queries attend over every slot so far (models/kv_cache.h). No dropout.
+  Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t layer);
   std::string extra_repr() const override;
 
   int64_t n_head;
@@ -118,6 +122,7 @@ class BlockImpl : public nn::Module {
  public:
   explicit BlockImpl(const GPTConfig& config);
   Tensor forward(const Tensor& x) override;
+  Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t layer);
 
   nn::LayerNorm ln_1{nullptr};
   CausalSelfAttention attn{nullptr};
@@ -139,6 +144,8 @@ class GPTTransformerImpl : public nn::Module {
  public:
   explicit GPTTransformerImpl(const GPTConfig& config);
   Tensor forward(const Tensor& idx) override;
+  // idx (B, T) at the cache's step positions -> hidden states (B, T, C); the caller opens the step.
+  Tensor forward_cached(const Tensor& idx, KVCache& cache);
 
   int64_t block_size;
   nn::Embedding wte{nullptr};   // (V, C), shared with the head
@@ -170,13 +177,16 @@ class TiedLMHeadImpl : public nn::Module {
 
 WEFT_MODULE(TiedLMHead);
 
-class GPTImpl : public nn::Module {
+class GPTImpl : public CausalLM {
  public:
   // Checks the config, builds the model and initialises it (the file's note gives the order).
   explicit GPTImpl(const GPTConfig& config);
 
   // idx: (B, T) int64 (or int32) ids, T <= block_size -> logits (B, T, V).
   Tensor forward(const Tensor& idx) override;
+  // Generation (models/generate.h): sizes, and a step of new tokens against a KV cache.
+  CausalLMShape lm_shape() const override;
+  Tensor forward_cached(const Tensor& ids, KVCache& cache, bool last_only = false) override;
   // Mean cross-entropy of forward(idx) against targets (B, T) over all B·T positions; targets
   // equal to -1 are ignored (nanoGPT's ignore_index).
   Tensor loss(const Tensor& idx, const Tensor& targets);

@@ -195,19 +195,20 @@ int main(int argc, char** argv) {
     models::PretrainedModel pretrained = models::from_pretrained(o.model, load);
     const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-    const std::vector<int64_t> prompt_ids = tokenizer.encode(*o.prompt, /*add_special_tokens=*/true);
+    const std::vector<int32_t> encoded = tokenizer.encode(*o.prompt, /*add_special_tokens=*/true);
+    const std::vector<int64_t> prompt_ids(encoded.begin(), encoded.end());
     models::GenerateOptions g;
     g.max_new_tokens = o.max_new_tokens;
     g.sampling = o.sampling;
     g.seed = o.seed;
     g.stop_tokens = o.stop;
     g.kv_dtype = o.kv_cache == "bfloat16" ? kBFloat16 : kFloat32;
-    std::vector<int64_t> completion;
+    std::vector<int32_t> completion;
     size_t printed = 0;
     if (!o.json) {
       std::cout << *o.prompt << std::flush;
       g.on_token = [&](int64_t, int64_t token) {
-        completion.push_back(token);
+        completion.push_back(static_cast<int32_t>(token));
         const std::string text = tokenizer.decode(completion, /*skip_special_tokens=*/true);
         const size_t end = printable_prefix(text);
         if (end > printed) {
@@ -218,7 +219,8 @@ int main(int argc, char** argv) {
       };
     }
     const models::GenerateResult r = models::generate(*pretrained.model, {prompt_ids}, g);
-    const std::string text = tokenizer.decode(r.tokens[0], /*skip_special_tokens=*/true);
+    const std::vector<int32_t> completion_ids(r.tokens[0].begin(), r.tokens[0].end());
+    const std::string text = tokenizer.decode(completion_ids, /*skip_special_tokens=*/true);
     if (!o.json) {
       std::cout << text.substr(std::min(printed, text.size())) << "\n";
       return 0;
