@@ -61,11 +61,18 @@ void KVCache::begin_step(int64_t tokens) {
   causal_ = !padded && length_ == 0 && tokens > 1;
   mask_ = Tensor();
   if (causal_ || (!padded && tokens == 1)) return;
+  // A real token sees the sequence's own slots up to itself. A padding slot's query sees only
+  // itself: its output is never used, but a row with nothing to attend to would be NaN, and that
+  // NaN would reach the cache as the padding slot's key and value (where 0·NaN poisons the sums).
   std::vector<uint8_t> keep(static_cast<size_t>(B * tokens * S));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < tokens; ++i)
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t pad = padding_[static_cast<size_t>(b)];
+    for (int64_t i = 0; i < tokens; ++i) {
+      const int64_t slot = length_ + i;
       for (int64_t j = 0; j < S; ++j)
-        keep[static_cast<size_t>((b * tokens + i) * S + j)] = j >= padding_[static_cast<size_t>(b)] && j <= length_ + i;
+        keep[static_cast<size_t>((b * tokens + i) * S + j)] = slot < pad ? j == slot : j >= pad && j <= slot;
+    }
+  }
   mask_ = from_buffer(keep.data(), {B, 1, tokens, S}, DType::Bool).to(keys_[0].device());
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "nn/init.h"
+#include "tensor/autograd.h"
 #include "tensor/error.h"
 
 namespace weft::models {

@@ -111,7 +111,7 @@ TEST_CASE("greedy generation with the KV cache equals an argmax loop over the un
   GenerateOptions o;
   o.max_new_tokens = 12;
   const std::vector<int64_t> prompt{3, 14, 15, 9, 26};
-  const GenerateResult r = generate(*model, {prompt}, o);
+  const GenerateResult r = models::generate(*model, {prompt}, o);
   CHECK(r.tokens[0] == greedy_uncached(*model, prompt, 12));
   CHECK(r.prefill_tokens == 5);
   CHECK(r.decode_tokens == 11);
@@ -124,13 +124,13 @@ TEST_CASE("a batch of prompts of different lengths gives each prompt's own conti
   GenerateOptions o;
   o.max_new_tokens = 6;
   const std::vector<std::vector<int64_t>> prompts{{1, 2, 3, 4, 5, 6}, {40}, {7, 7, 8}};
-  const GenerateResult batch = generate(*model, prompts, o);
+  const GenerateResult batch = models::generate(*model, prompts, o);
   for (size_t p = 0; p < prompts.size(); ++p) {
     CAPTURE(p);
-    CHECK(batch.tokens[p] == generate(*model, {prompts[p]}, o).tokens[0]);
+    CHECK(batch.tokens[p] == models::generate(*model, {prompts[p]}, o).tokens[0]);
   }
   o.kv_dtype = kBFloat16;  // rounds keys and values; a tiny random model's argmax rarely moves
-  CHECK(generate(*model, {prompts[0]}, o).tokens[0].size() == 6);
+  CHECK(models::generate(*model, {prompts[0]}, o).tokens[0].size() == 6);
 }
 
 TEST_CASE("stop tokens end a sequence (kept in its output); the callback streams and can stop") {
@@ -139,14 +139,14 @@ TEST_CASE("stop tokens end a sequence (kept in its output); the callback streams
   GenerateOptions o;
   o.max_new_tokens = 8;
   const std::vector<int64_t> prompt{5, 6, 7};
-  const auto free_run = generate(*model, {prompt}, o).tokens[0];
+  const auto free_run = models::generate(*model, {prompt}, o).tokens[0];
   REQUIRE(free_run.size() == 8);
   o.stop_tokens = {free_run[2]};
-  const auto stopped = generate(*model, {prompt}, o).tokens[0];
+  const auto stopped = models::generate(*model, {prompt}, o).tokens[0];
   const auto first = std::find(free_run.begin(), free_run.end(), free_run[2]);
   CHECK(stopped == std::vector<int64_t>(free_run.begin(), first + 1));
   model->eos_token_ids = {free_run[0]};
-  CHECK(generate(*model, {prompt}, o).tokens[0] == std::vector<int64_t>{free_run[0]});
+  CHECK(models::generate(*model, {prompt}, o).tokens[0] == std::vector<int64_t>{free_run[0]});
   o.use_eos = false;
   o.stop_tokens.clear();
   std::vector<int64_t> streamed;
@@ -155,7 +155,7 @@ TEST_CASE("stop tokens end a sequence (kept in its output); the callback streams
     streamed.push_back(token);
     return streamed.size() < 5;
   };
-  const auto cut = generate(*model, {prompt}, o).tokens[0];
+  const auto cut = models::generate(*model, {prompt}, o).tokens[0];
   CHECK(streamed == cut);
   CHECK(cut == std::vector<int64_t>(free_run.begin(), free_run.begin() + 5));
 }
@@ -170,23 +170,23 @@ TEST_CASE("sampled generation: the same seed gives the same tokens") {
   o.sampling.top_k = 20;
   o.sampling.top_p = 0.95;
   o.seed = 99;
-  const auto a = generate(*model, {{1, 2}}, o).tokens[0];
-  CHECK(generate(*model, {{1, 2}}, o).tokens[0] == a);
+  const auto a = models::generate(*model, {{1, 2}}, o).tokens[0];
+  CHECK(models::generate(*model, {{1, 2}}, o).tokens[0] == a);
   o.seed = 100;
-  CHECK(generate(*model, {{1, 2}}, o).tokens[0] != a);
+  CHECK(models::generate(*model, {{1, 2}}, o).tokens[0] != a);
 }
 
 TEST_CASE("generate refuses bad prompts and options before running") {
   LlamaForCausalLM model(tiny_config());
   GenerateOptions o;
   o.max_new_tokens = 10;
-  CHECK(error_of([&] { generate(*model, {{}}, o); }).find("prompt 0 is empty") != std::string::npos);
-  CHECK(error_of([&] { generate(*model, {{1, 61}}, o); }).find("holds token id 61, outside the vocabulary [0, 61)") !=
+  CHECK(error_of([&] { models::generate(*model, {{}}, o); }).find("prompt 0 is empty") != std::string::npos);
+  CHECK(error_of([&] { models::generate(*model, {{1, 61}}, o); }).find("holds token id 61, outside the vocabulary [0, 61)") !=
         std::string::npos);
-  CHECK(error_of([&] { generate(*model, {std::vector<int64_t>(40, 1)}, o); })
+  CHECK(error_of([&] { models::generate(*model, {std::vector<int64_t>(40, 1)}, o); })
             .find("prompt 0 of 40 tokens plus 10 new ones exceeds the model's 48 positions") != std::string::npos);
   o.sampling.greedy = false;
   o.sampling.temperature = -1.0;
-  CHECK(error_of([&] { generate(*model, {{1}}, o); }).find("temperature must be a positive number") !=
+  CHECK(error_of([&] { models::generate(*model, {{1}}, o); }).find("temperature must be a positive number") !=
         std::string::npos);
 }

@@ -98,7 +98,7 @@ TEST_CASE("Llama parameter names are Hugging Face's; a tied head has no weight o
   manual_seed(1);
   LlamaConfig c = tiny_config();
   LlamaForCausalLM untied(c);
-  const TensorDict sd = untied->state_dict();
+  const nn::TensorDict sd = untied->state_dict();
   CHECK(sd.contains("model.embed_tokens.weight"));
   CHECK(sd.contains("model.layers.1.self_attn.k_proj.weight"));
   CHECK(sd.at("model.layers.1.self_attn.k_proj.weight").shape() == Shape{16, 32});
@@ -125,7 +125,7 @@ TEST_CASE("grouped-query attention equals the model whose key/value heads are re
   LlamaForCausalLM full(full_config);
   // Each key/value head's rows repeated for the two query heads that share it.
   const int64_t hd = gqa_config.resolved_head_dim(), group = 2, C = gqa_config.hidden_size;
-  TensorDict repeated;
+  nn::TensorDict repeated;
   for (const auto& [key, t] : gqa->state_dict()) {
     const bool kv = key.find("k_proj") != std::string::npos || key.find("v_proj") != std::string::npos;
     repeated.insert(key, kv ? t.reshape({gqa_config.num_key_value_heads, 1, hd, C})
