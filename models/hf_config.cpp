@@ -224,7 +224,10 @@ std::string hf_config_json(const HfConfig& config) {
     if (v.empty()) return std::string("null");
     if (v.size() == 1) return std::to_string(v[0]);
     std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i > 0) s += ", ";
+      s += std::to_string(v[i]);
+    }
     return s + "]";
   };
   const std::string bos = config.bos_token_id ? std::to_string(*config.bos_token_id) : "null";

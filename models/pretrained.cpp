@@ -166,11 +166,13 @@ void save_pretrained(const CausalLM& model, const HfConfig& config, const fs::pa
   std::string generation = "{\n";
   if (config.bos_token_id) generation += "  \"bos_token_id\": " + std::to_string(*config.bos_token_id) + ",\n";
   if (!config.eos_token_ids.empty()) {
-    generation += "  \"eos_token_id\": ";
-    if (config.eos_token_ids.size() == 1) generation += std::to_string(config.eos_token_ids[0]);
-    for (size_t i = 0; config.eos_token_ids.size() > 1 && i < config.eos_token_ids.size(); ++i)
-      generation += (i ? ", " : "[") + std::to_string(config.eos_token_ids[i]) + (i + 1 == config.eos_token_ids.size() ? "]" : "");
-    generation += ",\n";
+    const bool list = config.eos_token_ids.size() > 1;
+    generation += list ? "  \"eos_token_id\": [" : "  \"eos_token_id\": ";
+    for (size_t i = 0; i < config.eos_token_ids.size(); ++i) {
+      if (i > 0) generation += ", ";
+      generation += std::to_string(config.eos_token_ids[i]);
+    }
+    generation += list ? "],\n" : ",\n";
   }
   write_text(dir / "generation_config.json", generation + "  \"_from_model_config\": true\n}\n");
 }
