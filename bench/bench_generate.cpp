@@ -1,0 +1,180 @@
+// bench_generate: generation from a Hugging Face folder (weft's side of bench/compare_generate.sh).
+//
+//   bench_generate --model DIR [--quantize MODE] [--dtype float32|bfloat16] [--prompt 128]
+//                  [--new 128] [--threads 2] [--repeat 3]
+//
+// A prompt of random token ids (seed 0), greedy decoding of --new tokens with eos ignored, batch 1.
+// Per run: prefill tokens/s (the prompt's forward and the first token), decode tokens/s (every
+// later step). Decode at batch 1 reads every weight once per token, so its limit is memory
+// bandwidth: the bytes a decode step reads (the weights as stored, the KV cache at its mean length)
+// divided by the step's time, against a read-only stream over a buffer of the same size timed in
+// the same run ("bandwidth_fraction"). The median of --repeat runs is reported, with the peak
+// resident memory against weights + KV cache, as one JSON line after a table.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "weft.h"
+
+using namespace weft;
+
+namespace {
+
+struct Options {
+  std::string model;
+  std::string quantize;
+  std::string dtype = "float32";
+  int64_t prompt = 128;
+  int64_t new_tokens = 128;
+  int threads = 2;
+  int repeat = 3;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "bench_generate: %s\nusage: bench_generate --model DIR [--quantize MODE] [--dtype D] "
+                       "[--prompt N] [--new N] [--threads N] [--repeat N]\n", why.c_str());
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) usage(flag + " needs a value");
+    const std::string v = argv[i + 1];
+    if (flag == "--model") o.model = v;
+    else if (flag == "--quantize") o.quantize = v == "none" ? "" : v;
+    else if (flag == "--dtype") o.dtype = v;
+    else if (flag == "--prompt") o.prompt = std::atoll(v.c_str());
+    else if (flag == "--new") o.new_tokens = std::atoll(v.c_str());
+    else if (flag == "--threads") o.threads = std::atoi(v.c_str());
+    else if (flag == "--repeat") o.repeat = std::atoi(v.c_str());
+    else usage("unknown option " + flag);
+  }
+  if (o.model.empty()) usage("--model is required");
+  if (o.prompt < 1 || o.new_tokens < 2 || o.threads < 1 || o.repeat < 1) usage("sizes must be positive");
+  return o;
+}
+
+// Seconds to read `bytes` once with `threads` threads (each summing its share as 64-bit words),
+// the median of 5 passes; the buffer is written first so its pages are resident.
+double stream_seconds(size_t bytes, int threads) {
+  const size_t words = bytes / sizeof(uint64_t);
+  std::vector<uint64_t> buffer(words);
+  for (size_t i = 0; i < words; ++i) buffer[i] = i * 0x9E3779B97F4A7C15ull;
+  std::vector<double> passes;
+  volatile uint64_t sink = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    std::vector<uint64_t> partial(static_cast<size_t>(threads));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        const size_t begin = words * static_cast<size_t>(t) / static_cast<size_t>(threads);
+        const size_t end = words * static_cast<size_t>(t + 1) / static_cast<size_t>(threads);
+        uint64_t a = 0, b = 0, c = 0, d = 0;
+        size_t i = begin;
+        for (; i + 4 <= end; i += 4) {
+          a += buffer[i];
+          b += buffer[i + 1];
+          c += buffer[i + 2];
+          d += buffer[i + 3];
+        }
+        for (; i < end; ++i) a += buffer[i];
+        partial[static_cast<size_t>(t)] = a + b + c + d;
+      });
+    for (auto& th : pool) th.join();
+    passes.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    for (uint64_t p : partial) sink = sink + p;
+  }
+  std::sort(passes.begin(), passes.end());
+  return passes[passes.size() / 2];
+}
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+// Bytes of every parameter and buffer as stored (quantized weights at their packed size).
+size_t weight_bytes(const nn::Module& model) {
+  size_t total = 0;
+  for (const auto& [name, t] : model.state_dict()) total += t.nbytes();
+  // A tied head is listed under two names and stored once.
+  const auto sd = model.state_dict();
+  if (const Tensor* head = sd.find("lm_head.weight"))
+    for (const char* embedding : {"transformer.wte.weight", "model.embed_tokens.weight"})
+      if (const Tensor* e = sd.find(embedding); e != nullptr && e->data_ptr() == head->data_ptr()) total -= head->nbytes();
+  return total;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  set_num_threads(o.threads);
+  const auto load_start = std::chrono::steady_clock::now();
+  models::PretrainedModel pretrained = models::from_pretrained(
+      o.model, {.quantize = o.quantize, .dtype = o.dtype == "bfloat16" ? kBFloat16 : kFloat32});
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
+  models::CausalLM& model = *pretrained.model;
+  const models::CausalLMShape shape = model.lm_shape();
+
+  Generator ids_generator(0);
+  std::vector<int64_t> prompt(static_cast<size_t>(o.prompt));
+  for (int64_t& id : prompt) id = static_cast<int64_t>(ids_generator.below(static_cast<uint64_t>(shape.vocab_size)));
+  models::GenerateOptions g;
+  g.max_new_tokens = o.new_tokens;
+  g.use_eos = false;
+  g.kv_dtype = o.dtype == "bfloat16" ? kBFloat16 : kFloat32;
+
+  std::vector<double> prefill, decode;
+  size_t kv_bytes = 0;
+  for (int r = 0; r < o.repeat; ++r) {
+    const models::GenerateResult result = models::generate(model, {prompt}, g);
+    prefill.push_back(static_cast<double>(result.prefill_tokens) / result.prefill_seconds);
+    decode.push_back(static_cast<double>(result.decode_tokens) / result.decode_seconds);
+    kv_bytes = result.kv_cache_bytes;
+  }
+  std::sort(prefill.begin(), prefill.end());
+  std::sort(decode.begin(), decode.end());
+  const double prefill_rate = prefill[prefill.size() / 2], decode_rate = decode[decode.size() / 2];
+
+  // Per decode step: every weight once, and the cache's keys and values up to the step's length
+  // (on average the prompt plus half the new tokens of the cache's capacity).
+  const size_t weights = weight_bytes(model);
+  const double kv_fraction = (static_cast<double>(o.prompt) + static_cast<double>(o.new_tokens) / 2.0) /
+                             static_cast<double>(o.prompt + o.new_tokens);
+  const auto bytes_per_token = static_cast<size_t>(static_cast<double>(weights) + kv_fraction * static_cast<double>(kv_bytes));
+  const double stream = stream_seconds(bytes_per_token, o.threads);
+  const double decode_gbps = static_cast<double>(bytes_per_token) * decode_rate / 1e9;
+  const double stream_gbps = static_cast<double>(bytes_per_token) / stream / 1e9;
+  const double rss = peak_rss_mb();
+  const double stored_mb = static_cast<double>(weights + kv_bytes) / 1048576.0;
+
+  std::printf("%-10s %-9s %10s %10s %12s %12s %9s %10s %10s\n", "quantize", "dtype", "prefill/s", "decode/s",
+              "decode GB/s", "stream GB/s", "fraction", "rss MB", "stored MB");
+  std::printf("%-10s %-9s %10.1f %10.2f %12.2f %12.2f %9.3f %10.1f %10.1f\n",
+              o.quantize.empty() ? "none" : o.quantize.c_str(), o.dtype.c_str(), prefill_rate, decode_rate, decode_gbps,
+              stream_gbps, decode_gbps / stream_gbps, rss, stored_mb);
+  std::printf("{\"program\":\"bench_generate\",\"model\":\"%s\",\"architecture\":\"%s\",\"quantize\":\"%s\",\"dtype\":\"%s\","
+              "\"threads\":%d,\"prompt\":%lld,\"new_tokens\":%lld,\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.3f,"
+              "\"bytes_per_token\":%zu,\"decode_gbps\":%.3f,\"stream_gbps\":%.3f,\"bandwidth_fraction\":%.4f,"
+              "\"weights_mb\":%.2f,\"kv_cache_mb\":%.2f,\"peak_rss_mb\":%.1f,\"rss_over_stored\":%.3f,\"load_ms\":%.1f,"
+              "\"kernel\":\"%s\"}\n",
+              o.model.c_str(), models::hf_architecture_name(pretrained.config.architecture),
+              o.quantize.empty() ? "none" : o.quantize.c_str(), o.dtype.c_str(), o.threads,
+              static_cast<long long>(o.prompt), static_cast<long long>(o.new_tokens), prefill_rate, decode_rate,
+              bytes_per_token, decode_gbps, stream_gbps, decode_gbps / stream_gbps, static_cast<double>(weights) / 1048576.0,
+              static_cast<double>(kv_bytes) / 1048576.0, rss, rss / stored_mb, load_ms,
+              std::string(cpu_isa_name(cpu_isa())).c_str());
+  return 0;
+}
