@@ -93,8 +93,8 @@ nn::TensorDict FullyShardedDataParallelImpl::full_state_dict() {
   return out;
 }
 
-void FullyShardedDataParallelImpl::load_full_state_dict(const nn::TensorDict& state) {
-  State& s = *state_;
+void FullyShardedDataParallelImpl::check_full_state_dict(const nn::TensorDict& state) const {
+  const State& s = *state_;
   std::string problems;
   const auto problem = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
   std::unordered_map<std::string, Shape> expected;
@@ -111,6 +111,11 @@ void FullyShardedDataParallelImpl::load_full_state_dict(const nn::TensorDict& st
     if (!expected.count(name)) problem("unexpected '" + name + "'");
   WEFT_CHECK(problems.empty(), "[FullyShardedDataParallel.load_full_state_dict] the state dict does not fit the "
              "model: ", problems);
+}
+
+void FullyShardedDataParallelImpl::load_full_state_dict(const nn::TensorDict& state) {
+  check_full_state_dict(state);
+  State& s = *state_;
   NoGradGuard no_grad;
   for (auto& unit : s.units) {
     std::vector<Tensor> values;

@@ -87,7 +87,14 @@ class FSDPStrategy final : public Strategy {
       f.load_full_state_dict(checkpoint.model);
       return;
     }
-    WEFT_CHECK(!checkpoint.optimizer.scalars.empty(), "[Fabric.load] ", path.string(), " holds no optimizer state");
+    // The model's part first (Note in io/checkpoint.h): a file of another model is reported as such.
+    try {
+      f.check_full_state_dict(checkpoint.model);
+    } catch (const Error& e) {
+      WEFT_FAIL("[Fabric.load] '", path.string(), "' does not fit the model: ", e.what());
+    }
+    WEFT_CHECK(!checkpoint.optimizer.scalars.empty(), "[Fabric.load] ", path.string(), " holds no optimizer state; "
+               "it was saved without an optimizer");
     const optim::OptimizerState previous = optimizer->state_dict();
     f.load_full_optim_state_dict(*optimizer, checkpoint.optimizer);
     try {
