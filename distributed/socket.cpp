@@ -99,7 +99,7 @@ Socket connect_to(const std::string& host, uint16_t port, Clock::time_point dead
   std::string last_error = "no address";
   auto pause = std::chrono::milliseconds(5);
   const auto start = Clock::now();
-  const auto seconds = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); };
+  const auto seconds = [](Clock::duration d) { return std::chrono::round<std::chrono::seconds>(d).count(); };
   auto next_notice = start + notice.first;
   while (true) {
     addrinfo hints{};

@@ -107,7 +107,10 @@ class FSDPStrategy final : public Strategy {
 
  private:
   static distributed::FullyShardedDataParallelImpl& fsdp(nn::Module& wrapped) {
-    return dynamic_cast<distributed::FullyShardedDataParallelImpl&>(wrapped);
+    auto* f = dynamic_cast<distributed::FullyShardedDataParallelImpl*>(&wrapped);
+    WEFT_CHECK(f != nullptr, "[Fabric] under the fsdp strategy the module must be wrapped: call fabric.launch() "
+               "before fabric.setup_module(model) (with one device it makes a group of one in this process)");
+    return *f;
   }
 };
 

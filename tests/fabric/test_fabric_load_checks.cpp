@@ -17,9 +17,11 @@ namespace {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-nn::Linear seeded_linear() {
+// Launches `fabric` (under fsdp: a group of one in this process) and sets up a seeded Linear(3, 2).
+fabric::FabricModule launch_and_set_up(Fabric& fabric) {
+  fabric.launch();
   manual_seed(3);
-  return nn::Linear(3, 2);
+  return fabric.setup_module(nn::Linear(3, 2));
 }
 
 // A Linear(3, 2) set up by a fabric of `strategy`, with an AdamW that has taken one step.
@@ -29,7 +31,7 @@ struct Trained {
   fabric::FabricOptimizer optimizer;
   explicit Trained(const std::string& strategy)
       : fabric(fabric::FabricOptions{.strategy = strategy}),
-        model(fabric.setup_module(seeded_linear())),
+        model(launch_and_set_up(fabric)),
         optimizer(fabric.setup_optimizer(
             std::make_shared<optim::AdamW>(model.wrapped()->parameters(), optim::AdamWOptions{.lr = 0.1}))) {
     fabric.backward(sum(model(ones({1, 3}))), &model);
@@ -78,6 +80,7 @@ TEST_CASE("a sharded checkpoint given to a single-file strategy is named, with h
   const auto folder = dir / "sharded";
   {
     Fabric sharded(fabric::FabricOptions{.strategy = "fsdp", .state_dict_type = "sharded"});
+    sharded.launch();
     auto model = sharded.setup_module(nn::Linear(3, 2));
     sharded.save(folder, model, nullptr);
   }
@@ -88,4 +91,12 @@ TEST_CASE("a sharded checkpoint given to a single-file strategy is named, with h
   CHECK(contains(e, "the single_device strategy loads single-file checkpoints only: load it with strategy \"fsdp\""));
   CHECK(contains(e, "saving with state_dict_type \"full\""));
   CHECK_FALSE(contains(e, "is a directory"));
+}
+
+TEST_CASE("an fsdp fabric that was not launched says so instead of throwing std::bad_cast") {
+  test::TempDir dir;
+  Fabric fabric(fabric::FabricOptions{.strategy = "fsdp"});
+  auto model = fabric.setup_module(nn::Linear(3, 2));
+  CHECK(contains(error_of([&] { fabric.save(dir / "x.ckpt", model, nullptr); }),
+                 "[Fabric] under the fsdp strategy the module must be wrapped: call fabric.launch() before"));
 }

@@ -43,7 +43,9 @@ TEST_CASE("quantized layers and formats refuse a QuantKind outside its enumerato
   const auto bad = static_cast<quant::QuantKind>(9);
   CHECK(error_of([&] { quant::quant_format(bad); }) ==
         "[quant_format] expected a valid QuantKind (0 to 3), got the value 9");
-  CHECK(contains(error_of([&] { quant::Linear4bit(8, 4, true, {.quant_type = bad}); }),
+  quant::Linear4bitOptions options;
+  options.quant_type = bad;
+  CHECK(contains(error_of([&] { quant::Linear4bit(8, 4, true, options); }),
                  "expected a valid QuantKind (0 to 3), got the value 9"));
 }
 
@@ -67,7 +69,7 @@ TEST_CASE("every linear layer refuses a float8 input with the same rule, naming 
       CHECK(contains(error_of([&] { fp8_linear(x8); }), "[Fp8Linear] " + kRule + "an input in"));
     }
     // Linear4bit's compute dtype follows the same rule (it used to compute at bfloat16 silently).
-    CHECK(contains(error_of([&] { quant::Linear4bit(16, 16, true, {.compute_dtype = fp8}); }),
+    CHECK(contains(error_of([&] { quant::Linear4bit(16, 16, true, quant::Linear4bitOptions{.compute_dtype = fp8}); }),
                    "[Linear4bit] " + kRule + "the compute dtype float8"));
     CHECK(contains(error_of([&] { four->set_compute_dtype(fp8); }), "[Linear4bit] " + kRule + "the compute dtype"));
     CHECK_FALSE(four->options().compute_dtype.has_value());
