@@ -39,6 +39,11 @@ TEST_CASE("FP8 recipes and helpers refuse enum values outside their enumerators"
   CHECK_FALSE(fp8_autocast_state().enabled);  // the refused guard left no scope behind
 }
 
+TEST_CASE("precision_for_accelerator refuses a PrecisionMode outside its enumerators") {
+  CHECK(error_of([] { precision_for_accelerator(static_cast<PrecisionMode>(8), "cpu"); }) ==
+        "[precision] expected a valid PrecisionMode (0 to 7), got the value 8");
+}
+
 TEST_CASE("quantized layers and formats refuse a QuantKind outside its enumerators") {
   const auto bad = static_cast<quant::QuantKind>(9);
   CHECK(error_of([&] { quant::quant_format(bad); }) ==
