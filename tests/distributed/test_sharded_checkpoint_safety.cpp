@@ -210,7 +210,7 @@ TEST_CASE("a rank whose store never answers says what it waits for while it wait
   for (size_t at = err.find("rank 3 of 4 is waiting"); at != std::string::npos;
        at = err.find("rank 3 of 4 is waiting", at + 1))
     ++notices;
-  CHECK(notices >= 3);  // at 0.1 s, 0.4 s, 0.7 s, ... of 2 s
+  CHECK(notices >= 2);  // due at 0.1 s, 0.4 s, 0.7 s, ... of 2 s: repeated even on a starved machine
   CHECK(contains(error, "cannot connect to " + where));
 }
 
