@@ -11,6 +11,7 @@
 #include "distributed/rendezvous.h"
 #include "nn/lazy.h"
 #include "tensor/autograd.h"
+#include "tensor/enum_check.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
@@ -226,6 +227,8 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<nn::Mod
              "[DistributedDataParallel] Modules with uninitialized parameters can't be used with "
              "`DistributedDataParallel`. Run a dummy forward pass to correctly initialize the modules "
              "(nn::materialize(model, example_input))");
+  weft::detail::check_enum(options.comm_hook, 3, "DistributedDataParallel", "DDPCommHook");  // 3 in ddp.h
+  weft::detail::check_enum(options.bucket_launch, 3, "DistributedDataParallel", "DDPBucketLaunch");  // 3 in ddp.h
   WEFT_CHECK(options.bucket_cap_mb > 0 && options.first_bucket_cap_mb > 0,
              "[DistributedDataParallel] expected positive bucket sizes, got ", options.bucket_cap_mb, " and ",
              options.first_bucket_cap_mb, " MB");

@@ -15,6 +15,7 @@
 #include "nn/tied_state.h"
 #include "optim/clip_grad.h"
 #include "tensor/autograd.h"
+#include "tensor/enum_check.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
@@ -85,6 +86,8 @@ FullyShardedDataParallelImpl::FullyShardedDataParallelImpl(std::shared_ptr<nn::M
   WEFT_CHECK(!nn::has_uninitialized_params(*module_), op, " Modules with uninitialized parameters can't be used "
              "with `FullyShardedDataParallel`. Run a dummy forward pass to correctly initialize the modules "
              "(nn::materialize(model, example_input))");
+  weft::detail::check_enum(options_.sharding_strategy, 3, "FullyShardedDataParallel",
+                           "ShardingStrategy");  // FullShard, ShardGradOp, NoShard
   State& s = *state_;
   s.pg = pg_.get();
   s.options = options_;

@@ -137,6 +137,9 @@ class FullyShardedDataParallelImpl : public nn::Module {
   nn::TensorDict full_state_dict();
   // Loads a full state dict (every rank passes the same); strict, all or nothing.
   void load_full_state_dict(const nn::TensorDict& state);
+  // Throws unless `state` fits the model, naming every missing, unexpected or differently shaped
+  // entry by its original name and shape; changes nothing.
+  void check_full_state_dict(const nn::TensorDict& state) const;
   // The optimizer's state with its shard tensors gathered and unflattened to the original
   // parameters' names and shapes ("state.<fqn>.<buffer>"); scalars as the optimizer keeps them.
   optim::OptimizerState full_optim_state_dict(const optim::Optimizer& optimizer);
@@ -185,6 +188,9 @@ class FullyShardedDataParallel : public nn::ModuleHolder<FullyShardedDataParalle
 
 // The caller's metadata of a sharded checkpoint folder, without loading it (refuses an unfinished one).
 std::map<std::string, std::string> read_sharded_metadata(const std::filesystem::path& folder);
+// True when `path` is a folder holding a sharded checkpoint, finished or not (its COMPLETE marker
+// or a shard file): what a single-file loader names when it refuses one.
+bool is_sharded_checkpoint(const std::filesystem::path& path);
 
 // True for every module inside a FullyShardedDataParallel (PyTorch's _is_fsdp_managed_module);
 // use_orig_params is false: the optimizer sees flat shards.

@@ -10,12 +10,21 @@
 // metadata. <folder>/COMPLETE, holding N, is written last. A save writes <folder>.partial and,
 // after every rank has written its file, swaps it with <folder> in one atomic rename, so a save
 // that dies half way never replaces the previous checkpoint; a folder without COMPLETE is refused.
+// Every file records its rank and the world size ("__rank__", "__world_size__"), checked on load.
+//
+// A save never deletes what weft did not write: <folder> (and <folder>.partial) must be absent,
+// an empty folder, or a folder holding only the files above (an earlier checkpoint); anything
+// else there is refused, naming what is in it, before any rank writes. The old checkpoint that the
+// swap moves aside is removed file by file, only its layout files; what else appeared in it
+// meanwhile stays.
 #include <fcntl.h>
 #include <stdio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "distributed/coalesce.h"
@@ -63,14 +72,121 @@ std::filesystem::path shard_file(const std::filesystem::path& folder, int rank, 
   return folder / ("shard-" + std::to_string(rank) + "-of-" + std::to_string(world) + ".safetensors");
 }
 
+// Reads a decimal number at the front of `text` and drops it; false when there is none.
+bool take_number(std::string_view& text) {
+  size_t digits = 0;
+  while (digits < text.size() && digits < 9 && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  text.remove_prefix(digits);
+  return digits > 0;
+}
+
+// True for the names the layout writes: COMPLETE and shard-<r>-of-<n>.safetensors.
+bool layout_file_name(std::string_view name) {
+  if (name == kComplete) return true;
+  const auto take = [&](std::string_view prefix) {
+    if (name.substr(0, prefix.size()) != prefix) return false;
+    name.remove_prefix(prefix.size());
+    return true;
+  };
+  return take("shard-") && take_number(name) && take("-of-") && take_number(name) && name == ".safetensors";
+}
+
+// The names in `folder`, each with whether it is a file the layout writes (a regular file, not a
+// link, named as the layout names its files).
+std::vector<std::pair<std::string, bool>> folder_entries(const std::filesystem::path& folder) {
+  std::vector<std::pair<std::string, bool>> entries;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(folder, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code kind;
+    entries.emplace_back(name, it->is_regular_file(kind) && !it->is_symlink(kind) && layout_file_name(name));
+  }
+  WEFT_CHECK(!ec, "[FullyShardedDataParallel] cannot list ", folder, ": ", ec.message());
+  return entries;
+}
+
+// The entries of `folder` that are not files of the layout, sorted.
+std::vector<std::string> foreign_entries(const std::filesystem::path& folder) {
+  std::vector<std::string> foreign;
+  for (const auto& [name, ours] : folder_entries(folder))
+    if (!ours) foreign.push_back(name);
+  std::sort(foreign.begin(), foreign.end());
+  return foreign;
+}
+
+std::string listing(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 5;
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < kShown; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > kShown) out += " and " + std::to_string(names.size() - kShown) + " more";
+  return out;
+}
+
+// Refuses, before anything is written, a `path` a save would have to delete what weft did not
+// write to replace: anything but nothing there, an empty folder, or an earlier checkpoint's files.
+void check_replaceable(const std::filesystem::path& path) {
+  const char* op = "[FullyShardedDataParallel.save_sharded]";
+  std::error_code ec;
+  const auto status = std::filesystem::symlink_status(path, ec);
+  if (!std::filesystem::exists(status)) return;
+  WEFT_CHECK(std::filesystem::is_directory(status), op, " ", path, " exists and is not a folder; a sharded "
+             "checkpoint is a folder, and weft replaces only an earlier sharded checkpoint: remove it or save to "
+             "another path");
+  const std::vector<std::string> foreign = foreign_entries(path);
+  WEFT_CHECK(foreign.empty(), op, " ", path, " holds ", foreign.size(), " entr", foreign.size() == 1 ? "y" : "ies",
+             " that weft's sharded checkpoint does not write (", listing(foreign), "); weft replaces only an earlier "
+             "sharded checkpoint and never deletes other files: save to an empty or new folder");
+}
+
+// Removes a checkpoint folder file by file, only the layout's files; the folder goes when that
+// empties it (what else appeared in it since it was checked stays, folder and all).
+void remove_checkpoint_folder(const std::filesystem::path& folder) {
+  std::error_code ec;
+  for (const auto& [name, ours] : folder_entries(folder))
+    if (ours) std::filesystem::remove(folder / name, ec);
+  std::filesystem::remove(folder, ec);  // refuses, harmlessly, a folder that is not empty
+}
+
 // Replaces `target` by `fresh` in one step (an exchange when `target` exists), then removes the old.
 void swap_into_place(const std::filesystem::path& fresh, const std::filesystem::path& target) {
   if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
-    std::filesystem::remove_all(fresh);  // now the previous checkpoint
+    remove_checkpoint_folder(fresh);  // now the previous checkpoint
     return;
   }
   WEFT_CHECK(::rename(fresh.c_str(), target.c_str()) == 0, "[FullyShardedDataParallel.save_sharded] cannot move ",
              fresh, " to ", target, ": ", std::strerror(errno));
+}
+
+// A count in a file's metadata (a piece's start, a dimension): decimal digits, at most 18.
+int64_t parse_count(const std::string& text, const std::string& key, const std::filesystem::path& path) {
+  const bool digits = !text.empty() && text.size() <= 18 &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  WEFT_CHECK(digits, "[FullyShardedDataParallel.load_sharded] '", key, "' in ", path,
+             " must be a non-negative integer, got '", text, "'");
+  return std::stoll(text);
+}
+
+// A shape as shape_text writes it ("13,7"; "" for a scalar).
+Shape parse_shape(const std::string& text, const std::string& key, const std::filesystem::path& path) {
+  Shape shape;
+  std::stringstream ss(text);
+  for (std::string d; std::getline(ss, d, ',');) shape.push_back(parse_count(d, key, path));
+  return shape;
+}
+
+// "__optimizer__.state.<fqn>.<field>" -> fqn ("" when the name is not of that form).
+std::string parameter_of(const std::string& name) {
+  const std::string prefix = std::string(kOptimizerPrefix) + "state.";
+  const size_t dot = name.rfind('.');
+  if (name.rfind(prefix, 0) != 0 || dot == std::string::npos || dot < prefix.size()) return "";
+  return name.substr(prefix.size(), dot - prefix.size());
+}
+
+std::string joined(const std::set<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
 }
 
 }  // namespace
@@ -83,8 +199,12 @@ void FullyShardedDataParallelImpl::save_sharded(const std::filesystem::path& fol
     WEFT_CHECK(!layout_key(key), "[FullyShardedDataParallel.save_sharded] the metadata key '", key,
                "' is reserved for the checkpoint's layout");
   const std::filesystem::path partial = folder.string() + ".partial";
+  // Every rank checks (they all see the same folders), so a refusal stops every rank here.
+  check_replaceable(folder);
+  check_replaceable(partial);
+  pg_->barrier()->wait();
   if (rank == 0) {
-    std::filesystem::remove_all(partial);
+    if (std::filesystem::exists(partial)) remove_checkpoint_folder(partial);
     std::filesystem::create_directories(partial);
   }
   pg_->barrier()->wait();
@@ -158,22 +278,39 @@ std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(co
   const char* op = "[FullyShardedDataParallel.load_sharded]";
   const int saved_world = saved_world_size(folder);
 
-  // Reassemble every parameter (and optimizer tensor) whole from the pieces of all files.
+  // Reassemble every parameter (and optimizer tensor) whole from the pieces of all files. Every
+  // recorded shape is checked against the model's before anything is allocated, so a checkpoint
+  // of another model (or a damaged one) is refused by parameter names and shapes and never sizes
+  // an allocation.
+  std::map<std::string, Shape> model_shapes;  // parameter fqn -> shape
+  for (const auto& unit : state_->units)
+    for (const auto& e : unit->entries()) model_shapes[e.fqn] = e.shape;
   std::map<std::string, Tensor> whole;      // name -> flattened tensor
   std::map<std::string, int64_t> covered;   // name -> elements seen
-  std::map<std::string, Shape> shapes;
+  std::map<std::string, Shape> shapes;      // every name a file records a shape for
+  std::set<std::string> model_problems, optimizer_problems;
   nn::TensorDict buffers;
   optim::OptimizerState optim_state;
   std::map<std::string, std::string> user;
   NoGradGuard no_grad;
   for (int r = 0; r < saved_world; ++r) {
-    const io::SafetensorsFile file = io::load_safetensors(shard_file(folder, r, saved_world));
+    const std::filesystem::path path = shard_file(folder, r, saved_world);
+    const io::SafetensorsFile file = io::load_safetensors(path);
+    // A file renamed or copied from another rank's (or another checkpoint's) would load as this
+    // rank's pieces; its own record of who wrote it says which it is.
+    const auto said = [&](const char* key) {
+      const auto it = file.metadata.find(key);
+      return it == file.metadata.end() ? std::string("none") : it->second;
+    };
+    WEFT_CHECK(said("__world_size__") == std::to_string(saved_world), op, " ", path, " was written by a run of ",
+               said("__world_size__"), " ranks, but ", folder, "'s COMPLETE marker says ", saved_world,
+               ": the folder mixes files of different checkpoints");
+    WEFT_CHECK(said("__rank__") == std::to_string(r), op, " ", path, " holds rank ", said("__rank__"),
+               "'s shard, not rank ", r, "'s: the shard files were renamed or swapped (rank r's shard must be in "
+               "shard-r-of-", saved_world, ".safetensors)");
     for (const auto& [key, value] : file.metadata) {
       if (key.rfind("__shape__.", 0) == 0) {
-        Shape shape;
-        std::stringstream ss(value);
-        for (std::string d; std::getline(ss, d, ',');) shape.push_back(std::stoll(d));
-        shapes[key.substr(10)] = shape;
+        shapes[key.substr(10)] = parse_shape(value, key, path);
       } else if (r == 0 && key.rfind(kOptimizerPrefix, 0) == 0) {
         optim_state.scalars[key.substr(std::string(kOptimizerPrefix).size())] = value;
       } else if (r == 0 && !layout_key(key)) {
@@ -187,19 +324,38 @@ std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(co
       }
       const auto start = file.metadata.find("__start__." + name);
       if (start == file.metadata.end()) {  // a replicated optimizer tensor, whole (rank 0 only)
+        WEFT_CHECK(name.rfind(kOptimizerPrefix, 0) == 0, op, " '", name, "' in ", path, " has no __start__ entry "
+                   "(where its piece begins)");
         optim_state.tensors.insert(name.substr(std::string(kOptimizerPrefix).size()), t);
         continue;
       }
-      WEFT_CHECK(shapes.count(name), op, " '", name, "' has no recorded shape in ", folder);
+      const auto recorded = shapes.find(name);
+      WEFT_CHECK(recorded != shapes.end(), op, " '", name, "' has no recorded shape in ", path);
+      const bool optimizer_entry = name.rfind(kOptimizerPrefix, 0) == 0;
+      const std::string fqn = optimizer_entry ? parameter_of(name) : name;
+      const auto model_shape = model_shapes.find(fqn);
+      if (model_shape == model_shapes.end() || model_shape->second != recorded->second) {
+        (optimizer_entry ? optimizer_problems : model_problems)
+            .insert(model_shape == model_shapes.end()
+                        ? "unexpected '" + name + "'"
+                        : weft::detail::cat("'", name, "' has shape ", recorded->second, ", the model ",
+                                            model_shape->second));
+        continue;
+      }
+      WEFT_CHECK(t.dim() == 1, op, " '", name, "' in ", path, " is a piece of ", t.dim(), " dimensions; expected 1");
       Tensor& w = whole[name];
-      if (!w.defined()) w = zeros({weft::detail::shape_numel(shapes[name])}, TensorOptions(t.dtype()));
-      const int64_t at = std::stoll(start->second);
-      WEFT_CHECK(at >= 0 && at + t.numel() <= w.numel(), op, " '", name, "' has a piece past its end in rank ", r,
-                 "'s file");
+      if (!w.defined()) w = zeros({weft::detail::shape_numel(recorded->second)}, TensorOptions(t.dtype()));
+      const int64_t at = parse_count(start->second, "__start__." + name, path);
+      WEFT_CHECK(at + t.numel() <= w.numel(), op, " '", name, "' has a piece past its end in rank ", r, "'s file");
       w.narrow(0, at, t.numel()).copy_(t);
       covered[name] += t.numel();
     }
   }
+  for (const auto& [fqn, shape] : model_shapes)
+    if (!shapes.count(fqn)) model_problems.insert("missing '" + fqn + "'");
+  // A model of other shapes also gives its optimizer state other shapes: the parameters say why.
+  const std::set<std::string>& problems = model_problems.empty() ? optimizer_problems : model_problems;
+  WEFT_CHECK(problems.empty(), op, " ", folder, " does not fit the model: ", joined(problems));
   for (const auto& [name, w] : whole)
     WEFT_CHECK(covered[name] == w.numel(), op, " '", name, "' is incomplete: ", covered[name], " of ", w.numel(),
                " elements found in ", folder);
@@ -210,11 +366,18 @@ std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(co
     else model_state.insert(name, w.view(shapes[name]));
   }
   for (const auto& [name, b] : buffers) model_state.insert(name, b);
-  // Validate and load the optimizer first (it changes nothing when it refuses), then the model
-  // (which also validates everything before it writes).
+  // The model's part is checked first, by parameter names and shapes: a checkpoint of another
+  // model would otherwise fail in the optimizer's state, whose shapes follow from the model, and
+  // blame the optimizer. Then the optimizer loads (it changes nothing when it refuses), then the
+  // model; if the model refuses after all, the optimizer gets its previous state back.
+  try {
+    check_full_state_dict(model_state);
+  } catch (const Error& e) {
+    WEFT_FAIL(op, " ", folder, " does not fit the model: ", e.what());
+  }
   if (optimizer != nullptr) {
     WEFT_CHECK(!optim_state.tensors.empty() || !optim_state.scalars.empty(), op, " ", folder,
-               " holds no optimizer state");
+               " holds no optimizer state; it was saved without an optimizer");
     const optim::OptimizerState previous = optimizer->state_dict();
     load_full_optim_state_dict(*optimizer, optim_state);
     try {
@@ -227,6 +390,14 @@ std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(co
     load_full_state_dict(model_state);
   }
   return user;
+}
+
+bool is_sharded_checkpoint(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return false;
+  for (const auto& [name, ours] : folder_entries(path))
+    if (ours) return true;
+  return false;
 }
 
 std::map<std::string, std::string> read_sharded_metadata(const std::filesystem::path& folder) {

@@ -95,23 +95,37 @@ nn::TensorDict FullyShardedDataParallelImpl::full_state_dict() {
   return out;
 }
 
-void FullyShardedDataParallelImpl::load_full_state_dict(const nn::TensorDict& given) {
-  State& s = *state_;
-  std::string problems;
-  const auto problem = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
-  // A tied parameter may come under any of its names (a file keeps one, io/checkpoint.h); under
-  // several, they must agree, as Module::load_state_dict requires.
+namespace {
+
+// A tied parameter may come under any of its names (a file keeps one, io/checkpoint.h): `given`
+// under the names the units know. Under several names the values must agree, as
+// Module::load_state_dict requires; a disagreement is added to `problems`.
+template <class AliasMap>
+nn::TensorDict canonical_tied_names(const AliasMap& tied_alias, const nn::TensorDict& given, std::string& problems) {
   nn::TensorDict state;
   for (const auto& [name, t] : given)
-    if (!s.tied_alias.count(name)) state.insert(name, t);
-  for (const auto& [alias, fqn] : s.tied_alias) {
+    if (!tied_alias.count(name)) state.insert(name, t);
+  for (const auto& [alias, fqn] : tied_alias) {
     const Tensor* t = given.find(alias);
     if (t == nullptr) continue;
     const Tensor* kept = state.find(fqn);
-    if (kept == nullptr) state.insert(fqn, *t);
-    else if (kept->shape() != t->shape() || !allclose(*kept, *t, 0.0, 0.0, true))
-      problem("'" + fqn + "' and '" + alias + "' are one tied parameter but carry different values");
+    if (kept == nullptr) {
+      state.insert(fqn, *t);
+    } else if (kept->shape() != t->shape() || !allclose(*kept, *t, 0.0, 0.0, true)) {
+      problems += (problems.empty() ? "" : "; ") + ("'" + fqn + "' and '" + alias +
+                                                    "' are one tied parameter but carry different values");
+    }
   }
+  return state;
+}
+
+}  // namespace
+
+void FullyShardedDataParallelImpl::check_full_state_dict(const nn::TensorDict& given) const {
+  const State& s = *state_;
+  std::string problems;
+  const auto problem = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
+  const nn::TensorDict state = canonical_tied_names(s.tied_alias, given, problems);
   std::unordered_map<std::string, Shape> expected;
   for (const auto& unit : s.units)
     for (const auto& e : unit->entries()) expected[e.fqn] = e.shape;
@@ -126,6 +140,13 @@ void FullyShardedDataParallelImpl::load_full_state_dict(const nn::TensorDict& gi
     if (!expected.count(name)) problem("unexpected '" + name + "'");
   WEFT_CHECK(problems.empty(), "[FullyShardedDataParallel.load_full_state_dict] the state dict does not fit the "
              "model: ", problems);
+}
+
+void FullyShardedDataParallelImpl::load_full_state_dict(const nn::TensorDict& given) {
+  check_full_state_dict(given);
+  State& s = *state_;
+  std::string agreed;  // check_full_state_dict found every alias consistent
+  const nn::TensorDict state = canonical_tied_names(s.tied_alias, given, agreed);
   NoGradGuard no_grad;
   for (auto& unit : s.units) {
     std::vector<Tensor> values;

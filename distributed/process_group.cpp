@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "tensor/enum_check.h"
 #include "tensor/error.h"
 
 namespace weft::distributed {
@@ -70,6 +71,7 @@ void check_buffer(const char* op, const char* what, const Tensor& t, Device devi
 }
 
 void check_reducible(const char* op, DType dtype, ReduceOp reduce) {
+  weft::detail::check_enum(reduce, 4, op, "ReduceOp");  // Sum, Avg, Max, Min
   WEFT_CHECK(dtype != DType::Bool && dtype != DType::Float8E4M3FN && dtype != DType::Float8E5M2,
              "[", op, "] cannot reduce ", dtype, " tensors; convert them to a wider type first");
   WEFT_CHECK(reduce != ReduceOp::Avg || is_floating(dtype), "[", op, "] avg needs a floating tensor, got ", dtype);

@@ -72,10 +72,12 @@ std::pair<std::string, uint16_t> split_host_port(const std::string& text, const 
   return {host, static_cast<uint16_t>(port)};
 }
 
-std::shared_ptr<TCPStore> tcp_store(const std::string& host, uint16_t port, bool host_it, Milliseconds timeout) {
+std::shared_ptr<TCPStore> tcp_store(const std::string& host, uint16_t port, bool host_it, Milliseconds timeout,
+                                    const Rendezvous& r) {
   std::shared_ptr<TCPStoreServer> server;
   if (host_it) server = std::make_shared<TCPStoreServer>(port);
-  return std::make_shared<TCPStore>(host, port, timeout, std::move(server));
+  return std::make_shared<TCPStore>(host, port, timeout, std::move(server),
+                                    "rank " + std::to_string(r.rank) + " of " + std::to_string(r.world_size));
 }
 
 // Rank and world size from the options, else from RANK and WORLD_SIZE.
@@ -132,7 +134,7 @@ Rendezvous rendezvous(const InitOptions& options) {
       std::tie(host, port) = split_host_port(method.substr(6), "the tcp:// init_method");
       identity_from(options, r);
     }
-    auto store = tcp_store(host, port, !launcher_hosts && r.rank == 0, options.timeout);
+    auto store = tcp_store(host, port, !launcher_hosts && r.rank == 0, options.timeout, r);
     r.local_address = store->local_address();
     root = store;
   } else if (method.rfind("file://", 0) == 0) {

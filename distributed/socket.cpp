@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -93,10 +94,13 @@ std::string Socket::local_address() const {
   return text;
 }
 
-Socket connect_to(const std::string& host, uint16_t port, Clock::time_point deadline) {
+Socket connect_to(const std::string& host, uint16_t port, Clock::time_point deadline, const WaitNotice& notice) {
   const std::string where = host + ":" + std::to_string(port);
   std::string last_error = "no address";
   auto pause = std::chrono::milliseconds(5);
+  const auto start = Clock::now();
+  const auto seconds = [](Clock::duration d) { return std::chrono::round<std::chrono::seconds>(d).count(); };
+  auto next_notice = start + notice.first;
   while (true) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
@@ -127,8 +131,18 @@ Socket connect_to(const std::string& host, uint16_t port, Clock::time_point dead
       }
       ::freeaddrinfo(found);
     }
-    WEFT_CHECK(Clock::now() + pause < deadline, "[store] cannot connect to ", where, " before the deadline: ",
-               last_error, " (is the rank or launcher that hosts the store running?)");
+    const auto now = Clock::now();
+    WEFT_CHECK(now + pause < deadline, "[store] ", notice.who, " cannot connect to ", where, " within its ",
+               seconds(deadline - start), " s timeout: ", last_error,
+               " (is the rank or launcher that hosts the store running?)");
+    if (now >= next_notice) {
+      const std::string line =
+          weft::detail::cat("[store] ", notice.who, " is waiting for the store at ", where, " (", last_error, "); ",
+                            seconds(deadline - now), " s left of its ", seconds(deadline - start),
+                            " s timeout. Is the rank or launcher that hosts it (MASTER_ADDR:MASTER_PORT) running?\n");
+      std::fputs(line.c_str(), stderr);
+      next_notice = now + notice.every;
+    }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(200));
   }

@@ -45,8 +45,17 @@ class Socket {
   int fd_ = -1;
 };
 
+// What a connection that keeps failing says on stderr while it retries, so that a rank whose
+// master never answers is not silent for the whole timeout (PyTorch's is 30 minutes): who is
+// waiting, for which address, why, and the time left; first after `first`, then every `every`.
+struct WaitNotice {
+  std::string who = "this process";  // "rank 1 of 2"
+  std::chrono::milliseconds first{2'000};
+  std::chrono::milliseconds every{30'000};
+};
+
 // Connects to host:port (IPv4 or IPv6, numeric or a name), retrying until the deadline.
-Socket connect_to(const std::string& host, uint16_t port, Clock::time_point deadline);
+Socket connect_to(const std::string& host, uint16_t port, Clock::time_point deadline, const WaitNotice& notice = {});
 
 // Listens on every local address (IPv6 with IPv4 mapped, or IPv4 only where IPv6 is absent).
 // Port 0 picks a free port; `bound_port` receives the port in use.

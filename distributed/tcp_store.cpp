@@ -17,9 +17,12 @@ void put_bytes(std::string& out, const std::string& bytes) {
 
 }  // namespace
 
-TCPStore::TCPStore(std::string host, uint16_t port, Milliseconds timeout, std::shared_ptr<TCPStoreServer> server)
+TCPStore::TCPStore(std::string host, uint16_t port, Milliseconds timeout, std::shared_ptr<TCPStoreServer> server,
+                   const std::string& who)
     : Store(timeout), host_(std::move(host)), port_(port), server_(std::move(server)) {
-  socket_ = detail::connect_to(host_, port_, detail::Clock::now() + timeout);
+  detail::WaitNotice notice;
+  notice.who = who;
+  socket_ = detail::connect_to(host_, port_, detail::Clock::now() + timeout, notice);
   std::string hello;
   put_u8(hello, static_cast<uint8_t>(detail::Query::Validate));
   const uint32_t magic = detail::kValidationMagic;

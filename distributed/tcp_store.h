@@ -51,10 +51,11 @@ class TCPStoreServer {
 
 class TCPStore final : public Store {
  public:
-  // Connects to a server at host:port, retrying until `timeout` (the server may start later).
-  // `server`, when given, is kept alive as long as this store (the process that hosts it).
+  // Connects to a server at host:port, retrying until `timeout` (the server may start later) and
+  // saying so on stderr while it waits, as `who` (detail::WaitNotice). `server`, when given, is
+  // kept alive as long as this store (the process that hosts it).
   TCPStore(std::string host, uint16_t port, Milliseconds timeout = kDefaultStoreTimeout,
-           std::shared_ptr<TCPStoreServer> server = nullptr);
+           std::shared_ptr<TCPStoreServer> server = nullptr, const std::string& who = "this process");
   // Starts a server on `port` (0: any free port) in this process and connects to it over loopback.
   static std::shared_ptr<TCPStore> host(uint16_t port, Milliseconds timeout = kDefaultStoreTimeout);
 

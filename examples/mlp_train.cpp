@@ -143,6 +143,17 @@ std::vector<int64_t> parse_sizes(const std::string& text) {
   return sizes;
 }
 
+// The flags that take a value (parse() reads them); a flag at the end of the line is then either
+// one of these without its value, or unknown.
+bool takes_value(const std::string& flag) {
+  static const char* const kFlags[] = {"--hidden", "--epochs", "--batch-size", "--lr", "--seed", "--threads",
+                                       "--data-dir", "--checkpoint", "--resume", "--log", "--plot", "--precision",
+                                       "--gemm", "--strategy", "--devices", "--num-nodes", "--device"};
+  for (const char* f : kFlags)
+    if (flag == f) return true;
+  return false;
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -159,7 +170,9 @@ Options parse(int argc, char** argv) {
       o.cuda_graph = true;
       continue;
     }
-    if (i + 1 >= argc) usage_error(flag + " needs a value");
+    if (flag.empty() || flag[0] != '-')
+      usage_error("unexpected argument '" + flag + "': mlp_train takes options only (--help lists them)");
+    if (i + 1 >= argc) usage_error(takes_value(flag) ? flag + " needs a value" : "unknown option " + flag);
     const std::string value = argv[++i];
     if (flag == "--hidden") o.hidden = parse_sizes(value);
     else if (flag == "--epochs") o.epochs = parse_number<int64_t>(flag, value);

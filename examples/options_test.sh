@@ -55,6 +55,10 @@ refuses "--resume: 'none.safetensors': cannot open: No such file or directory" -
 refuses "--resume: 'pipe' is a named pipe (FIFO); expected a regular file" --resume pipe
 refuses "--plot draws the CSV log, which --log '' turned off" --log "" --plot plot.png
 refuses "unknown option --epoch" --epoch 3
+refuses "unknown option --bogus" --bogus
+refuses "unexpected argument 'extra': mlp_train takes options only (--help lists them)" extra
+refuses "unexpected argument 'extra'" --epochs 2 extra
+refuses "--epochs needs a value" --epochs
 refuses "--device expects cpu or cuda, got 'gpu0'" --device gpu0
 refuses "--device cuda trains in one process; expected no --strategy, --devices, --num-nodes or launcher" --device cuda --strategy ddp
 refuses "--device cuda trains in one process" --device cuda --devices 2

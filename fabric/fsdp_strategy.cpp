@@ -88,7 +88,14 @@ class FSDPStrategy final : public Strategy {
       f.load_full_state_dict(checkpoint.model);
       return;
     }
-    WEFT_CHECK(!checkpoint.optimizer.scalars.empty(), "[Fabric.load] ", path.string(), " holds no optimizer state");
+    // The model's part first (Note in io/checkpoint.h): a file of another model is reported as such.
+    try {
+      f.check_full_state_dict(checkpoint.model);
+    } catch (const Error& e) {
+      WEFT_FAIL("[Fabric.load] '", path.string(), "' does not fit the model: ", e.what());
+    }
+    WEFT_CHECK(!checkpoint.optimizer.scalars.empty(), "[Fabric.load] ", path.string(), " holds no optimizer state; "
+               "it was saved without an optimizer");
     const optim::OptimizerState previous = optimizer->state_dict();
     f.load_full_optim_state_dict(*optimizer, checkpoint.optimizer);
     try {
@@ -101,7 +108,10 @@ class FSDPStrategy final : public Strategy {
 
  private:
   static distributed::FullyShardedDataParallelImpl& fsdp(nn::Module& wrapped) {
-    return dynamic_cast<distributed::FullyShardedDataParallelImpl&>(wrapped);
+    auto* f = dynamic_cast<distributed::FullyShardedDataParallelImpl*>(&wrapped);
+    WEFT_CHECK(f != nullptr, "[Fabric] under the fsdp strategy the module must be wrapped: call fabric.launch() "
+               "before fabric.setup_module(model) (with one device it makes a group of one in this process)");
+    return *f;
   }
 };
 

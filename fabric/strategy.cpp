@@ -73,11 +73,26 @@ void Strategy::save(const std::filesystem::path& path, const nn::Module& module,
   if (pg_) pg_->barrier()->wait();  // nobody reads the file before it is complete
 }
 
+namespace {
+
+// A folder is never a checkpoint file; a sharded one is named as such, with the ways to load it.
+void check_not_sharded(const std::filesystem::path& path, const std::string& strategy) {
+  if (!distributed::is_sharded_checkpoint(path)) return;
+  WEFT_FAIL("[Fabric.load] '", path.string(), "' is a sharded checkpoint (a folder of per-rank shards, as "
+            "Fabric({.strategy = \"fsdp\", .state_dict_type = \"sharded\"}) saves it), and the ", strategy,
+            " strategy loads single-file checkpoints only: load it with strategy \"fsdp\" (at any number of ranks, "
+            "one included), or convert it to one file by loading it there and saving with state_dict_type \"full\"");
+}
+
+}  // namespace
+
 io::SafetensorsMetadata Strategy::read_metadata(const std::filesystem::path& path) {
+  check_not_sharded(path, options_.name);
   return io::read_checkpoint(path).metadata;
 }
 
 void Strategy::load(const std::filesystem::path& path, nn::Module& module, nn::Module&, optim::Optimizer* optimizer) {
+  check_not_sharded(path, options_.name);
   io::apply_checkpoint(io::read_checkpoint(path), module, optimizer);
 }
 

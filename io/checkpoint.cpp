@@ -72,8 +72,6 @@ Checkpoint read_checkpoint(const std::filesystem::path& path) {
 }
 
 void apply_checkpoint(const Checkpoint& checkpoint, nn::Module& model, optim::Optimizer* optimizer) {
-  WEFT_CHECK(optimizer == nullptr || !checkpoint.optimizer.scalars.empty(), "[load_checkpoint] ",
-             checkpoint.path.string(), " holds no optimizer state; it was saved without an optimizer");
   const nn::TensorDict state = nn::complete_tied_names(model, checkpoint.model);
   if (optimizer == nullptr) {
     model.load_state_dict(state, true);
@@ -86,6 +84,8 @@ void apply_checkpoint(const Checkpoint& checkpoint, nn::Module& model, optim::Op
   } catch (const Error& e) {
     WEFT_FAIL("[load_checkpoint] '", checkpoint.path.string(), "' does not fit the model: ", e.what());
   }
+  WEFT_CHECK(!checkpoint.optimizer.scalars.empty(), "[load_checkpoint] ", checkpoint.path.string(),
+             " holds no optimizer state; it was saved without an optimizer");
   const optim::OptimizerState previous = optimizer->state_dict();
   optimizer->load_state_dict(checkpoint.optimizer);
   try {

@@ -5,13 +5,18 @@
 #include <cmath>
 
 #include "tensor/autograd.h"
+#include "tensor/enum_check.h"
 #include "tensor/init_context.h"
 #include "tensor/ops.h"
 
 namespace weft::nn::init {
 namespace {
 
+constexpr int kNumNonlinearities = 7;  // Linear, Identity, Sigmoid, Tanh, ReLU, LeakyReLU, SELU
+constexpr int kNumFanModes = 2;         // FanIn, FanOut
+
 double fan(const Tensor& tensor, FanMode mode) {
+  weft::detail::check_enum(mode, kNumFanModes, "nn.init", "FanMode");
   const Fans fans = calculate_fan_in_and_fan_out(tensor);
   return static_cast<double>(mode == FanMode::FanIn ? fans.fan_in : fans.fan_out);
 }
@@ -33,6 +38,7 @@ Tensor& fill_from(Tensor& tensor, const Tensor& values) {
 }  // namespace
 
 double calculate_gain(Nonlinearity nonlinearity, std::optional<double> param) {
+  weft::detail::check_enum(nonlinearity, kNumNonlinearities, "calculate_gain", "Nonlinearity");
   WEFT_CHECK(!param || nonlinearity == Nonlinearity::LeakyReLU,
              "[calculate_gain] only LeakyReLU takes a parameter (its negative slope)");
   switch (nonlinearity) {

@@ -27,6 +27,15 @@ LinearImpl::LinearImpl(Uninitialized, int64_t out_features_, bool with_bias)
   bias = register_parameter("bias", with_bias ? placeholder() : Tensor());
 }
 
+void check_linear_dtype(const char* layer, const char* what, DType dtype) {
+  WEFT_CHECK(dtype == kFloat64 || dtype == kFloat32 || dtype == kFloat16 || dtype == kBFloat16, "[", layer,
+             "] linear layers compute in float64, float32, float16 or bfloat16; got ", what, " ", dtype,
+             dtype == kFloat8E4M3FN || dtype == kFloat8E5M2
+                 ? " (float8 is a storage format: cast the input with .to(), or run an Fp8Linear under fp8_autocast "
+                   "for FP8 products)"
+                 : "");
+}
+
 void LinearImpl::reset_parameters() {
   init::kaiming_uniform_(weight, std::sqrt(5.0));
   if (bias.defined()) {
@@ -36,7 +45,10 @@ void LinearImpl::reset_parameters() {
   }
 }
 
-Tensor LinearImpl::forward(const Tensor& input) { return linear(input, weight, bias); }
+Tensor LinearImpl::forward(const Tensor& input) {
+  if (input.defined()) check_linear_dtype("Linear", "an input in", input.dtype());
+  return linear(input, weight, bias);
+}
 
 std::string LinearImpl::extra_repr() const {
   return weft::detail::cat("in_features=", in_features, ", out_features=", out_features,

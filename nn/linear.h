@@ -18,6 +18,13 @@
 
 namespace weft::nn {
 
+// Note [Linear dtype rule]: every linear layer (Linear, LazyLinear, Linear4bit, Linear8bitLt,
+// Fp8Linear) computes in float64, float32, float16 or bfloat16. A float8 input, or a float8
+// compute dtype, is refused with one message naming the layer: float8 is a storage format, and
+// FP8 products are what Fp8Linear does, inside fp8_autocast, from an input in a wider dtype.
+// `what` reads before the dtype: "an input in", "the compute dtype".
+void check_linear_dtype(const char* layer, const char* what, DType dtype);
+
 class LinearImpl : public Module {
  public:
   LinearImpl(int64_t in_features, int64_t out_features, bool bias = true);

@@ -2,9 +2,12 @@
 //
 // Insertion order is kept (a checkpoint lists parameters in module order, as PyTorch's
 // OrderedDict does); lookups are by name. Names are unique: inserting an existing name fails.
+// Invariant: `index_` maps every name in `items_` to its position there, so insert and find are
+// constant time and building a dict of n tensors (a checkpoint of a million) is linear.
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -19,12 +22,17 @@ class TensorDict {
   void insert(std::string name, Tensor tensor) {
     WEFT_CHECK(!contains(name), "[TensorDict] duplicate name '", name, "'");
     items_.emplace_back(std::move(name), std::move(tensor));
+    try {
+      index_.emplace(items_.back().first, items_.size() - 1);
+    } catch (...) {  // keep the two in step when the index cannot grow
+      items_.pop_back();
+      throw;
+    }
   }
-  bool contains(const std::string& name) const { return find(name) != nullptr; }
+  bool contains(const std::string& name) const { return index_.count(name) != 0; }
   const Tensor* find(const std::string& name) const {
-    for (const auto& item : items_)
-      if (item.first == name) return &item.second;
-    return nullptr;
+    const auto it = index_.find(name);
+    return it == index_.end() ? nullptr : &items_[it->second].second;
   }
   const Tensor& at(const std::string& name) const {
     const Tensor* t = find(name);
@@ -39,6 +47,7 @@ class TensorDict {
 
  private:
   std::vector<Item> items_;
+  std::unordered_map<std::string, size_t> index_;
 };
 
 }  // namespace weft::nn

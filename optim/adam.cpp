@@ -213,6 +213,17 @@ void AdamW::step() {
                           [this](const Tensor& p) { return state(p); }, true);
 }
 
+void AdamParamState::validate(const std::string& op, int64_t index) const {
+  const auto check = [&](const char* field, const Tensor& t) {
+    if (!t.defined() || t.numel() == 0) return;
+    const double lowest = min(t).to(kFloat64).item<double>();
+    WEFT_CHECK(lowest >= 0.0, "[", op, "] 'state.", index, ".", field, "' holds a negative second moment (", lowest,
+               "); a step from it would write NaN into its parameter");
+  };
+  check("exp_avg_sq", exp_avg_sq);
+  check("max_exp_avg_sq", max_exp_avg_sq);
+}
+
 OptimizerState Adam::state_dict() const { return with_device_counts(*this, TypedOptimizer::state_dict()); }
 OptimizerState AdamW::state_dict() const { return with_device_counts(*this, TypedOptimizer::state_dict()); }
 

@@ -84,6 +84,8 @@ struct AdamParamState {
     f("exp_avg_sq", exp_avg_sq);
     f("max_exp_avg_sq", max_exp_avg_sq);
   }
+  // On load (optim/optimizer.h): second moments must be >= 0, or the step's square root is NaN.
+  void validate(const std::string& op, int64_t index) const;
 };
 
 class Adam : public TypedOptimizer<AdamOptions, AdamParamState> {

@@ -2,6 +2,8 @@
 // [Optimizer state dict] in optim/optimizer.h), and the checks shared by every optimizer.
 #include "optim/optimizer.h"
 
+#include <cmath>
+
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
@@ -35,6 +37,15 @@ void check_new_param(const std::string& op, const Tensor& param,
       WEFT_CHECK(!param.is_same(other), "[", op, "] some parameters appear in more than one parameter group");
 }
 
+void check_finite_scalar(const std::string& op, const std::string& key, double value) {
+  WEFT_CHECK(std::isfinite(value), "[", op, "] '", key, "' must be a finite number, got ", value);
+}
+
+void check_finite_scalar(const std::string& op, const std::string& key, const std::pair<double, double>& value) {
+  check_finite_scalar(op, key, value.first);
+  check_finite_scalar(op, key, value.second);
+}
+
 DType state_dtype(const Tensor& param) { return param.dtype() == kFloat64 ? kFloat64 : kFloat32; }
 
 Tensor adopt_state_tensor(const std::string& op, const std::string& key, const Tensor& value,
@@ -47,6 +58,9 @@ Tensor adopt_state_tensor(const std::string& op, const std::string& key, const T
   WEFT_CHECK(value.is_floating_point(), "[", op, "] '", key, "' must be floating point, got ", value.dtype());
   const Tensor source = value.detach();
   const Tensor adopted = source.to(param.device()).to(state_dtype(param));
+  const int64_t non_finite = sum(logical_not(isfinite(adopted)).to(kInt64)).item<int64_t>();
+  WEFT_CHECK(non_finite == 0, "[", op, "] '", key, "' holds ", non_finite, " inf or NaN value(s); a step from it "
+             "would write NaN into its parameter");
   // Never alias the caller's tensor: the optimizer updates its state in place.
   return adopted.is_same(source) ? source.clone() : adopted.contiguous();
 }

@@ -16,7 +16,9 @@
 // copies the state and loading copies it back, converted to the dtype the optimizer computes in,
 // so save -> load -> step gives bit-for-bit the parameters that an uninterrupted run gives.
 // Loading validates everything (optimizer name, group and parameter counts, shapes, option
-// values) before it changes anything.
+// values) before it changes anything, and refuses state that a step would turn into NaN: option
+// values that are not finite or out of range, negative counters (a step count), state tensors
+// with inf or NaN, and what a ParamState's own validate() refuses; each error names the key.
 #pragma once
 
 #include <cstdint>
@@ -94,10 +96,17 @@ void check_new_param(const std::string& op, const Tensor& param,
                      const std::vector<std::vector<Tensor>>& existing_groups);
 // The dtype optimizer state is kept in for `param`: float64 for float64, float32 otherwise.
 DType state_dtype(const Tensor& param);
-// The state tensor as the optimizer keeps it for `param`: same shape (checked, naming `key`),
-// converted to state_dtype, on param's device, a fresh copy.
+// The state tensor as the optimizer keeps it for `param`: same shape and finite values (checked,
+// naming `key`), converted to state_dtype, on param's device, a fresh copy.
 Tensor adopt_state_tensor(const std::string& op, const std::string& key, const Tensor& value,
                           const Tensor& param);
+
+// Throws naming `key` when a loaded option or counter is inf or NaN (nothing to check for the
+// other types).
+void check_finite_scalar(const std::string& op, const std::string& key, double value);
+void check_finite_scalar(const std::string& op, const std::string& key, const std::pair<double, double>& value);
+template <class T>
+void check_finite_scalar(const std::string&, const std::string&, const T&) {}
 
 // The state dict's keys split into their parts. Throws naming the key when it is malformed.
 struct GroupKeys {
@@ -240,16 +249,22 @@ class TypedOptimizer : public Optimizer {
   // Options a state dict does not hold (Adam's capturable) keep the group's current values.
   Options parse_options(const std::string& op, size_t group, std::map<std::string, std::string> texts) const {
     Options options = groups_[group].options;
+    const std::string prefix = "param_groups." + std::to_string(group) + ".";
     options.visit([&](const char* field, auto& value) {
-      const std::string key = "param_groups." + std::to_string(group) + "." + field;
+      const std::string key = prefix + field;
       auto it = texts.find(field);
       WEFT_CHECK(it != texts.end(), "[", op, "] the state dict has no '", key, "'");
       parse_scalar(key, it->second, value);
+      detail::check_finite_scalar(op, key, value);
       texts.erase(it);
     });
-    WEFT_CHECK(texts.empty(), "[", op, "] unknown option 'param_groups.", group, ".",
-               texts.empty() ? "" : texts.begin()->first, "' for ", name());
-    options.validate();
+    WEFT_CHECK(texts.empty(), "[", op, "] unknown option '", prefix, texts.empty() ? "" : texts.begin()->first,
+               "' for ", name());
+    try {
+      options.validate();
+    } catch (const Error& e) {
+      WEFT_FAIL("[", op, "] the options under '", prefix, "*' are out of range: ", e.what());
+    }
     return options;
   }
 
@@ -294,6 +309,9 @@ class TypedOptimizer : public Optimizer {
       auto [index, field] = load_entry(key, [&](auto& slot, const Tensor&) {
         if constexpr (!std::is_same_v<std::decay_t<decltype(slot)>, Tensor>) {
           parse_scalar(key, text, slot);
+          detail::check_finite_scalar(op, key, slot);
+          if constexpr (std::is_same_v<std::decay_t<decltype(slot)>, int64_t>)
+            WEFT_CHECK(slot >= 0, "[", op, "] '", key, "' must be a non-negative integer (a count), got ", slot);
           return true;
         }
         return false;
@@ -307,6 +325,7 @@ class TypedOptimizer : public Optimizer {
           WEFT_CHECK(counters[index].count(field), "[", op, "] the state dict has no 'state.", index, ".", field,
                      "'");
       });
+      if constexpr (requires(const ParamState& s) { s.validate(op, index); }) entry.second.validate(op, index);
     }
     return states;
   }

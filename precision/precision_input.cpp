@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "precision/warnings.h"
+#include "tensor/enum_check.h"
 #include "tensor/error.h"
 
 namespace weft::precision {
@@ -72,6 +73,7 @@ PrecisionMode parse_precision(const PrecisionInput& precision) {
 }
 
 PrecisionMode precision_for_accelerator(PrecisionMode mode, std::string_view accelerator) {
+  weft::detail::check_enum(mode, static_cast<int>(std::size(kPrecisionModes)), "precision", "PrecisionMode");
   WEFT_CHECK(accelerator == "cpu" || accelerator == "cuda", "[precision] expected the accelerator 'cpu' or 'cuda', got '",
              accelerator, "'");
   if (accelerator == "cpu" && mode == PrecisionMode::Fp16Mixed) {

@@ -4,6 +4,7 @@
 #include "tensor/backend.h"
 
 #include "tensor/cpu/cpu_backend.h"
+#include "tensor/enum_check.h"
 
 namespace weft::detail {
 
@@ -13,6 +14,7 @@ Backend& cpu_backend() {
 }
 
 Backend& backend(Device device) {
+  check_enum(device.type, kNumDeviceTypes, "device", "DeviceType");
   if (device.is_cpu()) return cpu_backend();
   Backend& b = cuda_backend();
   const int count = b.device_count();

@@ -25,6 +25,7 @@ Device::Device(std::string_view spec) {
 
 std::ostream& operator<<(std::ostream& os, const Device& d) {
   if (d.is_cpu()) return os << "cpu";
+  if (!d.is_cuda()) return os << "DeviceType(" << static_cast<int>(d.type) << ")";
   return os << "cuda:" << d.index;
 }
 

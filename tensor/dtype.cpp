@@ -4,6 +4,7 @@
 #include <ostream>
 #include <string>
 
+#include "tensor/enum_check.h"
 #include "tensor/error.h"
 
 namespace weft {
@@ -20,6 +21,8 @@ bool is_float8(DType d) { return d == DType::Float8E4M3FN || d == DType::Float8E
 }  // namespace
 
 DType promote_types(DType a, DType b) {
+  detail::check_enum(a, kNumDTypes, "promote_types", "DType");
+  detail::check_enum(b, kNumDTypes, "promote_types", "DType");
   if (a == b) return a;
   WEFT_CHECK(!is_float8(a) && !is_float8(b), "[promote_types] float8 types do not promote: ", a,
              " with ", b, "; convert explicitly with .to(dtype)");
@@ -49,6 +52,11 @@ DType dtype_from_name(std::string_view name) {
   WEFT_FAIL("[dtype] unknown dtype '", name, "'; expected one of: ", accepted);
 }
 
-std::ostream& operator<<(std::ostream& os, DType d) { return os << dtype_name(d); }
+// An invalid value prints as such (error messages about it must not index the table with it).
+std::ostream& operator<<(std::ostream& os, DType d) {
+  const int raw = static_cast<int>(d);
+  if (raw >= kNumDTypes) return os << "DType(" << raw << ")";
+  return os << dtype_name(d);
+}
 
 }  // namespace weft

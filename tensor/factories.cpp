@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "tensor/enum_check.h"
 #include "tensor/init_context.h"
 #include "tensor/op_helpers.h"
 #include "tensor/ops.h"
@@ -18,7 +19,10 @@ struct Resolved {
 };
 
 Resolved resolve(const TensorOptions& o, DType natural) {
-  return {o.dtype_.value_or(natural), o.device_.value_or(default_device())};
+  const Resolved r{o.dtype_.value_or(natural), o.device_.value_or(default_device())};
+  detail::check_enum(r.dtype, kNumDTypes, "tensor factory", "DType");
+  detail::check_enum(r.device.type, kNumDeviceTypes, "tensor factory", "DeviceType");
+  return r;
 }
 
 Resolved resolve(const TensorOptions& o) { return resolve(o, default_dtype()); }

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "tensor/autocast_state.h"
+#include "tensor/enum_check.h"
 #include "tensor/fused_kernels.h"
 #include "tensor/init_context.h"
 #include "tensor/op_helpers.h"
@@ -18,6 +19,9 @@ namespace weft {
 using autograd::SavedTensor;
 
 namespace {
+
+constexpr int kNumReductions = 3;  // Reduction::None, Mean, Sum (tensor/ops.h)
+
 
 // Softmax over `dim`: the kernel works on rows of the last dim, so other dims are moved there.
 // Errors name `op`, the function the user called; `name` is the autograd node's.
@@ -123,6 +127,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, t
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index,
                 const Tensor& weight) {
+  detail::check_enum(reduction, kNumReductions, "nll_loss", "Reduction");
   return nll_loss_for("nll_loss", log_probs, target, reduction, ignore_index, weight);
 }
 
@@ -181,6 +186,7 @@ Tensor cross_entropy_rows(const Tensor& scores, const Tensor& target, int64_t ig
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing, const Tensor& weight_in) {
+  detail::check_enum(reduction, kNumReductions, "cross_entropy", "Reduction");
   const auto [logits, weight] = autocast_inputs(AutocastOp::CrossEntropy, {logits_in, weight_in});
   WEFT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
              "[cross_entropy] label_smoothing must be in [0, 1], got ", label_smoothing);
@@ -201,6 +207,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction re
 }
 
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  detail::check_enum(reduction, kNumReductions, "mse_loss", "Reduction");
   const auto [input, target] = autocast_inputs(AutocastOp::MseLoss, {input_in, target_in});
   detail::check_defined(input, "mse_loss");
   detail::check_defined(target, "mse_loss", "target");

@@ -3,6 +3,7 @@
 
 #include "tensor/autograd.h"
 #include "tensor/backend.h"
+#include "tensor/enum_check.h"
 #include "tensor/ops.h"
 
 namespace weft {
@@ -167,11 +168,13 @@ static Tensor converted_copy(const Tensor& src, DType dtype, Device device, cons
 }
 
 Tensor Tensor::to(DType dtype) const {
+  detail::check_enum(dtype, kNumDTypes, "Tensor.to", "DType");
   if (this->dtype() == dtype) return *this;
   return converted_copy(*this, dtype, device(), "To");
 }
 
 Tensor Tensor::to(Device device) const {
+  detail::check_enum(device.type, kNumDeviceTypes, "Tensor.to", "DeviceType");
   if (this->device() == device) return *this;
   return converted_copy(*this, dtype(), device, "To");
 }

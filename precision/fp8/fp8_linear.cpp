@@ -115,11 +115,25 @@ std::string fp8_linear_shape_problem(int64_t in_features, int64_t out_features) 
   return {};
 }
 
-Fp8LinearImpl::Fp8LinearImpl(int64_t in_features_, int64_t out_features_, bool with_bias, int64_t amax_history_len)
-    : LinearImpl(in_features_, out_features_, with_bias), meta_(std::make_shared<Fp8Metadata>(amax_history_len)) {
+namespace {
+
+// The layer's own arguments, checked before the base class allocates anything; returns in_features.
+int64_t checked_in_features(int64_t in_features, int64_t out_features, int64_t amax_history_len) {
+  WEFT_CHECK(in_features > 0 && out_features > 0, "[Fp8Linear] expected positive feature counts, got in_features=",
+             in_features, " and out_features=", out_features);
   const std::string problem = fp8_linear_shape_problem(in_features, out_features);
   WEFT_CHECK(problem.empty(), "[Fp8Linear] FP8 execution needs in_features and out_features divisible by ",
              kFp8DimMultiple, " (each is the inner dimension of one of its GEMMs): ", problem);
+  WEFT_CHECK(amax_history_len >= 1 && amax_history_len <= kMaxAmaxHistoryLen,
+             "[Fp8Linear] amax_history_len must lie in [1, ", kMaxAmaxHistoryLen, "], got ", amax_history_len);
+  return in_features;
+}
+
+}  // namespace
+
+Fp8LinearImpl::Fp8LinearImpl(int64_t in_features_, int64_t out_features_, bool with_bias, int64_t amax_history_len)
+    : LinearImpl(checked_in_features(in_features_, out_features_, amax_history_len), out_features_, with_bias),
+      meta_(std::make_shared<Fp8Metadata>(amax_history_len)) {
   register_buffer("fp8_scale", meta_->scale, true, /*keep_dtype=*/true);
   register_buffer("fp8_scale_inv", meta_->scale_inv, true, true);
   register_buffer("fp8_amax_history", meta_->amax_history, true, true);
@@ -127,6 +141,7 @@ Fp8LinearImpl::Fp8LinearImpl(int64_t in_features_, int64_t out_features_, bool w
 
 Tensor Fp8LinearImpl::forward(const Tensor& input) {
   detail::fp8_rethrow_deferred_error();
+  if (input.defined()) nn::check_linear_dtype("Fp8Linear", "an input in", input.dtype());
   const Fp8AutocastState& state = fp8_autocast_state();
   if (!state.enabled) return LinearImpl::forward(input);
   WEFT_CHECK(input.defined() && input.dim() >= 1 && input.size(-1) == in_features,

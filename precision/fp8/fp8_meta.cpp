@@ -35,7 +35,8 @@ float current_scaling_scale(float amax, float fp8_max, const Float8CurrentScalin
 }
 
 Fp8Metadata::Fp8Metadata(int64_t amax_history_len) {
-  WEFT_CHECK(amax_history_len >= 1, "[Fp8Metadata] amax_history_len must be at least 1, got ", amax_history_len);
+  WEFT_CHECK(amax_history_len >= 1 && amax_history_len <= kMaxAmaxHistoryLen, "[Fp8Metadata] amax_history_len must "
+             "lie in [1, ", kMaxAmaxHistoryLen, "], got ", amax_history_len);
   scale = ones({kNumFp8Roles}, kFloat32);
   scale_inv = ones({kNumFp8Roles}, kFloat32);
   amax_history = zeros({amax_history_len, kNumFp8Roles}, kFloat32);
@@ -93,7 +94,8 @@ void Fp8Metadata::set_scale_from_amax(Fp8Role role, const Tensor& amax, float fp
 }
 
 void Fp8Metadata::resize_amax_history(int64_t len) {
-  WEFT_CHECK(len >= 1, "[Fp8Metadata] amax_history_len must be at least 1, got ", len);
+  WEFT_CHECK(len >= 1 && len <= kMaxAmaxHistoryLen, "[Fp8Metadata] amax_history_len must lie in [1, ",
+             kMaxAmaxHistoryLen, "], got ", len);
   const int64_t old_len = amax_history_len();
   if (len == old_len) return;
   std::vector<float> rows(static_cast<size_t>(len * kNumFp8Roles), 0.0f);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "tensor/enum_check.h"
 #include "tensor/error.h"
 
 namespace weft::precision {
@@ -15,14 +16,20 @@ const T& value_as(const std::string& key, const RecipeValue& value, const char* 
   return *v;
 }
 
+constexpr int kNumFp8Formats = 3;       // E4M3, E5M2, HYBRID
+constexpr int kNumAmaxComputeAlgos = 2;  // Max, MostRecent
+
 }  // namespace
 
 void validate(const Fp8Recipe& recipe) {
+  weft::detail::check_enum(fp8_format_of(recipe), kNumFp8Formats, "fp8 recipe", "Fp8Format");
   WEFT_CHECK(fp8_format_of(recipe) != Fp8Format::E5M2, "[fp8 recipe] Pure E5M2 training is not supported: "
              "use fp8_format E4M3 or HYBRID (E5M2 for the gradients only)");
   if (const auto* d = std::get_if<DelayedScaling>(&recipe)) {
-    WEFT_CHECK(d->amax_history_len >= 1, "[DelayedScaling] amax_history_len must be at least 1, got ",
+    WEFT_CHECK(d->amax_history_len >= 1 && d->amax_history_len <= kMaxAmaxHistoryLen,
+               "[DelayedScaling] amax_history_len must lie in [1, ", kMaxAmaxHistoryLen, "], got ",
                d->amax_history_len);
+    weft::detail::check_enum(d->amax_compute_algo, kNumAmaxComputeAlgos, "DelayedScaling", "AmaxComputeAlgo");
     WEFT_CHECK(d->margin >= -100 && d->margin <= 100, "[DelayedScaling] margin must lie in [-100, 100], got ",
                d->margin);
   } else {
@@ -37,6 +44,8 @@ Fp8Format fp8_format_of(const Fp8Recipe& recipe) {
 }
 
 DType fp8_dtype_for(Fp8Format format, Fp8Role role) {
+  weft::detail::check_enum(format, kNumFp8Formats, "fp8_dtype_for", "Fp8Format");
+  weft::detail::check_enum(role, kNumFp8Roles, "fp8_dtype_for", "Fp8Role");
   if (format == Fp8Format::E5M2) return kFloat8E5M2;
   if (format == Fp8Format::HYBRID && role == Fp8Role::GradOutput) return kFloat8E5M2;
   return kFloat8E4M3FN;
@@ -51,7 +60,10 @@ std::string_view to_string(Fp8Format format) {
   return "?";
 }
 
-std::string_view to_string(AmaxComputeAlgo algo) { return algo == AmaxComputeAlgo::Max ? "max" : "most_recent"; }
+std::string_view to_string(AmaxComputeAlgo algo) {
+  weft::detail::check_enum(algo, kNumAmaxComputeAlgos, "to_string", "AmaxComputeAlgo");
+  return algo == AmaxComputeAlgo::Max ? "max" : "most_recent";
+}
 
 std::string_view to_string(Fp8Role role) {
   switch (role) {

@@ -32,6 +32,9 @@ enum class AmaxComputeAlgo { Max, MostRecent };
 // The tensors of an FP8 GEMM layer that are cast, each with its own scale and amax history.
 enum class Fp8Role { Input = 0, Weight = 1, GradOutput = 2 };
 inline constexpr int kNumFp8Roles = 3;
+// The longest amax history a layer keeps: 2^20 steps (TransformerEngine's default is 1024), 12 MiB
+// a layer; beyond it a typo would ask for terabytes.
+inline constexpr int64_t kMaxAmaxHistoryLen = int64_t{1} << 20;
 
 struct DelayedScaling {
   int margin = 0;
@@ -51,9 +54,9 @@ struct Float8CurrentScaling {
 
 using Fp8Recipe = std::variant<DelayedScaling, Float8CurrentScaling>;
 
-// Throws weft::Error naming the field when a recipe cannot be used: E5M2 as fp8_format, a history
-// shorter than 1, a margin outside [-100, 100] (2^margin must be a normal float), a negative or
-// non-finite amax_epsilon.
+// Throws weft::Error naming the field when a recipe cannot be used: E5M2 as fp8_format, a value
+// outside an enum, a history shorter than 1 or longer than kMaxAmaxHistoryLen, a margin outside
+// [-100, 100] (2^margin must be a normal float), a negative or non-finite amax_epsilon.
 void validate(const Fp8Recipe& recipe);
 
 Fp8Format fp8_format_of(const Fp8Recipe& recipe);

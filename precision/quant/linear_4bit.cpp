@@ -62,7 +62,7 @@ void Linear4bitImpl::reset_parameters() {
 }
 
 void Linear4bitImpl::set_compute_dtype(std::optional<DType> dtype) {
-  WEFT_CHECK(!dtype || is_floating(*dtype), "[Linear4bit] the compute dtype must be floating, got ", *dtype);
+  if (dtype) nn::check_linear_dtype("Linear4bit", "the compute dtype", *dtype);
   options_.compute_dtype = dtype;
 }
 
@@ -97,6 +97,7 @@ std::string Linear4bitImpl::extra_repr() const {
 }
 
 Tensor Linear4bitImpl::forward(const Tensor& input) {
+  if (input.defined()) nn::check_linear_dtype("Linear4bit", "an input in", input.dtype());
   WEFT_CHECK(input.defined() && input.is_floating_point() && input.dim() >= 1 && input.size(-1) == in_features,
              "[Linear4bit] expected a floating input (*, ", in_features, "), got ",
              input.defined() ? weft::detail::cat(input.shape(), " ", input.dtype()) : std::string("none"));

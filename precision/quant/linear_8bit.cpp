@@ -102,6 +102,7 @@ std::string Linear8bitLtImpl::extra_repr() const {
 }
 
 Tensor Linear8bitLtImpl::forward(const Tensor& input) {
+  if (input.defined()) nn::check_linear_dtype("Linear8bitLt", "an input in", input.dtype());
   WEFT_CHECK(input.defined() && input.is_floating_point() && input.dim() >= 1 && input.size(-1) == in_features,
              "[Linear8bitLt] expected a floating input (*, ", in_features, "), got ",
              input.defined() ? weft::detail::cat(input.shape(), " ", input.dtype()) : std::string("none"));

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "precision/quant/codebooks.h"
+#include "tensor/enum_check.h"
 #include "tensor/error.h"
 
 namespace weft::precision::quant {
@@ -236,7 +237,10 @@ float absmax_of(const float* x, int64_t n) {
   return std::bit_cast<float>(m);
 }
 
-const QuantFormat& quant_format(QuantKind kind) { return kQuantFormats[static_cast<int>(kind)]; }
+const QuantFormat& quant_format(QuantKind kind) {
+  weft::detail::check_enum(kind, static_cast<int>(std::size(kQuantFormats)), "quant_format", "QuantKind");
+  return kQuantFormats[static_cast<int>(kind)];
+}
 
 const QuantFormat& quant_format(std::string_view name) {
   for (const QuantFormat& f : kQuantFormats)

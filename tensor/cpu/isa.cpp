@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "tensor/enum_check.h"
 #include "tensor/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -93,6 +94,7 @@ CpuIsa highest_level(const CpuFeatures& f) {
 }
 
 void check_supported(CpuIsa isa, const char* where) {
+  detail::check_enum(isa, static_cast<int>(std::size(kIsaNames)), where, "CpuIsa");
   WEFT_CHECK(isa <= cpu_isa_supported(), "[", where, "] this CPU supports instruction sets up to ",
              cpu_isa_name(cpu_isa_supported()), ", got a request for ", cpu_isa_name(isa));
 }
@@ -119,7 +121,10 @@ const CpuFeatures& cpu_features() {
   return features;
 }
 
-std::string_view cpu_isa_name(CpuIsa isa) { return kIsaNames[static_cast<int>(isa)]; }
+std::string_view cpu_isa_name(CpuIsa isa) {
+  detail::check_enum(isa, static_cast<int>(std::size(kIsaNames)), "cpu_isa_name", "CpuIsa");
+  return kIsaNames[static_cast<int>(isa)];
+}
 
 CpuIsa cpu_isa_from_name(std::string_view name) {
   for (int i = 0; i < static_cast<int>(std::size(kIsaNames)); ++i)

@@ -21,12 +21,14 @@
 
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/gemm/gemm.h"
+#include "tensor/enum_check.h"
 #include "tensor/parallel.h"
 
 namespace weft {
 namespace {
 
 std::atomic<GemmLibrary> active_library{GemmLibrary::Weft};
+constexpr int kNumGemmLibraries = 3;  // Weft, Eigen, OpenBLAS
 
 }  // namespace
 
@@ -46,6 +48,7 @@ GemmLibrary gemm_library_from_name(const std::string& name) {
 }
 
 bool cpu_gemm_library_available(GemmLibrary library) {
+  detail::check_enum(library, kNumGemmLibraries, "cpu_gemm_library_available", "GemmLibrary");
 #ifdef WEFT_HAVE_OPENBLAS
   (void)library;
   return true;
@@ -57,6 +60,7 @@ bool cpu_gemm_library_available(GemmLibrary library) {
 GemmLibrary cpu_gemm_library() { return active_library.load(); }
 
 void set_cpu_gemm_library(GemmLibrary library) {
+  detail::check_enum(library, kNumGemmLibraries, "set_cpu_gemm_library", "GemmLibrary");
   WEFT_CHECK(cpu_gemm_library_available(library), "[set_cpu_gemm_library] this build of weft has no ",
              to_string(library), "; install libopenblas-openmp-dev and reconfigure with -DWEFT_OPENBLAS=ON");
   active_library.store(library);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "error_message.h"
 #include "moments.h"
 #include "nn/all.h"
 
@@ -181,4 +182,15 @@ TEST_CASE("layers built under skip-init keep the allocator's bytes; built normal
   CHECK(ln->weight.to_vector<float>() == std::vector<float>(4, 1.0f));
   CHECK(ln->bias.to_vector<float>() == std::vector<float>(4, 0.0f));
   CHECK(default_generator().state() != fresh_state);
+}
+
+TEST_CASE("init refuses a Nonlinearity or FanMode outside its enumerators, naming it") {
+  Tensor w = zeros({3, 4});
+  CHECK(error_of([] { init::calculate_gain(static_cast<init::Nonlinearity>(7)); }) ==
+        "[calculate_gain] expected a valid Nonlinearity (0 to 6), got the value 7");
+  CHECK(error_of([&] { init::kaiming_uniform_(w, 0.0, static_cast<init::FanMode>(2)); }) ==
+        "[nn.init] expected a valid FanMode (0 to 1), got the value 2");
+  CHECK(error_of([&] { init::kaiming_normal_(w, 0.0, init::FanMode::FanIn, static_cast<init::Nonlinearity>(-1)); }) ==
+        "[calculate_gain] expected a valid Nonlinearity (0 to 6), got the value -1");
+  CHECK(equal(w, zeros({3, 4})));
 }

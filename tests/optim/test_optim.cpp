@@ -587,6 +587,16 @@ TEST_CASE("load_state_dict validates before it changes anything") {
     bad2.scalars["param_groups.0.momentum"] = "-1";
     expect_refused(bad2, "invalid momentum");
   }
+  SUBCASE("values a step would turn into inf or NaN, named by key") {
+    optim::OptimizerState bad = good;
+    bad.scalars["param_groups.0.lr"] = "inf";
+    expect_refused(bad, "[SGD.load_state_dict] 'param_groups.0.lr' must be a finite number, got inf");
+    optim::OptimizerState bad2;
+    bad2.scalars = good.scalars;
+    for (const auto& [name, t] : good.tensors)
+      bad2.tensors.insert(name, name == "state.1.momentum_buffer" ? full({2}, std::nan("")) : t);
+    expect_refused(bad2, "[SGD.load_state_dict] 'state.1.momentum_buffer' holds 2 inf or NaN value(s)");
+  }
 
   SUBCASE("a good dict loads, converting state to the state dtype") {
     optim::OptimizerState with_f64;

@@ -162,7 +162,7 @@ TEST_CASE("the amax history resizes keeping the current row and the newest finis
   CHECK(column(meta, Fp8Role::Input) == std::vector<float>{1, 4});
   meta.resize_amax_history(5);
   CHECK(column(meta, Fp8Role::Input) == std::vector<float>{1, 0, 0, 0, 4});
-  CHECK_THROWS_WITH_AS(meta.resize_amax_history(0), "[Fp8Metadata] amax_history_len must be at least 1, got 0",
+  CHECK_THROWS_WITH_AS(meta.resize_amax_history(0), "[Fp8Metadata] amax_history_len must lie in [1, 1048576], got 0",
                        Error);
 }
 
@@ -191,7 +191,7 @@ TEST_CASE("recipes validate, name their formats, and read mappings without chang
   CHECK_THROWS_WITH_AS(delayed_scaling_from_mapping({{"fp8_format", std::string("E5M2")}}),
                        doctest::Contains("Pure E5M2 training is not supported"), Error);
   CHECK_THROWS_WITH_AS(validate(DelayedScaling{.amax_history_len = 0}),
-                       "[DelayedScaling] amax_history_len must be at least 1, got 0", Error);
+                       "[DelayedScaling] amax_history_len must lie in [1, 1048576], got 0", Error);
   CHECK_THROWS_WITH_AS(validate(Float8CurrentScaling{.amax_epsilon = -1.0f}),
                        doctest::Contains("amax_epsilon must be finite and non-negative"), Error);
 
