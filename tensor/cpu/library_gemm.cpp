@@ -190,7 +190,8 @@ void library_gemm(GemmLibrary library, Tensor a, Tensor b, const Tensor& out, bo
 #ifdef WEFT_HAVE_EIGEN
     eigen_block<T>(a, la, b, lb, out, accumulate, block);
 #else
-    (void)block;
+    (void)block;  // a build with neither library never gets here: set_cpu_gemm_library refuses both
+    (void)accumulate;
 #endif
   });
 }

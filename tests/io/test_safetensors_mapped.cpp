@@ -47,10 +47,11 @@ TEST_CASE("load_safetensors: aligned tensors are views of the file, with no tens
   io::SafetensorsFile loaded = io::load_safetensors(path);
   set_allocator(kCPU, nullptr);
   CHECK(counting.bytes == 0);
-  for (const auto& [name, t] : saved.items()) {
+  for (const auto& item : saved.items()) {
+    const std::string& name = item.first;  // named: clang 14 lets CAPTURE take no structured binding
     CAPTURE(name);
-    CHECK(loaded.tensors.at(name).dtype() == t.dtype());
-    CHECK(loaded.tensors.at(name).to_vector<double>() == t.to_vector<double>());
+    CHECK(loaded.tensors.at(name).dtype() == item.second.dtype());
+    CHECK(loaded.tensors.at(name).to_vector<double>() == item.second.to_vector<double>());
   }
 }
 

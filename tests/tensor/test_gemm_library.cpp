@@ -124,7 +124,9 @@ TEST_CASE("the GEMM library switch: weft's own by default and always there, Eige
       {GemmLibrary::Eigen, "[set_cpu_gemm_library] built without Eigen: configure with -DWEFT_EIGEN=ON"},
       {GemmLibrary::OpenBLAS, "[set_cpu_gemm_library] built without OpenBLAS: install libopenblas-openmp-dev and "
                               "configure with -DWEFT_OPENBLAS=ON"}};
-  for (const auto& [library, refusal] : optional) {
+  for (const auto& choice : optional) {
+    const GemmLibrary library = choice.first;  // named: clang 14 lets CAPTURE take no structured binding
+    const char* refusal = choice.second;
     CAPTURE(to_string(library));
     if (cpu_gemm_library_available(library)) {
       GemmLibraryGuard guard(library);
