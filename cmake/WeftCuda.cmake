@@ -39,7 +39,5 @@ function(weft_link_cuda target)
   set_target_properties(${target}_cuda_kernels PROPERTIES CUDA_ARCHITECTURES "${WEFT_CUDA_ARCHITECTURES}"
                                                           POSITION_INDEPENDENT_CODE ON CUDA_STANDARD 20)
   target_sources(${target} PRIVATE $<TARGET_OBJECTS:${target}_cuda_kernels>)
-  target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt ${WEFT_NCCL_LIBRARY})
-  # distributed/cuda/ (the NCCL process group) is compiled in and init_process_group offers it.
-  target_compile_definitions(${target} PRIVATE WEFT_HAVE_NCCL)
+  target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt)
 endfunction()

@@ -6,6 +6,7 @@
 #include "models/all.h"
 
 #include "distributed/coalesce.h"
+#include "distributed/dist_env.h"
 #include "distributed/ddp.h"
 #include "distributed/file_store.h"
 #include "distributed/fsdp.h"

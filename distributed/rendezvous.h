@@ -21,27 +21,11 @@
 #include <optional>
 #include <string>
 
+#include "distributed/dist_env.h"
 #include "distributed/process_group.h"
 #include "distributed/store.h"
 
 namespace weft::distributed {
-
-// torchrun's variables, read and checked.
-struct DistEnv {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  int local_world_size = 1;
-  std::string master_addr;
-  uint16_t master_port = 0;
-  bool launcher_hosts_store = false;  // TORCHELASTIC_USE_AGENT_STORE=True
-};
-
-// True when RANK and WORLD_SIZE are set (this process was started by a launcher).
-bool launched_by_launcher();
-// Reads the variables; fails naming any that is missing or malformed. MASTER_* may be absent
-// when `need_master` is false.
-DistEnv read_dist_env(bool need_master = true);
 
 struct InitOptions {
   std::string backend = "gloo";        // "gloo", or "nccl" in CUDA builds

@@ -7,7 +7,8 @@
 # resumes it for the second: the run moves from 2 ranks to 1, and the second epoch still matches.
 # (An fsdp checkpoint keys the optimizer state by parameter name, so it resumes under fsdp.)
 # Uses the 10,000-image Fashion-MNIST test split as the training set so it runs in seconds.
-# Usage: distributed_test.sh MLP_TRAIN WEFT_RUN WORK_DIR. Exits 77 (skipped) when the dataset is
+# Usage: distributed_test.sh MLP_TRAIN_DIST WEFT_RUN WORK_DIR (mlp_train_dist: mlp_train with the ddp
+# and fsdp strategies linked in). Exits 77 (skipped) when the dataset is
 # missing.
 set -euo pipefail
 trainer=$1

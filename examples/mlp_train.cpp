@@ -24,11 +24,13 @@
 // once per progress line and epoch, and a last, shorter batch runs eagerly. Precisions that need
 // a loss scaler (16-mixed) cannot be captured and are refused.
 //
-// Several processes: `weft-run -n 2 mlp_train --strategy ddp` (or fsdp; torchrun works too) trains
+// Several processes: `weft-run -n 2 mlp_train_dist --strategy ddp` (or fsdp; torchrun works too) trains
 // with data parallelism: --batch-size is the global batch, each rank takes its share of every
 // batch through Fabric's distributed sampler, and only rank 0 prints, logs and plots (every rank
 // evaluates the whole test set, since an fsdp forward needs all ranks). `--devices 2` without a
-// launcher makes Fabric start the two ranks itself.
+// launcher makes Fabric start the two ranks itself. mlp_train_dist is this program linked with
+// weft_distributed too (examples/CMakeLists.txt); mlp_train links the core library only, so it
+// carries no Gloo, and refuses the flags that need several processes, naming mlp_train_dist.
 //
 // Output: a progress line per step (loss, throughput), the test accuracy per epoch, a CSV log,
 // a PNG plot of the curves when gnuplot is installed, and a final JSON summary line that the
@@ -100,7 +102,8 @@ const char* kUsage = R"(usage: mlp_train [options]
                        the cpu), transformer-engine, transformer-engine-float16 (FP8 training),
                        or the aliases 64, 32, 16, bf16
   --gemm LIBRARY       weft, eigen or openblas: what computes matrix products (default weft:
-                       its own kernels for this CPU; openblas only when weft was built with it)
+                       its own kernels for this CPU; eigen and openblas only when weft was built
+                       with them, -DWEFT_EIGEN=ON, -DWEFT_OPENBLAS=ON)
   --strategy auto      auto, ddp or fsdp (several processes: under weft-run / torchrun, or --devices)
   --devices N          processes on this node (default: what the launcher started, else 1)
   --num-nodes M        nodes (default: what the launcher started, else 1)
@@ -251,8 +254,16 @@ void check_options(const Options& o) {
     if (!cuda::is_available())
       option_error("--device cuda: expected a CUDA GPU, got none (no driver or no device visible)");
   }
+  const bool several = o.strategy != "auto" || o.devices > 1 || o.num_nodes > 1 ||
+                       (distributed::launched_by_launcher() && distributed::read_dist_env(false).world_size > 1);
+  if (several && !fabric::strategy_available("ddp"))
+    option_error("--strategy, --devices, --num-nodes and launchers need several processes, which this build "
+                 "(linked without weft_distributed) cannot run; use mlp_train_dist");
   if (o.gemm == "openblas" && !cpu_gemm_library_available(GemmLibrary::OpenBLAS))
-    option_error("--gemm openblas: this build of weft has no OpenBLAS (install libopenblas-openmp-dev and rebuild)");
+    option_error("--gemm openblas: this build of weft has no OpenBLAS (install libopenblas-openmp-dev and configure "
+                 "with -DWEFT_OPENBLAS=ON)");
+  if (o.gemm == "eigen" && !cpu_gemm_library_available(GemmLibrary::Eigen))
+    option_error("--gemm eigen: this build of weft has no Eigen (configure with -DWEFT_EIGEN=ON)");
   const char* kinds[] = {"images-idx3", "labels-idx1"};
   for (const char* split : {"train", "t10k"})
     for (const char* kind : kinds) {
@@ -380,7 +391,11 @@ int main(int argc, char** argv) try {
   const distributed::DistEnv env = launched ? distributed::read_dist_env() : distributed::DistEnv{};
   fabric_options.devices = o.devices > 0 ? o.devices : env.local_world_size;
   fabric_options.num_nodes = o.num_nodes > 0 ? o.num_nodes : env.world_size / env.local_world_size;
-  fabric_options.auto_wrap_policy = distributed::module_type_auto_wrap_policy({"Linear"});
+  // fsdp: every Linear its own unit (what distributed::module_type_auto_wrap_policy({"Linear"}) gives,
+  // spelled here so that this program links without weft_distributed, which that helper is part of).
+  fabric_options.auto_wrap_policy = [](const nn::Module& module, const std::string&, int64_t) {
+    return module.type_name() == "Linear";
+  };
   fabric::Fabric fabric(fabric_options);
   fabric.launch();
   const int world = fabric.world_size();

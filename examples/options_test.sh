@@ -44,6 +44,9 @@ refuses "--lr expects a positive number, got -0.100000" --lr -0.1
 refuses "--lr expects a number, got 'inf'" --lr inf
 refuses "--lr expects a number, got 'fast'" --lr fast
 refuses "--gemm expects weft, eigen or openblas, got 'mkl'" --gemm mkl
+# mlp_train links the core library only (mlp_train_dist adds weft_distributed).
+refuses "(linked without weft_distributed) cannot run; use mlp_train_dist" --strategy ddp
+refuses "(linked without weft_distributed) cannot run; use mlp_train_dist" --devices 2
 refuses "--precision: [precision] " --precision 8-true
 refuses "--data-dir: 'nowhere/train-images-idx3-ubyte.gz': cannot open: No such file or directory; expected a folder with the Fashion-MNIST IDX .gz files" --data-dir nowhere
 refuses "--log: cannot create a file in directory 'missing'" --log missing/log.csv

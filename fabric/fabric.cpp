@@ -108,7 +108,7 @@ Fabric::Fabric(FabricOptions options)
                "'; construct it with device='", accelerator_, "'");
   so.timeout = options.timeout;
   so.ddp = options.ddp;
-  so.fsdp.sharding_strategy = distributed::parse_sharding_strategy(options.sharding_strategy);
+  so.sharding_strategy = options.sharding_strategy;
   so.fsdp.auto_wrap_policy = options.auto_wrap_policy;
   so.keep_low_precision_grads = options.keep_low_precision_grads;
   so.state_dict_type = options.state_dict_type;

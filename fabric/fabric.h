@@ -14,7 +14,9 @@
 // barrier) work across ranks, print() speaks on rank 0 only, save() has rank 0 write a full
 // checkpoint (or, under fsdp with state_dict_type "sharded", every rank its shard), and
 // distributed_sampler() hands each rank its share of a dataset. "cuda" fails: the build has no
-// CUDA backend.
+// CUDA backend. The ddp and fsdp strategies live in the weft_distributed library: a program that
+// uses them links weft::distributed, and one that does not is told so (Note [Strategy table] in
+// fabric/strategy.h); single-process training needs only the core library.
 //
 // Note [Backward guard]: when the plugin owns backward (requires_plugin_backward), every output
 // of a FabricModule that requires grad passes through an identity autograd node whose backward

@@ -1,15 +1,14 @@
-// The strategies' shared behaviour, single_device and ddp (fsdp is in fsdp_strategy.cpp).
+// The strategies' shared behaviour, single_device, and the table the multi-process strategies
+// register in (Note [Strategy table] in strategy.h; ddp and fsdp are in fabric/multiprocess/).
 #include "fabric/strategy.h"
 
-#include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "optim/clip_grad.h"
 #include "tensor/error.h"
 
 namespace weft::fabric {
-
-std::unique_ptr<Strategy> make_fsdp_strategy(StrategyOptions options, const std::string& precision);
-
 namespace {
 
 class SingleDeviceStrategy final : public Strategy {
@@ -17,44 +16,26 @@ class SingleDeviceStrategy final : public Strategy {
   explicit SingleDeviceStrategy(StrategyOptions options) : Strategy(std::move(options)) {}
 };
 
-class DDPStrategy final : public Strategy {
- public:
-  explicit DDPStrategy(StrategyOptions options) : Strategy(std::move(options)) {}
+// The strategies the weft_distributed library provides.
+constexpr const char* kMultiProcessStrategies[] = {"ddp", "fsdp"};
 
-  std::shared_ptr<nn::Module> wrap(const std::shared_ptr<nn::Module>& module) override {
-    return distributed::DistributedDataParallel(module, pg_, options_.ddp).ptr();
-  }
-
-  std::shared_ptr<void> no_backward_sync(nn::Module& wrapped) override {
-    auto& ddp = dynamic_cast<distributed::DistributedDataParallelImpl&>(wrapped);
-    ddp.set_requires_gradient_sync(false);
-    return std::shared_ptr<void>(nullptr, [&ddp](void*) { ddp.set_requires_gradient_sync(true); });
-  }
+struct StrategyTable {
+  std::mutex mutex;
+  std::map<std::string, StrategyFactory> factories;
 };
+
+StrategyTable& strategy_table() {
+  static StrategyTable table;
+  return table;
+}
 
 }  // namespace
 
-void Strategy::connect() {
-  distributed::InitOptions init;
-  init.timeout = options_.timeout;
-  if (distributed::launched_by_launcher()) {
-    env_ = distributed::read_dist_env(true);
-    pg_ = distributed::init_process_group(init);
-  } else {  // one process on its own: a group of one, whose store is never read again
-    char folder[] = "/tmp/weft-solo-XXXXXX";
-    WEFT_CHECK(::mkdtemp(folder) != nullptr, "[Fabric.launch] cannot create a temporary folder");
-    init.init_method = std::string("file://") + folder;
-    init.rank = 0;
-    init.world_size = 1;
-    pg_ = distributed::init_process_group(init);
-    std::filesystem::remove_all(folder);
-  }
-  // Precision code that must agree across ranks (FP8 amax) reduces through this group.
-  std::weak_ptr<distributed::ProcessGroup> weak = pg_;
-  cross_rank_ = std::make_unique<precision::CrossRankReductionGuard>([weak](const Tensor& values) {
-    if (auto pg = weak.lock()) pg->all_reduce(values, distributed::ReduceOp::Max)->wait();
-  });
+void Strategy::run_ranks(int nproc_per_node) {
+  WEFT_FAIL("[Fabric.launch] strategy '", name(), "' runs one process, got ", nproc_per_node, " per node");
 }
+
+void Strategy::all_gather(const Tensor& out, const Tensor& input) { Tensor(out).copy_(input.reshape({-1})); }
 
 double Strategy::clip_grad_norm(nn::Module&, const std::vector<Tensor>& params, double max_norm, double norm_type,
                                 bool error_if_nonfinite) {
@@ -70,7 +51,7 @@ std::shared_ptr<void> Strategy::no_backward_sync(nn::Module&) { return nullptr; 
 void Strategy::save(const std::filesystem::path& path, const nn::Module& module, nn::Module&,
                     const optim::Optimizer* optimizer, const io::SafetensorsMetadata& metadata) {
   if (global_rank() == 0) io::save_checkpoint(path, module, optimizer, metadata);
-  if (pg_) pg_->barrier()->wait();  // nobody reads the file before it is complete
+  barrier();  // nobody reads the file before it is complete
 }
 
 namespace {
@@ -96,10 +77,33 @@ void Strategy::load(const std::filesystem::path& path, nn::Module& module, nn::M
   io::apply_checkpoint(io::read_checkpoint(path), module, optimizer);
 }
 
+void register_strategy(const std::string& name, StrategyFactory factory) {
+  StrategyTable& table = strategy_table();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  WEFT_CHECK(name != "single_device" && name != "auto" && table.factories.count(name) == 0,
+             "[register_strategy] strategy '", name, "' is already registered");
+  table.factories.emplace(name, std::move(factory));
+}
+
+bool strategy_available(const std::string& name) {
+  if (name == "single_device") return true;
+  StrategyTable& table = strategy_table();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  return table.factories.count(name) > 0;
+}
+
 std::unique_ptr<Strategy> make_strategy(StrategyOptions options, const std::string& precision) {
   if (options.name == "single_device") return std::make_unique<SingleDeviceStrategy>(std::move(options));
-  if (options.name == "ddp") return std::make_unique<DDPStrategy>(std::move(options));
-  if (options.name == "fsdp") return make_fsdp_strategy(std::move(options), precision);
+  StrategyFactory factory;
+  {
+    StrategyTable& table = strategy_table();
+    std::lock_guard<std::mutex> lock(table.mutex);
+    if (const auto it = table.factories.find(options.name); it != table.factories.end()) factory = it->second;
+  }
+  if (factory) return factory(std::move(options), precision);
+  for (const char* multi : kMultiProcessStrategies)
+    WEFT_CHECK(options.name != multi, "[Fabric] strategy '", multi, "' needs weft_distributed: link weft::distributed "
+               "(CMake: target_link_libraries(... weft::distributed); pkg-config: weft-distributed)");
   WEFT_FAIL("[Fabric] expected strategy 'auto', 'single_device', 'ddp' or 'fsdp', got '", options.name, "'");
 }
 

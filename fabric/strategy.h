@@ -7,10 +7,18 @@
 //                   and optimizer state sharded; the precision's FSDP dtype table
 //                   (precision::FSDPPrecision) sets param / reduce / buffer dtypes
 //
-// A strategy holds the process group once connect() ran (after the launch) and answers what
-// differs per strategy: wrapping the module, which optimizers fit, clipping, checkpoints (rank 0
-// writes full checkpoints; FSDP can also write sharded ones) and gradient accumulation without
-// synchronisation.
+// A strategy answers what differs per strategy: the ranks and the collectives between them,
+// wrapping the module, which optimizers fit, clipping, checkpoints (rank 0 writes full
+// checkpoints; FSDP can also write sharded ones) and gradient accumulation without
+// synchronisation. This base is single_device's behaviour: one rank, and collectives with nothing
+// to exchange.
+//
+// Note [Strategy table]: the core library `weft` holds Fabric and single_device; the multi-process
+// strategies (fabric/multiprocess/) live in the `weft_distributed` library beside Gloo, and add
+// themselves to this table from a registration object. That object is linked into every program
+// that links weft::distributed, whose link interface names its anchor symbol
+// (WEFT_DISTRIBUTED_STRATEGIES_ANCHOR) for the linker to pull it in. A program that asks for ddp or
+// fsdp without linking it is told to link it, so a one-process program never carries Gloo.
 #pragma once
 
 #include <chrono>
@@ -23,9 +31,7 @@
 #include "distributed/ddp.h"
 #include "distributed/fsdp.h"
 #include "distributed/process_group.h"
-#include "distributed/rendezvous.h"
 #include "io/checkpoint.h"
-#include "precision/cross_rank.h"
 #include "precision/precision.h"
 
 namespace weft::fabric {
@@ -34,9 +40,10 @@ struct StrategyOptions {
   std::string name = "single_device";  // "single_device", "ddp" or "fsdp"
   std::chrono::milliseconds timeout{1'800'000};
   distributed::DDPOptions ddp;
-  distributed::FSDPOptions fsdp;        // mixed_precision is filled in from the precision plugin
-  bool keep_low_precision_grads = false;  // fsdp: copied into that mixed_precision
-  std::string state_dict_type = "full";  // fsdp: "full" (one file, rank 0) or "sharded" (a folder)
+  distributed::FSDPOptions fsdp;                 // mixed_precision is filled in from the precision plugin
+  std::string sharding_strategy = "FULL_SHARD";  // fsdp: parsed into fsdp.sharding_strategy
+  bool keep_low_precision_grads = false;         // fsdp: copied into that mixed_precision
+  std::string state_dict_type = "full";          // fsdp: "full" (one file, rank 0) or "sharded" (a folder)
 };
 
 class Strategy {
@@ -45,13 +52,24 @@ class Strategy {
   const std::string& name() const { return options_.name; }
 
   // ---- the ranks (0 of 1 before connect()) ----
-  void connect();
-  bool connected() const { return pg_ != nullptr; }
-  int global_rank() const { return pg_ ? pg_->rank() : 0; }
-  int world_size() const { return pg_ ? pg_->size() : 1; }
-  int local_rank() const { return env_.local_rank; }
-  int node_rank() const { return env_.local_world_size > 0 ? global_rank() / env_.local_world_size : 0; }
-  const std::shared_ptr<distributed::ProcessGroup>& process_group() const { return pg_; }
+  // Joins the other ranks (from their launcher's environment, or as a group of one);
+  // single_device has nobody to join.
+  virtual void connect() {}
+  virtual bool connected() const { return false; }
+  virtual int global_rank() const { return 0; }
+  virtual int world_size() const { return 1; }
+  virtual int local_rank() const { return 0; }
+  virtual int node_rank() const { return 0; }
+  // Starts `nproc_per_node` copies of this program as this node's ranks, waits for them and exits
+  // with their status (Fabric::launch without a launcher); single_device refuses.
+  [[noreturn]] virtual void run_ranks(int nproc_per_node);
+
+  // ---- collectives over the ranks, in place (one rank: nothing to exchange) ----
+  virtual void all_reduce(const Tensor& /*tensor*/, distributed::ReduceOp /*op*/) {}
+  // out: world_size() · input.numel() elements, every rank's input in rank order.
+  virtual void all_gather(const Tensor& out, const Tensor& input);
+  virtual void broadcast(const Tensor& /*tensor*/, int /*src*/) {}
+  virtual void barrier() {}
 
   // The module training runs through (DDP / FSDP around `module`, or `module` itself).
   virtual std::shared_ptr<nn::Module> wrap(const std::shared_ptr<nn::Module>& module) { return module; }
@@ -76,12 +94,22 @@ class Strategy {
   explicit Strategy(StrategyOptions options) : options_(std::move(options)) {}
 
   StrategyOptions options_;
-  distributed::DistEnv env_;
-  std::shared_ptr<distributed::ProcessGroup> pg_;
-  std::unique_ptr<precision::CrossRankReductionGuard> cross_rank_;
 };
 
-// The strategy `options.name` names, for a plugin of `precision` (fsdp needs its dtype table).
+// Makes a strategy from its options, for a plugin of `precision` (fsdp needs its dtype table).
+using StrategyFactory = std::function<std::unique_ptr<Strategy>(StrategyOptions options, const std::string& precision)>;
+
+// Adds `name` to the table (Note [Strategy table]); registering a name twice fails.
+void register_strategy(const std::string& name, StrategyFactory factory);
+
+// Whether make_strategy knows `name` in this program ("ddp" and "fsdp" only when it links
+// weft_distributed).
+bool strategy_available(const std::string& name);
+
+// The strategy `options.name` names, for a plugin of `precision`.
 std::unique_ptr<Strategy> make_strategy(StrategyOptions options, const std::string& precision);
 
 }  // namespace weft::fabric
+
+// Defined beside the registration of ddp and fsdp (Note [Strategy table]).
+#define WEFT_DISTRIBUTED_STRATEGIES_ANCHOR weft_distributed_strategies_anchor

@@ -1,11 +1,18 @@
 // libFuzzer target for the safetensors loader: any input must either load or be refused with a
 // weft::Error, without a sanitizer report, a crash or another exception type (libFuzzer reports
-// an escaping exception as a crash). An input that loads must survive a round trip: saving the
+// an escaping exception as a crash). Each input goes both ways in: from memory (copies), and as a
+// file that load_safetensors maps, whose aligned tensors are views of the mapping (Note
+// [Zero-copy loading] in io/safetensors.cpp); the two must agree, refusing with the same reason or
+// loading the same tensors. An input that loads must survive a round trip: saving the
 // loaded tensors and loading that again gives the same names, dtypes, shapes, bytes and
 // metadata, and the saved data region equals the input's, byte for byte (the loader returns
 // tensors in offset order and requires them to cover the region exactly).
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "weft.h"
@@ -29,15 +36,42 @@ bool same_tensors(const weft::nn::TensorDict& a, const weft::nn::TensorDict& b) 
   return true;
 }
 
+// The input as an in-memory file, loaded through load_safetensors's mapped path: the tensors, or
+// the refusal's reason after its prefix. The file descriptor closes before the tensors are used,
+// as a mapping outlives it.
+struct MappedLoad {
+  weft::io::SafetensorsFile file;
+  std::string error;
+};
+MappedLoad load_mapped(const uint8_t* data, size_t size) {
+  const int fd = ::memfd_create("fuzz_safetensors", 0);
+  if (fd < 0 || ::write(fd, data, size) != static_cast<ssize_t>(size)) __builtin_trap();
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  MappedLoad out;
+  try {
+    out.file = weft::io::load_safetensors(path);
+  } catch (const weft::Error& e) {
+    out.error = std::string(e.what()).substr(std::string("[load_safetensors] '").size() + path.size() + 3);
+  }
+  ::close(fd);
+  return out;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const MappedLoad mapped = load_mapped(data, size);
   weft::io::SafetensorsFile file;
   try {
     file = weft::io::load_safetensors_from_memory(data, size);
-  } catch (const weft::Error&) {
-    return 0;  // a clean refusal
+  } catch (const weft::Error& e) {
+    // A clean refusal, for the same reason both ways.
+    const std::string reason = std::string(e.what()).substr(std::string("[load_safetensors_from_memory] ").size());
+    if (mapped.error != reason) __builtin_trap();
+    return 0;
   }
+  if (!mapped.error.empty() || !same_tensors(file.tensors, mapped.file.tensors) || file.metadata != mapped.file.metadata)
+    __builtin_trap();
   const std::vector<uint8_t> saved = weft::io::save_safetensors_to_memory(file.tensors, file.metadata);
   const weft::io::SafetensorsFile again = weft::io::load_safetensors_from_memory(saved.data(), saved.size());
   if (!same_tensors(file.tensors, again.tensors) || file.metadata != again.metadata) __builtin_trap();

@@ -47,10 +47,4 @@ InputFile::~InputFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-int InputFile::release() {
-  const int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
 }  // namespace weft::io

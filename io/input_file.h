@@ -25,8 +25,6 @@ class InputFile {
 
   int fd() const { return fd_; }
   size_t size() const { return size_; }
-  // Hands the descriptor to the caller, who closes it from then on (e.g. through gzdopen).
-  int release();
 
  private:
   int fd_ = -1;

@@ -3,7 +3,8 @@
 // Loading runs in three steps, and nothing is allocated from a file's numbers before step 2 has
 // checked them against the bytes present: (1) the length prefix against the input size, (2) the
 // header, parsed and checked entry by entry and then as a whole (exact cover of the data
-// region), (3) copying each tensor's bytes into fresh CPU memory.
+// region), (3) each tensor: a view of the mapped file when it is aligned there (Note [Zero-copy
+// loading]), else its bytes copied into fresh CPU memory.
 #include "io/safetensors.h"
 
 #include <sys/mman.h>
@@ -11,7 +12,9 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -21,6 +24,7 @@
 #include "io/input_file.h"
 #include "io/safetensors_json.h"
 #include "tensor/ops.h"
+#include "tensor/storage.h"
 
 namespace weft::io {
 
@@ -231,7 +235,44 @@ void check_bools(const Entry& e, const uint8_t* data, const std::string& prefix)
                static_cast<int>(data[i]), "; expected 0 or 1");
 }
 
-SafetensorsFile load_buffer(const uint8_t* data, size_t size, const std::string& prefix) {
+// A mapped file, unmapped when the loader and every tensor viewing it are done with it.
+struct Mapping {
+  void* address = MAP_FAILED;
+  size_t size = 0;
+  Mapping(void* a, size_t n) : address(a), size(n) {}
+  ~Mapping() {
+    if (address != MAP_FAILED) ::munmap(address, size);
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+};
+
+// Note [Zero-copy loading]: load_safetensors maps the file MAP_PRIVATE with write permission, and
+// a tensor whose bytes in the mapping are aligned for its dtype becomes a view of them: a Storage
+// borrowing those bytes that holds the mapping alive. Nothing is copied or allocated, a model's
+// resident memory is the file's pages in the page cache, shared with every process that maps the
+// same file, and a page is copied only when a tensor first writes to it (copy-on-write: MAP_PRIVATE
+// never carries a write to the file). Tensors in an unaligned place (possible in files other
+// writers made) and empty ones are copied as before. The checks all run on the mapped bytes before
+// any tensor exists, so a hostile file is refused exactly as a copied one is. The one thing a
+// mapping adds: a file truncated by another program while mapped faults on access; weft's own
+// writers replace a file by rename (io/atomic_file.h), which leaves mapped pages intact.
+Tensor mapped_view(const std::shared_ptr<Mapping>& mapping, const uint8_t* bytes, const Shape& shape, DType dtype) {
+  auto impl = std::make_shared<weft::detail::TensorImpl>();
+  const size_t nbytes = static_cast<size_t>(weft::detail::shape_numel(shape)) * itemsize(dtype);
+  // The release does nothing itself: holding `mapping` keeps the file mapped while the storage lives.
+  impl->storage = Storage::borrow(const_cast<uint8_t*>(bytes), nbytes, kCPU, [mapping] {});
+  impl->shape = shape;
+  impl->strides = weft::detail::contiguous_strides(shape);
+  impl->dtype = dtype;
+  impl->device = kCPU;
+  return Tensor(std::move(impl));
+}
+
+// `mapping`: the mapping data lies in, whose aligned tensors become views of it; null: every
+// tensor is copied (data belongs to the caller).
+SafetensorsFile load_buffer(const uint8_t* data, size_t size, const std::string& prefix,
+                            const std::shared_ptr<Mapping>& mapping = nullptr) {
   WEFT_CHECK(size >= kLengthPrefixBytes, prefix, "the input is ", size,
              " bytes, shorter than the 8-byte header length every safetensors file starts with");
   WEFT_CHECK(data != nullptr, prefix, "null data pointer for ", size, " bytes");
@@ -253,19 +294,14 @@ SafetensorsFile load_buffer(const uint8_t* data, size_t size, const std::string&
 
   SafetensorsFile file;
   file.metadata = std::move(header.metadata);
-  for (Entry& e : header.entries)
-    file.tensors.insert(std::move(e.name), from_buffer(region + e.begin, e.shape, e.dtype));
+  for (Entry& e : header.entries) {
+    const uint8_t* bytes = region + e.begin;
+    const bool view = mapping != nullptr && e.end > e.begin && reinterpret_cast<uintptr_t>(bytes) % itemsize(e.dtype) == 0;
+    file.tensors.insert(std::move(e.name), view ? mapped_view(mapping, bytes, e.shape, e.dtype)
+                                                : from_buffer(bytes, e.shape, e.dtype));
+  }
   return file;
 }
-
-// Unmaps a mapped file however loading ends.
-struct Mapping {
-  void* address = MAP_FAILED;
-  size_t size = 0;
-  ~Mapping() {
-    if (address != MAP_FAILED) ::munmap(address, size);
-  }
-};
 
 std::string os_reason(int err) { return std::system_category().message(err); }
 
@@ -307,15 +343,13 @@ SafetensorsFile load_safetensors(const std::filesystem::path& path) {
   const InputFile file(path, "load_safetensors");
   const size_t size = file.size();
   if (size == 0) return load_buffer(nullptr, 0, prefix);  // mmap refuses empty mappings
-  // Mapping instead of reading: the loader then copies each tensor straight from the page cache
-  // into its storage. weft's own writes replace files by rename, so a mapped file is never
-  // truncated under the reader by weft.
-  Mapping mapping{::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0), size};
-  if (mapping.address == MAP_FAILED) {
+  // Note [Zero-copy loading]. The descriptor may close once the file is mapped.
+  auto mapping = std::make_shared<Mapping>(::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd(), 0), size);
+  if (mapping->address == MAP_FAILED) {
     const int err = errno;
     WEFT_FAIL(prefix, "cannot map the file into memory: ", os_reason(err));
   }
-  return load_buffer(static_cast<const uint8_t*>(mapping.address), size, prefix);
+  return load_buffer(static_cast<const uint8_t*>(mapping->address), size, prefix, mapping);
 }
 
 }  // namespace weft::io

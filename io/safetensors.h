@@ -18,6 +18,9 @@
 // trailing bytes), and BOOL bytes must be 0 or 1. Each problem is a weft::Error naming the tensor
 // and what was expected versus found. Tensors come back on the CPU in data-offset order (empty
 // tensors sharing an offset keep header order), which for a file weft wrote is the saved order.
+// load_safetensors maps the file and hands back aligned tensors as copy-on-write views of the
+// mapping, without copying them (Note [Zero-copy loading] in safetensors.cpp): writing to such a
+// tensor never reaches the file. load_safetensors_from_memory copies every tensor.
 // Stricter than the reference loader in three ways, each for safety: a tensor entry may hold only
 // dtype, shape and data_offsets; BOOL bytes must be 0 or 1; and the product of the non-zero
 // dimensions must fit in int64 (an empty tensor's strides are built from it).
@@ -51,8 +54,7 @@ std::vector<uint8_t> save_safetensors_to_memory(const nn::TensorDict& tensors,
                                                 const SafetensorsMetadata& metadata = {});
 
 SafetensorsFile load_safetensors(const std::filesystem::path& path);
-// The loader itself: load_safetensors maps the file and calls this, so it is also what the
-// fuzzer exercises.
+// The same checks on bytes the caller owns; every tensor is copied out of them.
 SafetensorsFile load_safetensors_from_memory(const uint8_t* data, size_t size);
 
 }  // namespace weft::io

@@ -3,8 +3,7 @@
 // the CPU kernel (formulas in optim/adam.h).
 // Bias corrections are computed in double from the step count, as PyTorch computes them in Python;
 // per-element scalars are then rounded to the compute type once, and each line of the loop is one
-// PyTorch op of _single_tensor_adam(w), in the same order. Those Eigen expressions are also the
-// scalar reference of the AVX2 and AVX-512 kernels (optim/update_avx2.cpp, update_avx512.cpp) that
+// PyTorch op of _single_tensor_adam(w), in the same order. That loop is also the scalar reference of the AVX2 and AVX-512 kernels (optim/update_avx2.cpp, update_avx512.cpp) that
 // float32 and float64 blocks take on CPUs that have them: the same operations in the same order, so
 // the same bits.
 #include "optim/adam.h"
@@ -29,8 +28,6 @@ namespace {
 
 using detail::AdamLaunch;
 using detail::AdamParam;
-using detail::Block;
-using detail::ConstBlock;
 using weft::detail::KernelRegistry;
 
 void validate_adam(const char* op, double lr, const std::pair<double, double>& betas, double eps,
@@ -81,19 +78,18 @@ void adam_update(const AdamParam& a, const AdamLaunch& s) {
       else detail::adam_block_avx2(block);
       return;
     }
-    Block<C> p(p_data, length), m(m_data + offset, length), v(v_data + offset, length);
-    alignas(64) C g_decayed[detail::kBlock];
-    if (coupled_decay) Block<C>(g_decayed, length) = ConstBlock<C>(g_data, length) + weight_decay * p;
-    const ConstBlock<C> g(coupled_decay ? g_decayed : g_data, length);
-    if (s.decoupled) p = p * decay_factor;
-    m = m * beta1 + one_minus_beta1 * g;
-    v = v * beta2 + one_minus_beta2 * g * g;
-    if (v_max_data) {
-      Block<C> v_max(v_max_data + offset, length);
-      v_max = v_max.max(v);
-      p = p + neg_step_size * m / (v_max.sqrt() * inv_bias_correction2_sqrt + eps);
-    } else {
-      p = p + neg_step_size * m / (v.sqrt() * inv_bias_correction2_sqrt + eps);
+    C* m = m_data + offset;
+    C* v = v_data + offset;
+    C* v_max = v_max_data ? v_max_data + offset : nullptr;
+    for (int64_t i = 0; i < length; ++i) {
+      C p = p_data[i];
+      const C g = coupled_decay ? g_data[i] + weight_decay * p : g_data[i];
+      if (s.decoupled) p = p * decay_factor;
+      m[i] = m[i] * beta1 + one_minus_beta1 * g;
+      v[i] = v[i] * beta2 + one_minus_beta2 * g * g;
+      C second = v[i];
+      if (v_max) second = v_max[i] = std::max(v_max[i], v[i]);  // NaN in v keeps v_max, as maxps(v, v_max)
+      p_data[i] = p + neg_step_size * m[i] / (std::sqrt(second) * inv_bias_correction2_sqrt + eps);
     }
   });
 }

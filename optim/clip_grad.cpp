@@ -16,7 +16,6 @@ namespace weft::optim {
 
 namespace {
 
-using detail::ConstBlock;
 using weft::detail::KernelRegistry;
 
 // Blocks per parallel task: fixed, so the order of the sums, and the norm, do not depend on the
@@ -61,7 +60,7 @@ double grad_norm_part(const Tensor& grad, double p) {
       else
         detail::convert_values(data + offset, length, widened);
       if (is_inf)
-        acc = nan_max(acc, ConstBlock<C>(x, length).abs().template maxCoeff<Eigen::PropagateNaN>());
+        for (int64_t i = 0; i < length; ++i) acc = nan_max(acc, std::abs(static_cast<double>(x[i])));
       else if (p == 2.0)
         acc += lane_sum(x, length, [](double v) { return v * v; });
       else if (p == 1.0)

@@ -3,11 +3,11 @@
 //
 // Every update is one pass over a parameter's contiguous memory, block by block: a block of
 // kBlock elements of parameter, gradient and state is read, updated in float32 (float64 for
-// float64 parameters) while it sits in L1 cache, and written back. The block kernels are Eigen
-// array expressions, which vectorise where a plain loop would not (std::sqrt may set errno, and
-// that keeps compilers from vectorising it), and which spell the formulas as they read; they are
-// also the scalar references of the AVX2 / AVX-512 kernels (optim/update_*.cpp) that float32
-// blocks, and Adam's float64 ones, take where the CPU has them.
+// float64 parameters) while it sits in L1 cache, and written back. The block kernels are plain
+// loops, one line per PyTorch op, which spell the formulas as they read; they are the scalar
+// references of the AVX2 / AVX-512 kernels (optim/update_*.cpp) that float32 blocks, and Adam's
+// float64 ones, take where the CPU has them (and only CPUs without AVX2, SGD's float64 blocks and
+// the tests run them).
 // float16 / bfloat16 parameters are widened on load and rounded to nearest even on store; their
 // state is float32 (optim::detail::state_dtype), so low-precision training keeps full-precision
 // moments. A float32 / float64 parameter also takes a float16 / bfloat16 gradient (FSDP's
@@ -16,15 +16,13 @@
 // as widening is exact the update is the one a full-precision gradient of the same values gives.
 // Large tensors are split over weft's threads in whole blocks.
 //
-// Internal to optim/: it includes Eigen, which weft links privately.
+// Internal to optim/.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
-
-#include <Eigen/Core>
 
 #include "tensor/cpu/convert.h"
 #include "tensor/dtype.h"
@@ -86,12 +84,6 @@ void dispatch_param_grad_dtype(DType param, DType grad, const std::string& op, F
               kIsNarrowFloat<P> ? "" : " (or float16 / bfloat16, widened in the update)");
   });
 }
-
-// A block of compute-type values as an Eigen array, without copying.
-template <class C>
-using Block = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
-template <class C>
-using ConstBlock = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 
 // Below this many elements an update runs on one thread: the fork costs more than it saves.
 inline constexpr int64_t kUpdateGrain = 32768;

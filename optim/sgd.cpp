@@ -1,8 +1,7 @@
 // SGD's option checks, its step (one kernel launch per device and group, optim/fused_kernels.h)
 // and the CPU kernel (formulas in optim/sgd.h). Scalars are rounded to the
 // compute type once, as PyTorch rounds a Python float to the tensor's dtype, and each line below
-// is one PyTorch op of _single_tensor_sgd, in the same order. Those Eigen expressions are also the
-// scalar reference of the AVX2 and AVX-512 kernels (optim/update_avx2.cpp, update_avx512.cpp)
+// is one PyTorch op of _single_tensor_sgd, in the same order. That loop is also the scalar reference of the AVX2 and AVX-512 kernels (optim/update_avx2.cpp, update_avx512.cpp)
 // that float32 blocks take on CPUs that have them, which keep a momentum buffer decayed into
 // denormals from costing a microcode assist per operation (Note [Denormal moments]).
 #include "optim/sgd.h"
@@ -32,8 +31,6 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options) : TypedOptimizer("SGD",
 
 namespace {
 
-using detail::Block;
-using detail::ConstBlock;
 using detail::SgdLaunch;
 using detail::SgdParam;
 using weft::detail::KernelRegistry;
@@ -61,25 +58,15 @@ void sgd_update(const SgdParam& a, const SgdLaunch& o) {
         return;
       }
     }
-    Block<C> p(p_data, length);
-    alignas(64) C d_data[detail::kBlock];
-    Block<C> d(d_data, length);
-    if (decay)
-      d = ConstBlock<C>(g_data, length) + weight_decay * p;
-    else
-      d = ConstBlock<C>(g_data, length);
-    if (buffer_data) {
-      Block<C> buf(buffer_data + offset, length);
-      if (first_step)
-        buf = d;
-      else
-        buf = buf * momentum + one_minus_dampening * d;
-      if (o.nesterov)
-        d = d + momentum * buf;
-      else
-        d = buf;
+    C* buf = buffer_data ? buffer_data + offset : nullptr;
+    for (int64_t i = 0; i < length; ++i) {
+      C d = decay ? g_data[i] + weight_decay * p_data[i] : g_data[i];
+      if (buf) {
+        buf[i] = first_step ? d : buf[i] * momentum + one_minus_dampening * d;
+        d = o.nesterov ? d + momentum * buf[i] : buf[i];
+      }
+      p_data[i] = p_data[i] + neg_lr * d;
     }
-    p = p + neg_lr * d;
   });
 }
 

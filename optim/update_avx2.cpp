@@ -1,6 +1,6 @@
 // The optimizers' updates on AVX2 (ISA kernel unit: Note [ISA kernel units] in
 // tensor/cpu/simd.h), eight float32 lanes at a time: Adam's and AdamW's, and SGD's. Each line is
-// one operation of the scalar path's Eigen expressions (adam_update in optim/adam.cpp, sgd_update
+// one operation of the scalar path's loops (adam_update in optim/adam.cpp, sgd_update
 // in optim/sgd.cpp), in the same order and without fused multiply-adds, so the result is bit for
 // bit the scalar path's (tests/optim/test_optim.cpp checks it). Adam's update is bound by the
 // vector divider and square root; this path runs them on 8 lanes where a build without
@@ -107,7 +107,7 @@ template <bool kCareful>
   v = _mm256_add_ps(mul(v, k.beta2, others), mul(mul(k.one_minus_beta2, g, others), g, others));
   __m256 second = v;
   if (b.v_max) {
-    // Eigen's max(a, b) is maxps(b, a): NaN in v gives v_max, as std::max(v_max, v) does.
+    // maxps(v, v_max): NaN in v gives v_max, as the scalar path's std::max(v_max, v) does.
     second = _mm256_max_ps(v, v_max);
     at.store(b.v_max, second);
   }

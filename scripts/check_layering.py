@@ -11,6 +11,10 @@ Rules:
      _avx512bf16.cpp, _amx.cpp) includes only tensor/cpu/simd.h and declaration headers, which themselves
      include nothing but <cstddef>/<cstdint> and define nothing inline or as a template
      (Note [ISA kernel units] in tensor/cpu/simd.h), and no standard header beyond those two.
+  4. A file of the core library (outside distributed/ and fabric/multiprocess/) includes no header
+     of fabric/multiprocess/: that code is only in weft_distributed, which a one-process program
+     does not link (Note [Strategy table] in fabric/strategy.h; the links of mlp_train and of the
+     package consumer check the rest of the split).
 
 Usage:
   check_layering.py [ROOT]     check the tree at ROOT (default: this script's repository)
@@ -28,6 +32,7 @@ ISA_UNIT = re.compile(r"_(avx2|avx512|avx512vnni|avx512bf16|amx)\.cpp$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh")
 DECLARATION_STD_HEADERS = {"cstddef", "cstdint"}
+DISTRIBUTED_ONLY = ("distributed/", "fabric/multiprocess/")
 
 
 def floor_of(path):
@@ -60,6 +65,8 @@ def check_library(root, rel, problems):
         if target_floor is not None and target_floor > floor:
             problems.append(f"{rel}: floor '{FLOORS[floor]}' includes {target} of the higher floor "
                             f"'{FLOORS[target_floor]}'")
+        elif target.startswith("fabric/multiprocess/") and not rel.startswith(DISTRIBUTED_ONLY):
+            problems.append(f"{rel}: a core library file includes {target}, which only weft_distributed has")
 
 
 def check_test(root, rel, problems):
@@ -134,6 +141,7 @@ def self_test():
         "tests/nn/test_w.cpp": '#include "io/helper.h"\n',
         "tensor/cpu/gemm_avx2.cpp": '#include "tensor/cpu/simd.h"\n#include <algorithm>\n',
         "tensor/cpu/gemm_avx512.cpp": '#include "tensor/cpu/simd.h"\n#include "tensor/ops.h"\n',
+        "fabric/fabric.cpp": '#include "fabric/multiprocess/process_group_strategy.h"\n',
     }
     expected = [
         "tensor/ops.h: floor 'tensor' includes nn/module.h of the higher floor 'nn'",
@@ -143,6 +151,7 @@ def self_test():
         "tests/nn/test_w.cpp: a test of floor 'nn' includes io/helper.h, a test helper of the higher floor 'io'",
         "tensor/cpu/gemm_avx2.cpp: ISA kernel unit includes <algorithm>",
         "tensor/cpu/gemm_avx512.cpp: includes tensor/ops.h, which is not a plain declaration header",
+        "fabric/fabric.cpp: a core library file includes fabric/multiprocess/process_group_strategy.h",
     ]
     with tempfile.TemporaryDirectory() as root:
         for rel, text in planted.items():

@@ -3,8 +3,11 @@
 # arguments). With --clang it also installs clang 14 with its sanitizer and libFuzzer runtimes and
 # LLVM's OpenMP, which the sanitizer, ThreadSanitizer and fuzz builds use. Run as root on
 # Debian 12. Packages already present are left alone, so a second run costs a few seconds.
+# The core library needs none of them at run time; Gloo is weft_distributed's, Eigen and OpenBLAS
+# are the benchmarks' peers (and GEMM choices with -DWEFT_EIGEN=ON / -DWEFT_OPENBLAS=ON), pkg-config
+# builds the package consumer test's second way.
 set -euo pipefail
-packages=(cmake ninja-build g++ python3 libeigen3-dev doctest-dev zlib1g-dev libopenblas-openmp-dev
+packages=(cmake ninja-build g++ python3 libeigen3-dev doctest-dev libopenblas-openmp-dev pkgconf
           dataset-fashion-mnist gnuplot-nox libsimde-dev libgloo-dev bible-kjv)
 clang_packages=(clang libclang-rt-14-dev libomp-14-dev)
 if [ "${1:-}" = "--clang" ]; then

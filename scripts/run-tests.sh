@@ -7,8 +7,33 @@
 #               together with each libFuzzer target (fuzz/) for FUZZ_SECONDS (default 30) each;
 #   --tsan      also builds the tests that start threads with clang under ThreadSanitizer and
 #               runs them.
+# Every stage is timed, and the times are printed at the end, whether the run passes or fails (CI's
+# budget: 40 minutes on 2 cores), with the slowest tests of the Release suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+stage_times=()
+# stage NAME COMMAND...: runs COMMAND, recording how long it took under NAME.
+stage() {
+  local name=$1 start=$SECONDS status=0
+  shift
+  echo "=== $name"
+  "$@" || status=$?
+  stage_times+=("$(printf '%-34s %4dm%02ds%s' "$name" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) \
+                    "$([ $status -eq 0 ] || echo "  (failed: $status)")")")
+  return $status
+}
+print_times() {
+  echo "=== stage times"
+  printf '%s\n' "${stage_times[@]}"
+  printf '%-34s %4dm%02ds\n' "total" $((SECONDS / 60)) $((SECONDS % 60))
+  if [ -f build/Testing/Temporary/LastTest.log ]; then
+    echo "=== slowest tests (Release build)"
+    awk '/^[0-9]+\/[0-9]+ Testing: /{name=$3} /^Test time = /{print $4, name}' build/Testing/Temporary/LastTest.log |
+      sort -rn | head -8 | awk '{printf "  %8.1f s  %s\n", $1, $2}'
+  fi
+}
+trap print_times EXIT
 sanitize=false
 tsan=false
 for arg in "$@"; do
@@ -18,11 +43,12 @@ for arg in "$@"; do
     *) echo "usage: scripts/run-tests.sh [--sanitize] [--tsan]" >&2; exit 2 ;;
   esac
 done
-if $sanitize || $tsan; then bash scripts/install-deps.sh --clang; else bash scripts/install-deps.sh; fi
+if $sanitize || $tsan; then stage "install dependencies" bash scripts/install-deps.sh --clang
+else stage "install dependencies" bash scripts/install-deps.sh; fi
 
-CC=gcc CXX=g++ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_BENCH=OFF
-cmake --build build
-ctest --test-dir build --output-on-failure
+stage "build (Release, g++)" bash -c 'CC=gcc CXX=g++ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DWEFT_BUILD_BENCH=OFF && cmake --build build'
+stage "tests (Release)" ctest --test-dir build --output-on-failure
 
 # The CUDA backend is compiled wherever a toolkit is installed (CI's machines have CUDA 13 at
 # /usr/local/cuda, but no GPU) and its test binary run: without a GPU its GPU cases report as
@@ -30,28 +56,29 @@ ctest --test-dir build --output-on-failure
 # without debug info (ptxas still optimises the kernels), to keep the second compile short.
 nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
 if [ -x "$nvcc" ]; then
-  CC=gcc CXX=g++ cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
-        -DCMAKE_CUDA_FLAGS_DEBUG= -DWEFT_CUDA=ON -DWEFT_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc" \
-        -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF
-  cmake --build build-cuda --target test_tensor test_fabric
-  (cd build-cuda/tests && ./test_tensor && ./test_fabric)
+  stage "cuda build" bash -c 'CC=gcc CXX=g++ cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+        -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCMAKE_CUDA_FLAGS_DEBUG= -DWEFT_CUDA=ON -DWEFT_CUDA_ARCHITECTURES=90 \
+        -DCMAKE_CUDA_COMPILER="$0" -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF &&
+        cmake --build build-cuda --target test_tensor test_fabric' "$nvcc"
+  stage "cuda tests" bash -c 'cd build-cuda/tests && ./test_tensor && ./test_fabric'
 else
   echo "no CUDA toolkit at $nvcc: the CUDA build is skipped"
 fi
 
 if $sanitize; then
-  # -O0 without debug info: the sanitizers need neither, and compiling is most of CI's time.
-  CC=clang CXX=clang++ cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
-        -DWEFT_SANITIZE=ON -DWEFT_SIMD_EMULATION=ON -DWEFT_FUZZ=ON -DWEFT_FUZZ_SECONDS="${FUZZ_SECONDS:-30}" \
-        -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF
-  cmake --build build-sanitize
-  ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-sanitize --output-on-failure
+  # -O0 without debug info: the sanitizers need neither, and compiling is most of CI's time. One
+  # tree, built once: the suite and the fuzz targets share its instrumented library.
+  stage "sanitizer build (clang, ASan+UBSan)" bash -c 'CC=clang CXX=clang++ cmake -S . -B build-sanitize -G Ninja \
+        -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DWEFT_SANITIZE=ON -DWEFT_SIMD_EMULATION=ON \
+        -DWEFT_FUZZ=ON -DWEFT_FUZZ_SECONDS="${FUZZ_SECONDS:-30}" -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF &&
+        cmake --build build-sanitize'
+  stage "sanitizer tests + fuzzing" env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-sanitize --output-on-failure
 fi
 if $tsan; then
   # Only the library and the threaded tests are built (tests/CMakeLists.txt); -O1 keeps
   # ThreadSanitizer's slowdown small.
-  CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 \
-        -DWEFT_TSAN=ON -DWEFT_OPENBLAS=OFF -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF
-  cmake --build build-tsan
-  TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure
+  stage "tsan build (clang)" bash -c 'CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+        -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DWEFT_TSAN=ON -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF &&
+        cmake --build build-tsan'
+  stage "tsan tests" env TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure
 fi

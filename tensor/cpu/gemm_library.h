@@ -1,11 +1,12 @@
 // Which code computes floating-point matrix products on the CPU.
 //
-// Weft (the default) is weft's own GEMM (tensor/cpu/gemm/gemm.h): float32, and bfloat16 read as
-// such, on kernels chosen at run time for the CPU (tensor/cpu/isa.h); float64 and float16 go to
-// Eigen. Eigen and OpenBLAS (when weft is built with it, see WEFT_OPENBLAS) remain choices, to
-// compare against and as a way out: both run single-threaded per block of C on weft's thread pool,
-// so no second pool (OpenMP's) ever competes with it for the cores. Integer products use none.
-// The choice is process-wide; tests switch it to check that all give the same products.
+// Weft (the default) is weft's own GEMM (tensor/cpu/gemm/gemm.h): float32, float64, and bfloat16
+// read as such, on kernels chosen at run time for the CPU (tensor/cpu/isa.h); float16 is widened
+// to float32. Eigen and OpenBLAS remain choices where the build links them (-DWEFT_EIGEN=ON,
+// -DWEFT_OPENBLAS=ON; both off by default), to compare against and as a way out: both run
+// single-threaded per block of C on weft's thread pool, so no second pool (OpenMP's) ever competes
+// with it for the cores. Integer products use none. The choice is process-wide; tests switch it to
+// check that all give the same products.
 #pragma once
 
 #include <string>
@@ -20,7 +21,7 @@ const char* to_string(GemmLibrary library);
 // Parses "weft", "eigen" or "openblas"; throws weft::Error listing them otherwise.
 GemmLibrary gemm_library_from_name(const std::string& name);
 
-// True for Weft and Eigen always; for OpenBLAS only in a build that links it.
+// True for Weft always; for Eigen and OpenBLAS only in a build that links them.
 bool cpu_gemm_library_available(GemmLibrary library);
 
 GemmLibrary cpu_gemm_library();

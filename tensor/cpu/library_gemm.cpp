@@ -1,4 +1,6 @@
 // Eigen's and OpenBLAS's GEMMs behind weft's thread pool, and the process-wide library choice.
+// Each is compiled in only when the build asks for it (WEFT_EIGEN, WEFT_OPENBLAS: both off by
+// default, so the default library needs neither); a choice this build lacks is refused up front.
 //
 // Operands are handed over in place whenever each matrix is row-major or a transposed view of a
 // row-major matrix (both libraries take both); an operand strided in both dims, or whose rows
@@ -8,13 +10,15 @@
 // so its OpenMP runtime never starts a team that would spin against weft's pool.
 #include "tensor/cpu/library_gemm.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <atomic>
 #include <limits>
 #include <mutex>
 #include <optional>
 
+#ifdef WEFT_HAVE_EIGEN
+#include <Eigen/Core>
+#endif
 #ifdef WEFT_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -47,22 +51,34 @@ GemmLibrary gemm_library_from_name(const std::string& name) {
   WEFT_FAIL("[gemm_library] expected one of weft, eigen, openblas, got '", name, "'");
 }
 
+#ifdef WEFT_HAVE_EIGEN
+constexpr bool kHaveEigen = true;
+#else
+constexpr bool kHaveEigen = false;
+#endif
+#ifdef WEFT_HAVE_OPENBLAS
+constexpr bool kHaveOpenBLAS = true;
+#else
+constexpr bool kHaveOpenBLAS = false;
+#endif
+
 bool cpu_gemm_library_available(GemmLibrary library) {
   detail::check_enum(library, kNumGemmLibraries, "cpu_gemm_library_available", "GemmLibrary");
-#ifdef WEFT_HAVE_OPENBLAS
-  (void)library;
-  return true;
-#else
-  return library != GemmLibrary::OpenBLAS;
-#endif
+  switch (library) {
+    case GemmLibrary::Weft: return true;
+    case GemmLibrary::Eigen: return kHaveEigen;
+    case GemmLibrary::OpenBLAS: return kHaveOpenBLAS;
+  }
+  return false;
 }
 
 GemmLibrary cpu_gemm_library() { return active_library.load(); }
 
 void set_cpu_gemm_library(GemmLibrary library) {
-  detail::check_enum(library, kNumGemmLibraries, "set_cpu_gemm_library", "GemmLibrary");
-  WEFT_CHECK(cpu_gemm_library_available(library), "[set_cpu_gemm_library] this build of weft has no ",
-             to_string(library), "; install libopenblas-openmp-dev and reconfigure with -DWEFT_OPENBLAS=ON");
+  WEFT_CHECK(library != GemmLibrary::Eigen || kHaveEigen,
+             "[set_cpu_gemm_library] built without Eigen: configure with -DWEFT_EIGEN=ON");
+  WEFT_CHECK(library != GemmLibrary::OpenBLAS || kHaveOpenBLAS, "[set_cpu_gemm_library] built without OpenBLAS: "
+             "install libopenblas-openmp-dev and configure with -DWEFT_OPENBLAS=ON");
   active_library.store(library);
 }
 
@@ -95,16 +111,17 @@ std::optional<MatrixLayout> gemm_layout(const Tensor& t) {
   return std::nullopt;
 }
 
+// One block of C: rows [r0, r0+rows) and columns [c0, c0+cols) of product `index`.
+struct Block {
+  int64_t index, r0, rows, c0, cols;
+};
+
+#ifdef WEFT_HAVE_EIGEN
 template <class T>
 using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <class T>
 using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 using OuterStride = Eigen::OuterStride<Eigen::Dynamic>;
-
-// One block of C: rows [r0, r0+rows) and columns [c0, c0+cols) of product `index`.
-struct Block {
-  int64_t index, r0, rows, c0, cols;
-};
 
 // Calls fn with an Eigen map of matrix `index` of a (B, R, C) operand laid out as `layout`.
 template <class T, class Fn>
@@ -127,6 +144,7 @@ void eigen_block(const Tensor& a, MatrixLayout la, const Tensor& b, MatrixLayout
     });
   });
 }
+#endif
 
 #ifdef WEFT_HAVE_OPENBLAS
 // The caller has checked that every size and leading dimension fits OpenBLAS's 32-bit ints.
@@ -158,14 +176,11 @@ void library_gemm(GemmLibrary library, Tensor a, Tensor b, const Tensor& out, bo
   if (!gemm_layout(b)) b = dense(b);
   const MatrixLayout la = *gemm_layout(a), lb = *gemm_layout(b);
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
-  bool openblas = false;
-#ifdef WEFT_HAVE_OPENBLAS
   // OpenBLAS takes 32-bit sizes and leading dimensions; a product beyond them goes to Eigen.
-  const int64_t largest = std::max({m, n, k, la.ld, lb.ld});
-  openblas = library == GemmLibrary::OpenBLAS && largest <= std::numeric_limits<int>::max();
-#else
-  (void)library;
-#endif
+  const bool fits_int = std::max({m, n, k, la.ld, lb.ld}) <= std::numeric_limits<int>::max();
+  const bool openblas = library == GemmLibrary::OpenBLAS && fits_int;
+  WEFT_CHECK(openblas || kHaveEigen, "[matmul] OpenBLAS takes sizes below 2^31, got (", m, ", ", k, ") · (", k, ", ",
+             n, "); choose the gemm library 'weft' (set_cpu_gemm_library) for this product");
   const bool along_m = m >= n;
   const int64_t parts = std::clamp<int64_t>(2 * m * n * k / kWorkPerThread, 1, std::min<int64_t>(num_threads(), along_m ? m : n));
   parallel_for(batch * parts, [&](int64_t job) {
@@ -175,8 +190,12 @@ void library_gemm(GemmLibrary library, Tensor a, Tensor b, const Tensor& out, bo
 #ifdef WEFT_HAVE_OPENBLAS
     if (openblas) return openblas_block<T>(a, la, b, lb, out, accumulate, block);
 #endif
-    (void)openblas;
+#ifdef WEFT_HAVE_EIGEN
     eigen_block<T>(a, la, b, lb, out, accumulate, block);
+#else
+    (void)block;  // a build with neither library never gets here: set_cpu_gemm_library refuses both
+    (void)accumulate;
+#endif
   });
 }
 

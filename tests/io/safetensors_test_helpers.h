@@ -28,17 +28,6 @@ inline std::vector<uint8_t> file_bytes(std::string_view header, const std::vecto
   return out;
 }
 
-// The message of the weft::Error that loading `bytes` throws; fails the test if it loads.
-inline std::string load_error(const std::vector<uint8_t>& bytes) {
-  try {
-    weft::io::load_safetensors_from_memory(bytes.data(), bytes.size());
-  } catch (const weft::Error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("expected the load to throw weft::Error");
-  return "";
-}
-
 inline bool contains(const std::string& haystack, std::string_view needle) {
   return haystack.find(needle) != std::string::npos;
 }
@@ -60,5 +49,30 @@ inline std::filesystem::path data_dir() {
 }
 
 using weft::test::TempDir;  // the scratch directory (temp_dir.h)
+
+// The message of the weft::Error that loading `bytes` from memory throws; fails the test if it
+// loads. The same bytes written to a file go through load_safetensors's mapped path too (Note
+// [Zero-copy loading] in io/safetensors.cpp), which must refuse them with the same message after
+// its prefix (the path instead of "[load_safetensors_from_memory] ").
+inline std::string load_error(const std::vector<uint8_t>& bytes) {
+  std::string memory_error, file_error;
+  try {
+    weft::io::load_safetensors_from_memory(bytes.data(), bytes.size());
+  } catch (const weft::Error& e) {
+    memory_error = e.what();
+  }
+  if (memory_error.empty()) FAIL_CHECK("expected the load to throw weft::Error");
+  TempDir dir;
+  const std::filesystem::path path = dir / "input.safetensors";
+  write_bytes(path, bytes);
+  try {
+    weft::io::load_safetensors(path);
+  } catch (const weft::Error& e) {
+    file_error = e.what();
+  }
+  const std::string memory_prefix = "[load_safetensors_from_memory] ";
+  CHECK(file_error == "[load_safetensors] '" + path.string() + "': " + memory_error.substr(memory_prefix.size()));
+  return memory_error;
+}
 
 }  // namespace safetensors_test

@@ -1,11 +1,12 @@
-// read_idx: values, dtypes and shapes from small files written here (plain and gzip), the
-// rejection of malformed files, and the real Fashion-MNIST files when the package is installed.
+// read_idx: values, dtypes and shapes from small files written here (plain and gzip, the gzip
+// ones by hand: tests/io/deflate_writer.h), the rejection of malformed files, compressed or not,
+// and the real Fashion-MNIST files when the package is installed.
 #include <doctest/doctest.h>
-#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "deflate_writer.h"
 #include "io/all.h"
 
 using namespace weft;
@@ -22,10 +23,7 @@ void write_plain(const std::string& path, const std::vector<uint8_t>& bytes) {
 }
 
 void write_gzip(const std::string& path, const std::vector<uint8_t>& bytes) {
-  gzFile f = gzopen(path.c_str(), "wb");
-  REQUIRE(f != nullptr);
-  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
-  gzclose(f);
+  write_plain(path, testing::gzip_stored(bytes));
 }
 
 std::string error_of(const std::string& path) {
@@ -77,6 +75,19 @@ TEST_CASE("read_idx rejects malformed files with the reason") {
   write_plain(path, {0, 0, 8, 3, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF});
   CHECK(error_of(path).find("implausible shape") != std::string::npos);
   CHECK(error_of(temp_path("does_not_exist")).find("cannot open") != std::string::npos);
+}
+
+TEST_CASE("read_idx checks a gzip file's contents as a plain one's, and refuses a corrupt gzip file") {
+  const std::string path = temp_path("bad.gz");
+  write_gzip(path, {0, 0, 8, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3});  // 3 of 6 elements
+  CHECK(error_of(path).find("file ends early while reading the elements (expected 6 bytes, got 3)") != std::string::npos);
+  std::vector<uint8_t> file = testing::gzip_stored(kUint8File);
+  file[file.size() - 8] ^= 1;  // the CRC-32
+  write_plain(path, file);
+  CHECK(error_of(path).rfind("[read_idx] " + path + ": corrupt data: CRC-32 mismatch (the data decodes to 0x", 0) == 0);
+  file.resize(file.size() - 3);
+  write_plain(path, file);
+  CHECK(error_of(path) == "[read_idx] " + path + ": truncated: the input ends inside a member's trailer (CRC-32 and size)");
 }
 
 TEST_CASE("the Fashion-MNIST files from Debian's package read as 60000 + 10000 images") {

@@ -1,4 +1,4 @@
-// The fsdp strategy: FullyShardedDataParallel under Fabric (see strategy.h).
+// The fsdp strategy: FullyShardedDataParallel under Fabric (see fabric/strategy.h).
 //
 // The precision's FSDP table gives the param / reduce / buffer dtypes (64-true is refused there,
 // as in Lightning). The optimizer must train the shards, so it is built after setup_module from
@@ -8,16 +8,17 @@
 // a folder (Note [Sharded checkpoint layout] in distributed/fsdp_sharded_checkpoint.cpp).
 #include <unordered_set>
 
-#include "fabric/strategy.h"
+#include "fabric/multiprocess/process_group_strategy.h"
 #include "precision/fsdp_precision.h"
 #include "tensor/error.h"
 
 namespace weft::fabric {
 namespace {
 
-class FSDPStrategy final : public Strategy {
+class FSDPStrategy final : public ProcessGroupStrategy {
  public:
-  FSDPStrategy(StrategyOptions options, const std::string& precision) : Strategy(std::move(options)) {
+  FSDPStrategy(StrategyOptions options, const std::string& precision) : ProcessGroupStrategy(std::move(options)) {
+    options_.fsdp.sharding_strategy = distributed::parse_sharding_strategy(options_.sharding_strategy);
     WEFT_CHECK(options_.state_dict_type == "full" || options_.state_dict_type == "sharded",
                "[Fabric] expected state_dict_type 'full' or 'sharded', got '", options_.state_dict_type, "'");
     options_.fsdp.mixed_precision = precision::FSDPPrecision(precision).mixed_precision_config();
