@@ -92,6 +92,31 @@ std::shared_ptr<CausalLM> build(const HfConfig& config) {
   return std::make_shared<LlamaForCausalLMImpl>(config.llama);
 }
 
+// Loads `weights` (already checked against the model) without copying what need not be copied:
+// a parameter or buffer whose file tensor has its dtype and shape takes that tensor itself — a
+// copy-on-write view of the mapped file (io/safetensors.h) — so the model's memory is the file's
+// pages, shared by every process that loads the file. The rest (other dtypes, quantized layers'
+// weights) are converted by load_state_dict.
+void adopt_or_load(nn::Module& model, const nn::TensorDict& weights) {
+  std::map<std::string, Tensor> handles;
+  for (auto& [name, t] : model.named_parameters()) handles.emplace(name, t);
+  for (auto& [name, t] : model.named_buffers()) handles.emplace(name, t);
+  for (const auto& [name, t] : weights) {
+    const auto it = handles.find(name);
+    if (it != handles.end() && !it->second.is_uninitialized() && it->second.dtype() == t.dtype() &&
+        it->second.shape() == t.shape() && it->second.device() == t.device() && t.is_contiguous())
+      it->second.set_data(t);
+  }
+  // A tied name (lm_head.weight) whose tensor took the file's data with its first name is done too.
+  const nn::TensorDict now = model.state_dict();
+  nn::TensorDict rest;
+  for (const auto& [name, t] : weights) {
+    const Tensor* mine = now.find(name);
+    if (mine == nullptr || mine->dtype() != t.dtype() || mine->data_ptr() != t.data_ptr()) rest.insert(name, t);
+  }
+  if (!rest.empty()) model.load_state_dict(rest, /*strict=*/false);
+}
+
 void write_text(const fs::path& path, const std::string& text) {
   io::AtomicFileWriter writer(path, "save_pretrained");
   writer.write(text.data(), text.size());
@@ -141,7 +166,7 @@ PretrainedModel from_pretrained(const fs::path& dir, const PretrainedOptions& op
     }
   }
   out.model->check_state_dict(weights, /*strict=*/true);
-  out.model->load_state_dict(weights, /*strict=*/true);
+  adopt_or_load(*out.model, weights);
   out.model->eval();
   out.model->requires_grad_(false);
   if (out.generation && !out.generation->eos_token_ids.empty()) out.model->eos_token_ids = out.generation->eos_token_ids;
