@@ -256,7 +256,9 @@ TEST_CASE("GPT: gradients of the loss match float64 central differences (tanh an
     gpt->loss(idx, targets).backward();
     const double eps = 1e-6;
     int checked = 0;
-    for (const auto& [name, p] : gpt->named_parameters()) {
+    for (const nn::NamedTensor& named : gpt->named_parameters()) {
+      const std::string& name = named.first;  // not a structured binding: clang 14's CAPTURE refuses one
+      const Tensor& p = named.second;
       CAPTURE(name);
       const Tensor grad = p.grad();
       REQUIRE(grad.defined());
