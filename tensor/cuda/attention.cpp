@@ -7,6 +7,7 @@
 #include "tensor/cuda/attention_launch.h"
 #include "tensor/cuda/capture.h"
 #include "tensor/cuda/cuda_backend.h"
+#include "tensor/cuda/runtime.h"
 #include "tensor/op_helpers.h"
 
 namespace weft::detail {

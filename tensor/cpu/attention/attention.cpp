@@ -41,11 +41,30 @@
 namespace weft::detail {
 namespace {
 
-constexpr int64_t kBr = 64;  // queries per block: the columns of every tile
+constexpr int64_t kBr = 128;  // queries per block: the columns of every tile
 constexpr int64_t kBc = 64;  // keys per tile
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 using Buffer = AlignedVector<float>;
+
+// Per-thread scratch, one buffer per slot, kept from call to call: a backward's per-head buffers
+// are megabytes, and fresh ones are fresh pages every work item (their faults were ~5 % of a
+// backward at T = 1024).
+enum Slot { kQt, kRow, kScores, kOut, kMax, kSum, kAlpha, kKeys, kValues, kQRows, kDOutT, kDOut, kD, kDQt, kDK, kDV,
+            kDScores, kDropped, kSlots };
+
+float* scratch(Slot slot, int64_t n) {
+  thread_local Buffer buffers[kSlots];
+  Buffer& b = buffers[slot];
+  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
+float* scratch_filled(Slot slot, int64_t n, float value) {
+  float* p = scratch(slot, n);
+  std::fill_n(p, n, value);
+  return p;
+}
 
 const AttentionTiles& tiles_for(CpuIsa isa) {
   if (isa >= CpuIsa::Avx512) return kAttentionTilesAvx512;
@@ -98,20 +117,20 @@ void store_row(T* p, int64_t stride, int64_t n, const float* src) {
 }
 
 // Rows r0 .. r0+rows of a key or value head as float32 rows: in place when they already are,
-// else widened into `buffer`. Returns the first row and sets `ld` to the row stride.
+// else widened into the scratch `slot`. Returns the first row and sets `ld` to the row stride.
 template <class T>
 const float* rows_of(const View4<const T>& t, int64_t n, int64_t h, int64_t r0, int64_t rows, int64_t width,
-                     Buffer& buffer, int64_t& ld) {
+                     Slot slot, int64_t& ld) {
   if constexpr (std::is_same_v<T, float>) {
     if (t.s3 == 1) {
       ld = t.s2;
       return t.row(n, h, r0);
     }
   }
-  buffer.resize(static_cast<size_t>(rows * width));
-  for (int64_t r = 0; r < rows; ++r) load_row(t.row(n, h, r0 + r), t.s3, width, buffer.data() + r * width);
+  float* buffer = scratch(slot, rows * width);
+  for (int64_t r = 0; r < rows; ++r) load_row(t.row(n, h, r0 + r), t.s3, width, buffer + r * width);
   ld = width;
-  return buffer.data();
+  return buffer;
 }
 
 // The mask of (n, h) for queries i0.. (cols) and keys j0.. (rows) added to the transposed score
@@ -198,11 +217,15 @@ void forward_typed(const AttentionForward& a) {
     const int64_t n = item / (Hq * blocks), h = item / blocks % Hq, hk = h / group;
     const int64_t i0 = item % blocks * kBr, br = std::min(kBr, L - i0);
     const int cols = static_cast<int>(br);
-    Buffer qt(static_cast<size_t>(E * kBr)), row(static_cast<size_t>(std::max(E, Ev)));
-    Buffer s(static_cast<size_t>(kBc * kBr)), ot(static_cast<size_t>(Ev * kBr), 0.0f);
-    Buffer m(kBr, -kInf), l(kBr, 0.0f), alpha(kBr), kbuf, vbuf;
+    float* qt = scratch(kQt, E * kBr);
+    float* row = scratch(kRow, std::max(E, Ev));
+    float* s = scratch(kScores, kBc * kBr);
+    float* ot = scratch_filled(kOut, Ev * kBr, 0.0f);
+    float* m = scratch_filled(kMax, kBr, -kInf);
+    float* l = scratch_filled(kSum, kBr, 0.0f);
+    float* alpha = scratch(kAlpha, kBr);
     for (int64_t i = 0; i < br; ++i) {
-      load_row(q.row(n, h, i0 + i), q.s3, E, row.data());
+      load_row(q.row(n, h, i0 + i), q.s3, E, row);
       for (int64_t e = 0; e < E; ++e) qt[e * kBr + i] = row[e] * scale;
     }
     const int64_t keys = a.is_causal ? std::min(S, i0 + br) : S;
@@ -210,21 +233,21 @@ void forward_typed(const AttentionForward& a) {
       const int64_t bc = std::min(kBc, keys - j0);
       const int rows = static_cast<int>(bc);
       int64_t k_ld = 0, v_ld = 0;
-      const float* kt = rows_of(k, n, hk, j0, bc, E, kbuf, k_ld);
-      const float* vt = rows_of(v, n, hk, j0, bc, Ev, vbuf, v_ld);
-      product(gemm, bc, br, E, kt, k_ld, 1, qt.data(), kBr, s.data(), kBr, false);
-      if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, s.data(), kBr);
-      tiles.softmax_step(s.data(), kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), m.data(), l.data(),
-                         alpha.data());
-      if (dropout.active()) dropout.apply(s.data(), s.data(), kBr, rows, cols, n * Hq + h, i0, j0);
-      tiles.rescale(ot.data(), kBr, static_cast<int>(Ev), cols, alpha.data());
-      product(gemm, Ev, br, bc, vt, 1, v_ld, s.data(), kBr, ot.data(), kBr, true);
+      const float* kt = rows_of(k, n, hk, j0, bc, E, kKeys, k_ld);
+      const float* vt = rows_of(v, n, hk, j0, bc, Ev, kValues, v_ld);
+      product(gemm, bc, br, E, kt, k_ld, 1, qt, kBr, s, kBr, false);
+      if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, s, kBr);
+      tiles.softmax_step(s, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), m, l,
+                         alpha);
+      if (dropout.active()) dropout.apply(s, s, kBr, rows, cols, n * Hq + h, i0, j0);
+      tiles.rescale(ot, kBr, static_cast<int>(Ev), cols, alpha);
+      product(gemm, Ev, br, bc, vt, 1, v_ld, s, kBr, ot, kBr, true);
     }
     float* lse_row = lse + (n * Hq + h) * L + i0;
     for (int64_t i = 0; i < br; ++i) {
       const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
       for (int64_t d = 0; d < Ev; ++d) row[d] = ot[d * kBr + i] * inv;
-      store_row(out.row(n, h, i0 + i), out.s3, Ev, row.data());
+      store_row(out.row(n, h, i0 + i), out.s3, Ev, row);
       lse_row[i] = l[i] > 0.0f ? m[i] + std::log(l[i]) : kInf;
     }
   });
@@ -245,20 +268,27 @@ void backward_typed(const AttentionBackward& a) {
 
   parallel_for(N * Hk, [&](int64_t item) {
     const int64_t n = item / Hk, hk = item % Hk;
-    Buffer qt(static_cast<size_t>(E * L)), qrows(static_cast<size_t>(L * E)), dot(static_cast<size_t>(Ev * L));
-    Buffer dorows(static_cast<size_t>(L * Ev)), dsum(static_cast<size_t>(L)), dqt(static_cast<size_t>(E * L));
-    Buffer dk(static_cast<size_t>(S * E), 0.0f), dv(static_cast<size_t>(S * Ev), 0.0f);
-    Buffer p(static_cast<size_t>(kBc * kBr)), dp(static_cast<size_t>(kBc * kBr)), pd;
-    Buffer orow(static_cast<size_t>(Ev)), row(static_cast<size_t>(std::max(E, Ev))), kbuf, vbuf;
-    if (dropout.active()) pd.resize(static_cast<size_t>(kBc * kBr));
+    float* qt = scratch(kQt, E * L);
+    float* qrows = scratch(kQRows, L * E);
+    float* dot = scratch(kDOutT, Ev * L);
+    float* dorows = scratch(kDOut, L * Ev);
+    float* dsum = scratch(kD, L);
+    float* dqt = scratch(kDQt, E * L);
+    float* dk = scratch_filled(kDK, S * E, 0.0f);
+    float* dv = scratch_filled(kDV, S * Ev, 0.0f);
+    float* p = scratch(kScores, kBc * kBr);
+    float* dp = scratch(kDScores, kBc * kBr);
+    float* pd = dropout.active() ? scratch(kDropped, kBc * kBr) : nullptr;
+    float* orow = scratch(kOut, Ev);
+    float* row = scratch(kRow, std::max(E, Ev));
     for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
       for (int64_t i = 0; i < L; ++i) {
-        float* qr = qrows.data() + i * E;
+        float* qr = qrows + i * E;
         load_row(q.row(n, h, i), q.s3, E, qr);
         for (int64_t e = 0; e < E; ++e) qt[e * L + i] = qr[e] * scale;
-        float* dor = dorows.data() + i * Ev;
+        float* dor = dorows + i * Ev;
         load_row(grad_out.row(n, h, i), grad_out.s3, Ev, dor);
-        load_row(out.row(n, h, i), out.s3, Ev, orow.data());
+        load_row(out.row(n, h, i), out.s3, Ev, orow);
         float d = 0.0f;
         for (int64_t e = 0; e < Ev; ++e) {
           dot[e * L + i] = dor[e];
@@ -266,42 +296,42 @@ void backward_typed(const AttentionBackward& a) {
         }
         dsum[i] = d;
       }
-      std::fill(dqt.begin(), dqt.end(), 0.0f);
+      std::fill_n(dqt, E * L, 0.0f);
       const float* lse_head = lse + (n * Hq + h) * L;
       for (int64_t j0 = 0; j0 < S; j0 += kBc) {
         const int64_t bc = std::min(kBc, S - j0);
         const int rows = static_cast<int>(bc);
         int64_t k_ld = 0, v_ld = 0;
-        const float* kt = rows_of(k, n, hk, j0, bc, E, kbuf, k_ld);
-        const float* vt = rows_of(v, n, hk, j0, bc, Ev, vbuf, v_ld);
+        const float* kt = rows_of(k, n, hk, j0, bc, E, kKeys, k_ld);
+        const float* vt = rows_of(v, n, hk, j0, bc, Ev, kValues, v_ld);
         for (int64_t i0 = a.is_causal ? j0 / kBr * kBr : 0; i0 < L; i0 += kBr) {
           const int64_t br = std::min(kBr, L - i0);
           const int cols = static_cast<int>(br);
-          product(gemm, bc, br, E, kt, k_ld, 1, qt.data() + i0, L, p.data(), kBr, false);
-          if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, p.data(), kBr);
-          tiles.probs(p.data(), kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), lse_head + i0);
-          product(gemm, bc, br, Ev, vt, v_ld, 1, dot.data() + i0, L, dp.data(), kBr, false);
-          const float* kept = p.data();
+          product(gemm, bc, br, E, kt, k_ld, 1, qt + i0, L, p, kBr, false);
+          if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, p, kBr);
+          tiles.probs(p, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), lse_head + i0);
+          product(gemm, bc, br, Ev, vt, v_ld, 1, dot + i0, L, dp, kBr, false);
+          const float* kept = p;
           if (dropout.active()) {
-            dropout.apply(p.data(), pd.data(), kBr, rows, cols, n * Hq + h, i0, j0);
-            dropout.apply(dp.data(), dp.data(), kBr, rows, cols, n * Hq + h, i0, j0);
-            kept = pd.data();
+            dropout.apply(p, pd, kBr, rows, cols, n * Hq + h, i0, j0);
+            dropout.apply(dp, dp, kBr, rows, cols, n * Hq + h, i0, j0);
+            kept = pd;
           }
-          product(gemm, bc, Ev, br, kept, kBr, 1, dorows.data() + i0 * Ev, Ev, dv.data() + j0 * Ev, Ev, true);
-          tiles.dscores(p.data(), dp.data(), kBr, rows, cols, dsum.data() + i0);
-          product(gemm, bc, E, br, dp.data(), kBr, 1, qrows.data() + i0 * E, E, dk.data() + j0 * E, E, true);
-          product(gemm, E, br, bc, kt, 1, k_ld, dp.data(), kBr, dqt.data() + i0, L, true);
+          product(gemm, bc, Ev, br, kept, kBr, 1, dorows + i0 * Ev, Ev, dv + j0 * Ev, Ev, true);
+          tiles.dscores(p, dp, kBr, rows, cols, dsum + i0);
+          product(gemm, bc, E, br, dp, kBr, 1, qrows + i0 * E, E, dk + j0 * E, E, true);
+          product(gemm, E, br, bc, kt, 1, k_ld, dp, kBr, dqt + i0, L, true);
         }
       }
       for (int64_t i = 0; i < L; ++i) {
         for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * L + i] * scale;
-        store_row(grad_q.row(n, h, i), grad_q.s3, E, row.data());
+        store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
       }
     }
     for (int64_t j = 0; j < S; ++j) {
       for (int64_t e = 0; e < E; ++e) row[e] = dk[j * E + e] * scale;
-      store_row(grad_k.row(n, hk, j), grad_k.s3, E, row.data());
-      store_row(grad_v.row(n, hk, j), grad_v.s3, Ev, dv.data() + j * Ev);
+      store_row(grad_k.row(n, hk, j), grad_k.s3, E, row);
+      store_row(grad_v.row(n, hk, j), grad_v.s3, Ev, dv + j * Ev);
     }
   });
 }
