@@ -15,8 +15,8 @@
 namespace weft {
 
 // The fused kernel the device runs now: on the CPU the tile kernels of the current instruction
-// set ("scalar", "avx2", "avx512"; tensor/cpu/isa.h), on CUDA "cuda"; "unfused" where the device
-// has none.
+// set ("scalar", "avx2", "avx512"; tensor/cpu/isa.h; at the amx level a bfloat16 forward also
+// runs its two products on AMX tiles), on CUDA "cuda"; "unfused" where the device has none.
 const char* attention_kernel_name(Device device = kCPU);
 
 namespace detail {

@@ -23,18 +23,22 @@
 //   dq = scale·dQᵀᵀ per head; dk = scale·dK, dv = dV per key/value head.
 // Work items own what they write (a block of out; a key/value head's dk, dv and its query heads'
 // dq), so no two threads touch one output. The backward runs N·Hk items in parallel: one head
-// and batch 1 runs on one thread.
+// and batch 1 runs on one thread. Memory: besides out and lse, the forward takes a few tiles per
+// thread; the backward (3E + 2Ev)·L + (E + Ev)·S floats per thread, linear in the context.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "tensor/attention_kernels.h"
 #include "tensor/cpu/aligned_vector.h"
+#include "tensor/cpu/amx_tiles.h"
 #include "tensor/cpu/attention/attention_tiles.h"
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/isa.h"
+#include "tensor/float_formats.h"
 #include "tensor/parallel.h"
 #include "tensor/philox.h"
 
@@ -199,6 +203,99 @@ int64_t diag_of(bool causal, int64_t i0, int64_t j0, int64_t rows) {
   return causal && j0 + rows - 1 > i0 ? j0 - i0 : kNoDiag;
 }
 
+// bfloat16 at CpuIsa::Amx: the forward's two products on AMX tiles (kGemmBf16Amx's microkernel,
+// 32×32 float32 C from bf16 K-pair panels, tdpbf16ps), the softmax as above. A first pass packs
+// every key/value head once (a whole-tensor copy, but per-tile packing would transpose each value
+// tile again for every query block): K as plain rows padded to whole AMX steps (E to a multiple of
+// 32), Vᵀ per tile of kBc keys (Ev rows of kBc). Per query block, q is packed into K-pair panels
+// once; per tile, Pᵀ is rounded to bf16 pairs (as PyTorch's bf16 kernels round P). A scale that is
+// a power of two (1/8 for heads of 64) is applied to q as it is packed, which is exact; any other
+// to the float32 scores, so q is never rounded again.
+void forward_amx(const AttentionForward& a) {
+  using Bits = AlignedVector<uint16_t>;
+  const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
+  const int64_t Hk = a.k.size(1), S = a.k.size(2), Ev = a.v.size(3), group = Hq / Hk;
+  const View4<const BFloat16> q(a.q), k(a.k), v(a.v);
+  const View4<BFloat16> out(a.out);
+  float* const lse = a.lse.data<float>();
+  const AttentionTiles& tiles = kAttentionTilesAvx512;
+  const GemmKernel& amx = kGemmBf16Amx;
+  const float scale = static_cast<float>(a.scale);
+  const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
+  const int64_t e_pad = (E + 31) / 32 * 32, ev_pad = (Ev + 31) / 32 * 32, s_pad = (S + kBc - 1) / kBc * kBc;
+  Bits keys(static_cast<size_t>(N * Hk * s_pad * e_pad), 0), values(static_cast<size_t>(N * Hk * s_pad * ev_pad), 0);
+  parallel_for(N * Hk, [&](int64_t item) {
+    const int64_t n = item / Hk, hk = item % Hk;
+    uint16_t* kp = keys.data() + item * s_pad * e_pad;
+    uint16_t* vp = values.data() + item * s_pad * ev_pad;
+    for (int64_t j = 0; j < S; ++j) {
+      const BFloat16* kr = k.row(n, hk, j);
+      const BFloat16* vr = v.row(n, hk, j);
+      for (int64_t e = 0; e < E; ++e) kp[j * e_pad + e] = kr[e * k.s3].bits;
+      uint16_t* tile = vp + j / kBc * ev_pad * kBc + j % kBc;
+      for (int64_t d = 0; d < Ev; ++d) tile[d * kBc] = vr[d * v.s3].bits;
+    }
+  });
+  const int64_t blocks = (L + kBr - 1) / kBr, e_pairs = e_pad / 2, panels = kBr / 32;
+  std::vector<float> scales(static_cast<size_t>(kBr), scale);
+  int exponent = 0;
+  const bool exact_scale = std::frexp(scale, &exponent) == 0.5f;
+  const float q_scale = exact_scale ? scale : 1.0f;
+
+  parallel_for(N * Hq * blocks, [&](int64_t item) {
+    const int64_t n = item / (Hq * blocks), h = item / blocks % Hq, hk = h / group;
+    const int64_t i0 = item % blocks * kBr, br = std::min(kBr, L - i0);
+    const int cols = static_cast<int>(br);
+    thread_local Bits q_pairs, p_pairs;
+    q_pairs.assign(static_cast<size_t>(panels * e_pairs * 64), 0);
+    p_pairs.resize(static_cast<size_t>(panels * (kBc / 2) * 64));
+    for (int64_t i = 0; i < br; ++i) {
+      const BFloat16* qr = q.row(n, h, i0 + i);
+      uint16_t* panel = q_pairs.data() + i / 32 * e_pairs * 64 + i % 32 * 2;
+      for (int64_t e = 0; e < E; ++e)
+        panel[e / 2 * 64 + e % 2] = float_to_bfloat16(bfloat16_to_float(qr[e * q.s3].bits) * q_scale);
+    }
+    float* row = scratch(kRow, std::max(E, Ev));
+    float* s = scratch(kScores, kBc * kBr);
+    float* ot = scratch_filled(kOut, ev_pad * kBr, 0.0f);
+    float* m = scratch_filled(kMax, kBr, -kInf);
+    float* l = scratch_filled(kSum, kBr, 0.0f);
+    float* alpha = scratch(kAlpha, kBr);
+    const uint16_t* kp = keys.data() + (n * Hk + hk) * s_pad * e_pad;
+    const uint16_t* vp = values.data() + (n * Hk + hk) * s_pad * ev_pad;
+    amx_configure_tiles();
+    const int64_t end = a.is_causal ? std::min(S, i0 + br) : S;
+    for (int64_t j0 = 0; j0 < end; j0 += kBc) {
+      const int64_t bc = std::min(kBc, end - j0);
+      const int rows = static_cast<int>(bc);
+      for (int64_t r0 = 0; r0 < bc; r0 += 32)
+        for (int64_t c0 = 0; c0 < br; c0 += 32)
+          amx.micro_bf16({e_pairs, kp + (j0 + r0) * e_pad, q_pairs.data() + c0 / 32 * e_pairs * 64, s + r0 * kBr + c0,
+                          kBr, static_cast<int>(std::min<int64_t>(32, bc - r0)),
+                          static_cast<int>(std::min<int64_t>(32, br - c0)), false});
+      if (!exact_scale) tiles.rescale(s, kBr, rows, cols, scales.data());
+      if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, s, kBr);
+      tiles.softmax_step(s, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), m, l, alpha);
+      if (dropout.active()) dropout.apply(s, s, kBr, rows, cols, n * Hq + h, i0, j0);
+      tiles.rescale(ot, kBr, static_cast<int>(Ev), cols, alpha);
+      attention_pairs_avx512(s, kBr, rows, cols, kBc / 2, p_pairs.data());
+      const uint16_t* vt = vp + j0 / kBc * ev_pad * kBc;
+      for (int64_t r0 = 0; r0 < Ev; r0 += 32)
+        for (int64_t c0 = 0; c0 < br; c0 += 32)
+          amx.micro_bf16({kBc / 2, vt + r0 * kBc, p_pairs.data() + c0 / 32 * (kBc / 2) * 64, ot + r0 * kBr + c0, kBr,
+                          static_cast<int>(std::min<int64_t>(32, Ev - r0)),
+                          static_cast<int>(std::min<int64_t>(32, br - c0)), true});
+    }
+    float* lse_row = lse + (n * Hq + h) * L + i0;
+    for (int64_t i = 0; i < br; ++i) {
+      const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+      for (int64_t d = 0; d < Ev; ++d) row[d] = ot[d * kBr + i] * inv;
+      store_row(out.row(n, h, i0 + i), out.s3, Ev, row);
+      lse_row[i] = l[i] > 0.0f ? m[i] + std::log(l[i]) : kInf;
+    }
+  });
+}
+
 template <class T>
 void forward_typed(const AttentionForward& a) {
   const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
@@ -207,6 +304,9 @@ void forward_typed(const AttentionForward& a) {
   const View4<T> out(a.out);
   float* const lse = a.lse.data<float>();
   const CpuIsa isa = cpu_isa();
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (isa == CpuIsa::Amx) return forward_amx(a);
+  }
   const AttentionTiles& tiles = tiles_for(isa);
   const GemmKernel& gemm = gemm_for(isa);
   const float scale = static_cast<float>(a.scale);
