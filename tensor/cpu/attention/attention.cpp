@@ -36,6 +36,7 @@
 #include "tensor/cpu/amx_tiles.h"
 #include "tensor/cpu/attention/attention_tiles.h"
 #include "tensor/cpu/convert.h"
+#include "tensor/cpu/convert_kernels.h"
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/float_formats.h"
@@ -203,6 +204,13 @@ int64_t diag_of(bool causal, int64_t i0, int64_t j0, int64_t rows) {
   return causal && j0 + rows - 1 > i0 ? j0 - i0 : kNoDiag;
 }
 
+// A bf16 scale applied exactly: a power of two (1/8 for heads of 64) multiplies bf16 values
+// without rounding, so q can carry it; any other scale goes on the float32 scores.
+bool exact_in_bf16(float scale) {
+  int exponent = 0;
+  return std::frexp(scale, &exponent) == 0.5f;
+}
+
 // bfloat16 at CpuIsa::Amx: the forward's two products on AMX tiles (kGemmBf16Amx's microkernel,
 // 32×32 float32 C from bf16 K-pair panels, tdpbf16ps), the softmax as above. A first pass packs
 // every key/value head once (a whole-tensor copy, but per-tile packing would transpose each value
@@ -238,8 +246,7 @@ void forward_amx(const AttentionForward& a) {
   });
   const int64_t blocks = (L + kBr - 1) / kBr, e_pairs = e_pad / 2, panels = kBr / 32;
   std::vector<float> scales(static_cast<size_t>(kBr), scale);
-  int exponent = 0;
-  const bool exact_scale = std::frexp(scale, &exponent) == 0.5f;
+  const bool exact_scale = exact_in_bf16(scale);
   const float q_scale = exact_scale ? scale : 1.0f;
 
   parallel_for(N * Hq * blocks, [&](int64_t item) {
@@ -353,6 +360,155 @@ void forward_typed(const AttentionForward& a) {
   });
 }
 
+// AMX products: c (+)= A·B over whole 32×32 C tiles of kGemmBf16Amx's microkernel, A a panel of
+// plain bf16 rows (2·pairs values each, at least 32 rows readable), B K-pair panels of 32 columns
+// (`pairs` each), c float32 with leading dimension ldc.
+void amx_product(int64_t m, int64_t n, int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc,
+                 bool accumulate) {
+  for (int64_t r0 = 0; r0 < m; r0 += 32)
+    for (int64_t c0 = 0; c0 < n; c0 += 32)
+      kGemmBf16Amx.micro_bf16({pairs, a + r0 * pairs * 2, b + c0 * pairs * 2, c + r0 * ldc + c0, ldc,
+                               static_cast<int>(std::min<int64_t>(32, m - r0)),
+                               static_cast<int>(std::min<int64_t>(32, n - c0)), accumulate});
+}
+
+// K-pair panels over the columns of rows x(i), i < rows (feature f at x(i)[f·stride]), width
+// features: panel p holds dst[(p·pairs + q)·64 + 2j + t] = x(32p + j)[2q + t] (the Bᵀ of a
+// product whose K runs over the features), zero past `rows` and `width` up to `pairs`, `panels`.
+template <class Row>
+void pairs_over_features(Row x, int64_t rows, int64_t width, int64_t stride, int64_t pairs, int64_t panels,
+                         float factor, uint16_t* dst) {
+  std::fill_n(dst, panels * pairs * 64, uint16_t{0});
+  for (int64_t i = 0; i < rows; ++i) {
+    const BFloat16* r = x(i);
+    uint16_t* panel = dst + i / 32 * pairs * 64 + i % 32 * 2;
+    for (int64_t f = 0; f < width; ++f)
+      panel[f / 2 * 64 + f % 2] = factor == 1.0f ? r[f * stride].bits
+                                                 : float_to_bfloat16(bfloat16_to_float(r[f * stride].bits) * factor);
+  }
+}
+
+// K-pair panels over the rows (K runs over i): dst[(p·pairs + q)·64 + 2c + t] = x(2q + t)[32p + c].
+template <class Row>
+void pairs_over_rows(Row x, int64_t rows, int64_t width, int64_t stride, int64_t pairs, int64_t panels,
+                     uint16_t* dst) {
+  std::fill_n(dst, panels * pairs * 64, uint16_t{0});
+  for (int64_t i = 0; i < rows; ++i) {
+    const BFloat16* r = x(i);
+    for (int64_t f = 0; f < width; ++f) dst[(f / 32 * pairs + i / 2) * 64 + f % 32 * 2 + i % 2] = r[f * stride].bits;
+  }
+}
+
+// rows × cols of a float32 tile (ld) as bf16 rows of `width` values, zero-padded to `padded_rows`.
+void bf16_rows(const float* src, int64_t ld, int rows, int cols, int64_t width, int64_t padded_rows, uint16_t* dst) {
+  std::fill_n(dst, padded_rows * width, uint16_t{0});
+  for (int r = 0; r < rows; ++r) float_to_bfloat16_avx512(src + r * ld, dst + r * width, cols);
+}
+
+// The backward of bfloat16 at CpuIsa::Amx: the five products on AMX tiles, everything else as the
+// float32 tiles do. Per key/value head K and V are packed once (rows, and Kᵀ per key tile); per
+// query head q and dO once, in the K-pair panels both of their products need; per tile Pᵀ and dSᵀ
+// are rounded to bf16 rows, dSᵀ also to K-pair panels.
+void backward_amx(const AttentionBackward& a) {
+  using Bits = AlignedVector<uint16_t>;
+  const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
+  const int64_t Hk = a.k.size(1), S = a.k.size(2), Ev = a.v.size(3), group = Hq / Hk;
+  const View4<const BFloat16> q(a.q), k(a.k), v(a.v), out(a.out), grad_out(a.grad_out);
+  const View4<BFloat16> grad_q(a.grad_q), grad_k(a.grad_k), grad_v(a.grad_v);
+  const float* const lse = a.lse.data<float>();
+  const AttentionTiles& tiles = kAttentionTilesAvx512;
+  const float scale = static_cast<float>(a.scale);
+  const bool exact_scale = exact_in_bf16(scale);
+  const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
+  const int64_t e_pad = (E + 31) / 32 * 32, ev_pad = (Ev + 31) / 32 * 32, s_pad = (S + kBc - 1) / kBc * kBc;
+  const int64_t blocks = (L + kBr - 1) / kBr, l_pad = blocks * kBr;
+  const int64_t e_pairs = e_pad / 2, ev_pairs = ev_pad / 2, i_pairs = kBr / 2, j_pairs = kBc / 2;
+  std::vector<float> scales(static_cast<size_t>(kBr), scale);
+
+  parallel_for(N * Hk, [&](int64_t item) {
+    const int64_t n = item / Hk, hk = item % Hk;
+    Bits k_rows(static_cast<size_t>(s_pad * e_pad), 0), v_rows(static_cast<size_t>(s_pad * ev_pad), 0);
+    Bits k_t(static_cast<size_t>(s_pad * e_pad), 0);
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t e = 0; e < E; ++e) {
+        k_rows[static_cast<size_t>(j * e_pad + e)] = k.row(n, hk, j)[e * k.s3].bits;
+        k_t[static_cast<size_t>(j / kBc * e_pad * kBc + e * kBc + j % kBc)] = k.row(n, hk, j)[e * k.s3].bits;
+      }
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t d = 0; d < Ev; ++d) v_rows[static_cast<size_t>(j * ev_pad + d)] = v.row(n, hk, j)[d * v.s3].bits;
+    Bits q_by_e(static_cast<size_t>(l_pad * e_pad)), do_by_d(static_cast<size_t>(l_pad * ev_pad));
+    Bits q_by_i(static_cast<size_t>(l_pad * e_pad)), do_by_i(static_cast<size_t>(l_pad * ev_pad));
+    Bits p_rows(static_cast<size_t>(kBc * kBr)), ds_rows(static_cast<size_t>(kBc * kBr));
+    Bits ds_pairs(static_cast<size_t>(kBr / 32 * j_pairs * 64));
+    float* dsum = scratch(kD, L);
+    float* dqt = scratch(kDQt, e_pad * L);
+    float* dk = scratch_filled(kDK, s_pad * e_pad, 0.0f);
+    float* dv = scratch_filled(kDV, s_pad * ev_pad, 0.0f);
+    float* p = scratch(kScores, kBc * kBr);
+    float* dp = scratch(kDScores, kBc * kBr);
+    float* pd = dropout.active() ? scratch(kDropped, kBc * kBr) : nullptr;
+    float* orow = scratch(kOut, 2 * Ev);
+    float* row = scratch(kRow, std::max(E, Ev));
+    amx_configure_tiles();
+    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+      for (int64_t ib = 0; ib < blocks; ++ib) {
+        const int64_t i0 = ib * kBr, br = std::min(kBr, L - i0);
+        auto q_row = [&](int64_t i) { return q.row(n, h, i0 + i); };
+        auto do_row = [&](int64_t i) { return grad_out.row(n, h, i0 + i); };
+        pairs_over_features(q_row, br, E, q.s3, e_pairs, kBr / 32, exact_scale ? scale : 1.0f,
+                            q_by_e.data() + i0 * e_pad);
+        pairs_over_features(do_row, br, Ev, grad_out.s3, ev_pairs, kBr / 32, 1.0f, do_by_d.data() + i0 * ev_pad);
+        pairs_over_rows(q_row, br, E, q.s3, i_pairs, e_pad / 32, q_by_i.data() + i0 * e_pad);
+        pairs_over_rows(do_row, br, Ev, grad_out.s3, i_pairs, ev_pad / 32, do_by_i.data() + i0 * ev_pad);
+      }
+      for (int64_t i = 0; i < L; ++i) {
+        load_row(grad_out.row(n, h, i), grad_out.s3, Ev, orow);
+        load_row(out.row(n, h, i), out.s3, Ev, orow + Ev);
+        float d = 0.0f;
+        for (int64_t e = 0; e < Ev; ++e) d += orow[e] * orow[Ev + e];
+        dsum[i] = d;
+      }
+      std::fill_n(dqt, e_pad * L, 0.0f);
+      const float* lse_head = lse + (n * Hq + h) * L;
+      for (int64_t j0 = 0; j0 < S; j0 += kBc) {
+        const int64_t bc = std::min(kBc, S - j0);
+        const int rows = static_cast<int>(bc);
+        for (int64_t i0 = a.is_causal ? j0 / kBr * kBr : 0; i0 < L; i0 += kBr) {
+          const int64_t br = std::min(kBr, L - i0);
+          const int cols = static_cast<int>(br);
+          amx_product(bc, br, e_pairs, k_rows.data() + j0 * e_pad, q_by_e.data() + i0 * e_pad, p, kBr, false);
+          if (!exact_scale) tiles.rescale(p, kBr, rows, cols, scales.data());
+          if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, p, kBr);
+          tiles.probs(p, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), lse_head + i0);
+          amx_product(bc, br, ev_pairs, v_rows.data() + j0 * ev_pad, do_by_d.data() + i0 * ev_pad, dp, kBr, false);
+          const float* kept = p;
+          if (dropout.active()) {
+            dropout.apply(p, pd, kBr, rows, cols, n * Hq + h, i0, j0);
+            dropout.apply(dp, dp, kBr, rows, cols, n * Hq + h, i0, j0);
+            kept = pd;
+          }
+          bf16_rows(kept, kBr, rows, cols, kBr, kBc, p_rows.data());
+          amx_product(bc, Ev, i_pairs, p_rows.data(), do_by_i.data() + i0 * ev_pad, dv + j0 * ev_pad, ev_pad, true);
+          tiles.dscores(p, dp, kBr, rows, cols, dsum + i0);
+          bf16_rows(dp, kBr, rows, cols, kBr, kBc, ds_rows.data());
+          amx_product(bc, E, i_pairs, ds_rows.data(), q_by_i.data() + i0 * e_pad, dk + j0 * e_pad, e_pad, true);
+          attention_pairs_avx512(dp, kBr, rows, cols, j_pairs, ds_pairs.data());
+          amx_product(E, br, j_pairs, k_t.data() + j0 / kBc * e_pad * kBc, ds_pairs.data(), dqt + i0, L, true);
+        }
+      }
+      for (int64_t i = 0; i < L; ++i) {
+        for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * L + i] * scale;
+        store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
+      }
+    }
+    for (int64_t j = 0; j < S; ++j) {
+      for (int64_t e = 0; e < E; ++e) row[e] = dk[j * e_pad + e] * scale;
+      store_row(grad_k.row(n, hk, j), grad_k.s3, E, row);
+      store_row(grad_v.row(n, hk, j), grad_v.s3, Ev, dv + j * ev_pad);
+    }
+  });
+}
+
 template <class T>
 void backward_typed(const AttentionBackward& a) {
   const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
@@ -361,6 +517,9 @@ void backward_typed(const AttentionBackward& a) {
   const View4<T> grad_q(a.grad_q), grad_k(a.grad_k), grad_v(a.grad_v);
   const float* const lse = a.lse.data<float>();
   const CpuIsa isa = cpu_isa();
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (isa == CpuIsa::Amx) return backward_amx(a);
+  }
   const AttentionTiles& tiles = tiles_for(isa);
   const GemmKernel& gemm = gemm_for(isa);
   const float scale = static_cast<float>(a.scale);
