@@ -74,11 +74,12 @@ int main(int argc, char** argv) {
   std::vector<int64_t> contexts = {256, 1024, 4096};
   if (quick) contexts = {256, 1024};
 
-  std::printf("attention (causal, batch 1, %lld heads x %lld), weft kernel %s, %d threads\n",
+  std::printf("attention (causal, batch 1, %lld heads x %lld), weft kernels: float32 %s, bfloat16 %s, %d threads\n",
               static_cast<long long>(heads), static_cast<long long>(head_size), weft::attention_kernel_name(),
-              threads);
+              weft::attention_kernel_name(weft::kCPU, weft::DType::BFloat16), threads);
   std::printf("%-9s %6s %12s %16s %14s\n", "dtype", "T", "forward ms", "fwd+bwd ms", "peak extra MiB");
   std::string json = std::string("{\"bench\":\"attention\",\"attention\":\"") + weft::attention_kernel_name() +
+                     "\",\"attention_bf16\":\"" + weft::attention_kernel_name(weft::kCPU, weft::DType::BFloat16) +
                      "\",\"threads\":" + std::to_string(threads) + ",\"cases\":[";
   bool first = true;
   for (const weft::DType dtype : {weft::kFloat32, weft::DType::BFloat16}) {

@@ -615,6 +615,9 @@ void cpu_attention_backward(const AttentionBackward& a) {
   visit_attention_dtype(a.q.dtype(), [&](auto tag) { backward_typed<decltype(tag)>(a); });
 }
 
-const char* cpu_attention_tiles_name() { return tiles_for(cpu_isa()).name; }
+const char* cpu_attention_kernel_name(DType dtype) {
+  const CpuIsa isa = cpu_isa();
+  return dtype == DType::BFloat16 && isa == CpuIsa::Amx ? "amx" : tiles_for(isa).name;
+}
 
 }  // namespace weft::detail
