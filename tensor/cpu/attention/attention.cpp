@@ -25,6 +25,11 @@
 // dq), so no two threads touch one output. The backward runs N·Hk items in parallel: one head
 // and batch 1 runs on one thread. Memory: besides out and lse, the forward takes a few tiles per
 // thread; the backward (3E + 2Ev)·L + (E + Ev)·S floats per thread, linear in the context.
+// Blocks: Br = 128 queries (four zmm across a score tile; against 64, half the key/value traffic
+// per product at long context), Bc = 64 keys.
+//
+// bfloat16 at CpuIsa::Amx runs the same loops with the products on AMX tiles (forward_amx,
+// backward_amx below); every other dtype and level uses the float32 tiles.
 #include <algorithm>
 #include <cmath>
 #include <limits>
