@@ -1,8 +1,8 @@
 // The precision floor in one include (and everything below it): precision inputs, plugins,
 // autocast, GradScaler, the FSDP/DeepSpeed precision tables, FP8 training (casts, recipes,
 // fp8_autocast, the FP8 GEMM, Fp8Linear, the transformer-engine plugin), FP8 weight-only inference
-// (Fp8WeightLinear), and the quantized formats,
-// kernels and layers with their plugin (bitsandbytes-compatible).
+// (Fp8WeightLinear), and the quantized formats, kernels and layers with their plugin
+// (bitsandbytes-compatible).
 #pragma once
 
 #include "io/all.h"
