@@ -1,8 +1,9 @@
 // The FP8-weight GEMV for AVX2 and FMA (8 float lanes), to float32 rounding of the scalar
 // reference (fp8_gemv_scalar.cpp). An ISA kernel unit: see Note [ISA kernel units] in
-// tensor/cpu/simd.h. The decode is the AVX-512 unit's (Note [E4M3 decode by multiplication] in
-// fp8_gemv_avx512.cpp) on half the lanes; with 16 vector registers the number of FMA chains per
-// input row shrinks as the rows per pass grow, so the accumulators never spill.
+// tensor/cpu/simd.h. The decode is the AVX-512 unit's (Note [E4M3 decode through float16] in
+// fp8_gemv_avx512.cpp) on half the lanes, F16C's vcvtph2ps widening 8 float16s at a time; with 16
+// vector registers the number of FMA chains per input row shrinks as the rows per pass grow, so
+// the accumulators never spill.
 #include "precision/fp8/fp8_gemv_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -10,13 +11,15 @@ namespace weft::detail {
 namespace {
 
 constexpr int64_t kLanes = 8;
-constexpr int kBatch = 4;  // input rows per pass over a weight row
+constexpr int64_t kGroup = 16;  // codes decoded at once: one 256-bit vector of float16s
+constexpr int kBatch = 4;       // input rows per pass over a weight row
 
-// 8 codes -> their float32 values.
-__m256 decode8(const uint8_t* codes) {
-  const __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes)));
-  const __m256i bits = _mm256_and_si256(_mm256_slli_epi32(c, 20), _mm256_set1_epi32(static_cast<int>(0x87F00000u)));
-  return _mm256_mul_ps(_mm256_castsi256_ps(bits), _mm256_set1_ps(0x1p120f));
+// 16 codes -> their values · 2^−8 as float32, in v[0] (codes 0..7) and v[1] (codes 8..15).
+void decode16(const uint8_t* codes, __m256* v) {
+  const __m256i c = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi16(static_cast<short>(0xBFFF)));
+  v[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+  v[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
 
 float horizontal_sum(__m256 v) {
@@ -29,38 +32,43 @@ float horizontal_sum(__m256 v) {
 
 float fma1(float a, float b, float c) { return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c))); }
 
-// sums[r] = Σ_k value(w[k]) · x[r·ldx + k], r < R:  w: (n) codes, x: (R, n) with row stride ldx.
+// sums[r] = Σ_k value(w[k]) · 2^−8 · x[r·ldx + k], r < R:  w: (n) codes, x: (R, n) with row stride ldx.
 template <int R>
 void dot_rows(const uint8_t* w, const float* x, int64_t ldx, int64_t n, float* sums) {
-  constexpr int kUnroll = R <= 2 ? 4 : 2;  // R · kUnroll accumulators + kUnroll codes in 16 registers
-  __m256 acc[R][kUnroll];
+  constexpr int kUnroll = R <= 2 ? 2 : 1;  // groups per step: R · 2 · kUnroll accumulators fit 16 registers
+  constexpr int kAcc = 2 * kUnroll;
+  __m256 acc[R][kAcc];
   for (int r = 0; r < R; ++r)
-    for (int u = 0; u < kUnroll; ++u) acc[r][u] = _mm256_setzero_ps();
+    for (int u = 0; u < kAcc; ++u) acc[r][u] = _mm256_setzero_ps();
   int64_t k = 0;
-  for (; k + kUnroll * kLanes <= n; k += kUnroll * kLanes) {
-    __m256 v[kUnroll];
-    for (int u = 0; u < kUnroll; ++u) v[u] = decode8(w + k + u * kLanes);
+  for (; k + kUnroll * kGroup <= n; k += kUnroll * kGroup) {
+    __m256 v[kAcc];
+    for (int g = 0; g < kUnroll; ++g) decode16(w + k + g * kGroup, v + 2 * g);
     for (int r = 0; r < R; ++r)
-      for (int u = 0; u < kUnroll; ++u)
+      for (int u = 0; u < kAcc; ++u)
         acc[r][u] = _mm256_fmadd_ps(v[u], _mm256_loadu_ps(x + r * ldx + k + u * kLanes), acc[r][u]);
   }
-  for (; k + kLanes <= n; k += kLanes) {
-    const __m256 v = decode8(w + k);
-    for (int r = 0; r < R; ++r) acc[r][0] = _mm256_fmadd_ps(v, _mm256_loadu_ps(x + r * ldx + k), acc[r][0]);
+  for (; k + kGroup <= n; k += kGroup) {
+    __m256 v[2];
+    decode16(w + k, v);
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < 2; ++u)
+        acc[r][u] = _mm256_fmadd_ps(v[u], _mm256_loadu_ps(x + r * ldx + k + u * kLanes), acc[r][u]);
   }
-  if (k < n) {  // the last n % 8 through zero-padded copies (a zero code times zero adds nothing)
-    alignas(32) uint8_t tail_w[kLanes] = {};
+  if (k < n) {  // the last n % 16 through zero-padded copies (a zero code times zero adds nothing)
+    alignas(32) uint8_t tail_w[kGroup] = {};
     for (int64_t t = k; t < n; ++t) tail_w[t - k] = w[t];
-    const __m256 v = decode8(tail_w);
+    __m256 v[2];
+    decode16(tail_w, v);
     for (int r = 0; r < R; ++r) {
-      alignas(32) float tail_x[kLanes] = {};
+      alignas(32) float tail_x[kGroup] = {};
       for (int64_t t = k; t < n; ++t) tail_x[t - k] = x[r * ldx + t];
-      acc[r][1] = _mm256_fmadd_ps(v, _mm256_load_ps(tail_x), acc[r][1]);
+      for (int u = 0; u < 2; ++u) acc[r][u] = _mm256_fmadd_ps(v[u], _mm256_load_ps(tail_x + u * kLanes), acc[r][u]);
     }
   }
   for (int r = 0; r < R; ++r) {
     __m256 total = acc[r][0];
-    for (int u = 1; u < kUnroll; ++u) total = _mm256_add_ps(total, acc[r][u]);
+    for (int u = 1; u < kAcc; ++u) total = _mm256_add_ps(total, acc[r][u]);
     sums[r] = horizontal_sum(total);
   }
 }
@@ -82,7 +90,7 @@ void fp8_gemv_avx2(const Fp8GemvArgs& a) {
         case 3: dot_rows<3>(w, x, a.in, a.in, sums); break;
         default: dot_rows<4>(w, x, a.in, a.in, sums); break;
       }
-      for (int64_t r = 0; r < rows; ++r) a.y[(i0 + r) * a.out + j] = fma1(sums[r], scale, bias);
+      for (int64_t r = 0; r < rows; ++r) a.y[(i0 + r) * a.out + j] = fma1(sums[r] * 256.0f, scale, bias);  // 2^8: exact
     }
   }
 }

@@ -2,15 +2,18 @@
 // reference (fp8_gemv_scalar.cpp). An ISA kernel unit: see Note [ISA kernel units] in
 // tensor/cpu/simd.h.
 //
-// Note [E4M3 decode by multiplication]: an E4M3 code s.eeee.mmm placed in a float32's bits with
-// its exponent and mantissa at the top of the float's (bits 20..26) and its sign at bit 31 reads
-// as ±2^(e−127)·1.mmm, or for e = 0 as the float32 denormal ±m·2^−129; one multiplication by
-// 2^120 (exact: a power of two, no overflow) gives ±2^(e−7)·1.mmm and ±m·2^−9, exactly the E4M3
-// normal and subnormal values, zeros included. Sign-extending the code byte to 32 bits and
-// shifting it left by 20 puts everything in place but smears the sign over bits 27..31; an AND
-// with 0x87F00000 keeps bit 31 and the seven magnitude bits. Four instructions per vector (load
-// with sign extension, shift, AND, multiply), no table and no blend. The NaN codes 0x7F / 0xFF
-// would read as ±480, which is why the layer refuses them (precision/fp8/fp8_gemv_kernels.h).
+// Note [E4M3 decode through float16]: every E4M3 value is a float16 value, and the code's bits
+// drop into a float16's almost in place: s.eeee.mmm -> s.0eeee.mmm0000000 is the float16
+// 2^(e−15)·1.mmm, or for e = 0 the float16 subnormal m·2^−17 — the E4M3 value times 2^−8, exactly,
+// subnormals included. Sign-extending the code byte to 16 bits and shifting it left by 7 puts
+// everything in place but copies the sign into bit 14 too, which an AND with 0xBFFF clears; then
+// vcvtph2ps widens 16 of them to float32, exactly and at full speed for float16 subnormals.
+// (Building the float32 bits directly and multiplying by 2^120 is one instruction shorter, but
+// makes the subnormal codes float32 denormals, whose multiplication takes a microcode assist of
+// about a hundred cycles: the GEMV slowed down twentyfold on weights with many small values.)
+// The kernels so accumulate Σ value·2^−8·x, exact multiples of the true partial sums, and
+// multiply by 2^8 before the scale: fma(acc·2^8, scale, bias). The NaN codes 0x7F / 0xFF would
+// read as ±480, which is why the layer refuses them (precision/fp8/fp8_gemv_kernels.h).
 // GCC 12's AVX-512 intrinsics read their own placeholder operands and so trip -Wuninitialized
 // wherever they are inlined (GCC bug 105593, fixed in GCC 13).
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
@@ -25,14 +28,17 @@ namespace weft::detail {
 namespace {
 
 constexpr int64_t kLanes = 16;
-constexpr int kBatch = 4;   // input rows per pass over a weight row (kBatch · kUnroll accumulators)
-constexpr int kUnroll = 4;  // vectors of codes per step: independent FMA chains hide the latency
+constexpr int64_t kGroup = 32;  // codes decoded at once: one 512-bit vector of float16s
+constexpr int kBatch = 4;       // input rows per pass over a weight row
+constexpr int kUnroll = 2;      // groups per step: 4 independent FMA chains per input row
 
-// 16 codes -> their float32 values (Note [E4M3 decode by multiplication]).
-__m512 decode16(const uint8_t* codes) {
-  const __m512i c = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
-  const __m512i bits = _mm512_and_si512(_mm512_slli_epi32(c, 20), _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
-  return _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(0x1p120f));
+// 32 codes -> their values · 2^−8 as float32, in v[0] (codes 0..15) and v[1] (codes 16..31)
+// (Note [E4M3 decode through float16]).
+void decode32(const uint8_t* codes, __m512* v) {
+  const __m512i c = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
+  const __m512i h = _mm512_and_si512(_mm512_slli_epi16(c, 7), _mm512_set1_epi16(static_cast<short>(0xBFFF)));
+  v[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+  v[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
 
 float horizontal_sum(__m512 v) {
@@ -45,37 +51,42 @@ float horizontal_sum(__m512 v) {
 
 float fma1(float a, float b, float c) { return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c))); }
 
-// sums[r] = Σ_k value(w[k]) · x[r·ldx + k], r < R:  w: (n) codes, x: (R, n) with row stride ldx.
+// sums[r] = Σ_k value(w[k]) · 2^−8 · x[r·ldx + k], r < R:  w: (n) codes, x: (R, n) with row stride ldx.
 template <int R>
 void dot_rows(const uint8_t* w, const float* x, int64_t ldx, int64_t n, float* sums) {
-  __m512 acc[R][kUnroll];
+  constexpr int kAcc = 2 * kUnroll;
+  __m512 acc[R][kAcc];
   for (int r = 0; r < R; ++r)
-    for (int u = 0; u < kUnroll; ++u) acc[r][u] = _mm512_setzero_ps();
+    for (int u = 0; u < kAcc; ++u) acc[r][u] = _mm512_setzero_ps();
   int64_t k = 0;
-  for (; k + kUnroll * kLanes <= n; k += kUnroll * kLanes) {
-    __m512 v[kUnroll];
-    for (int u = 0; u < kUnroll; ++u) v[u] = decode16(w + k + u * kLanes);
+  for (; k + kUnroll * kGroup <= n; k += kUnroll * kGroup) {
+    __m512 v[kAcc];
+    for (int g = 0; g < kUnroll; ++g) decode32(w + k + g * kGroup, v + 2 * g);
     for (int r = 0; r < R; ++r)
-      for (int u = 0; u < kUnroll; ++u)
+      for (int u = 0; u < kAcc; ++u)
         acc[r][u] = _mm512_fmadd_ps(v[u], _mm512_loadu_ps(x + r * ldx + k + u * kLanes), acc[r][u]);
   }
-  for (; k + kLanes <= n; k += kLanes) {
-    const __m512 v = decode16(w + k);
-    for (int r = 0; r < R; ++r) acc[r][0] = _mm512_fmadd_ps(v, _mm512_loadu_ps(x + r * ldx + k), acc[r][0]);
+  for (; k + kGroup <= n; k += kGroup) {
+    __m512 v[2];
+    decode32(w + k, v);
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < 2; ++u)
+        acc[r][u] = _mm512_fmadd_ps(v[u], _mm512_loadu_ps(x + r * ldx + k + u * kLanes), acc[r][u]);
   }
-  if (k < n) {  // the last n % 16 through zero-padded copies (a zero code times zero adds nothing)
-    alignas(64) uint8_t tail_w[kLanes] = {};
+  if (k < n) {  // the last n % 32 through zero-padded copies (a zero code times zero adds nothing)
+    alignas(64) uint8_t tail_w[kGroup] = {};
     for (int64_t t = k; t < n; ++t) tail_w[t - k] = w[t];
-    const __m512 v = decode16(tail_w);
+    __m512 v[2];
+    decode32(tail_w, v);
     for (int r = 0; r < R; ++r) {
-      alignas(64) float tail_x[kLanes] = {};
+      alignas(64) float tail_x[kGroup] = {};
       for (int64_t t = k; t < n; ++t) tail_x[t - k] = x[r * ldx + t];
-      acc[r][1] = _mm512_fmadd_ps(v, _mm512_load_ps(tail_x), acc[r][1]);
+      for (int u = 0; u < 2; ++u) acc[r][u] = _mm512_fmadd_ps(v[u], _mm512_load_ps(tail_x + u * kLanes), acc[r][u]);
     }
   }
   for (int r = 0; r < R; ++r) {
     __m512 total = acc[r][0];
-    for (int u = 1; u < kUnroll; ++u) total = _mm512_add_ps(total, acc[r][u]);
+    for (int u = 1; u < kAcc; ++u) total = _mm512_add_ps(total, acc[r][u]);
     sums[r] = horizontal_sum(total);
   }
 }
@@ -97,7 +108,7 @@ void fp8_gemv_avx512(const Fp8GemvArgs& a) {
         case 3: dot_rows<3>(w, x, a.in, a.in, sums); break;
         default: dot_rows<4>(w, x, a.in, a.in, sums); break;
       }
-      for (int64_t r = 0; r < rows; ++r) a.y[(i0 + r) * a.out + j] = fma1(sums[r], scale, bias);
+      for (int64_t r = 0; r < rows; ++r) a.y[(i0 + r) * a.out + j] = fma1(sums[r] * 256.0f, scale, bias);  // 2^8: exact
     }
   }
 }

@@ -5,7 +5,8 @@
 // Each computes, for the output rows j in [row_begin, row_end) and every input row i < m,
 //   y[i·out + j] = fma(Σ_k value(codes[j·in + k]) · x[i·in + k], scale_j, bias_j)
 // with value() the exact float32 value of an E4M3 code, the sum accumulated in float32
-// (the vector kernels keep several partial sums, so they agree with the reference to float32
+// (the vector kernels keep several partial sums, and sum the values times 2^-8 — Note [E4M3
+// decode through float16] in fp8_gemv_avx512.cpp — so they agree with the reference to float32
 // rounding, not bit for bit), scale_j = row_scales[j] or tensor_scale when row_scales is null, and
 // bias_j = 0 when bias is null. The codes must not hold the NaN codes 0x7F / 0xFF (the layer
 // never makes or loads them), which the vector decoders do not special-case.

@@ -143,8 +143,8 @@ TEST_CASE("Fp8WeightLinear quantizes to the scalar E4M3 cast of w / scale, bit f
       for (bool per_channel : {false, true}) {
         CAPTURE(dtype);
         CAPTURE(per_channel);
-        const Tensor w = test_weight(7, 235, dtype, 11);
-        Fp8WeightLinear layer = make_layer(235, 7, true, per_channel ? Fp8WeightGranularity::PerChannel
+        const Tensor w = test_weight(7, 251, dtype, 11);
+        Fp8WeightLinear layer = make_layer(251, 7, true, per_channel ? Fp8WeightGranularity::PerChannel
                                                                      : Fp8WeightGranularity::PerTensor, dtype);
         layer->quantize_weight(w);
         const ReferenceQuant want = reference_quantize(w, per_channel);
@@ -156,11 +156,11 @@ TEST_CASE("Fp8WeightLinear quantizes to the scalar E4M3 cast of w / scale, bit f
         if (per_channel) {
           CHECK(row_scales(*layer)[0] == 1.0f);                         // the all-zero row
           CHECK(row_scales(*layer)[2] == 40.0f / 448.0f);               // the outlier sets its row's scale
-          CHECK(codes_of(layer->weight)[2 * 235 + 235 / 2] == 0x7E);    // ... and becomes 448
+          CHECK(codes_of(layer->weight)[2 * 251 + 251 / 2] == 0x7E);    // ... and becomes 448
         } else {
           const std::vector<uint8_t> codes = codes_of(layer->weight);
           bool subnormal = false;  // the tiny row reaches the subnormal codes under the tensor's scale
-          for (int64_t k = 0; k < 235; ++k) subnormal = subnormal || ((codes[static_cast<size_t>(235 + k)] & 0x78) == 0 && (codes[static_cast<size_t>(235 + k)] & 0x07) != 0);
+          for (int64_t k = 0; k < 251; ++k) subnormal = subnormal || ((codes[static_cast<size_t>(251 + k)] & 0x78) == 0 && (codes[static_cast<size_t>(251 + k)] & 0x07) != 0);
           CHECK(subnormal);
         }
       }
@@ -205,12 +205,12 @@ TEST_CASE("Fp8WeightLinear forward equals the float64 product of the dequantized
           CAPTURE(dtype);
           CAPTURE(g == Fp8WeightGranularity::PerChannel);
           CAPTURE(bias);
-          Fp8WeightLinear layer = make_layer(235, 37, bias, g, dtype);
-          layer->quantize_weight(test_weight(37, 235, kFloat32, 5));
+          Fp8WeightLinear layer = make_layer(251, 37, bias, g, dtype);
+          layer->quantize_weight(test_weight(37, 251, kFloat32, 5));
           for (int64_t batch : {1, 3, 6, 9, 64}) {
             CAPTURE(batch);
             Generator gen(static_cast<uint64_t>(batch));
-            const Tensor x = randn({batch, 235}, kFloat32, &gen).to(dtype);
+            const Tensor x = randn({batch, 251}, kFloat32, &gen).to(dtype);
             const Tensor y = layer->forward(x);
             CHECK(y.dtype() == dtype);
             check_forward(*layer, x, y, dtype);
