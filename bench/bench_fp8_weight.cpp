@@ -133,10 +133,11 @@ int main(int argc, char** argv) {
     }
   }
   const int threads = weft::num_threads();
-  std::printf("bench_fp8_weight: batch-1 FP8 weight GEMV vs a read-only stream of the same bytes, %d threads each, "
-              "working set %.0f MB per side; kernel level %s%s\n\n",
-              threads, working_set_mb, std::string(weft::cpu_isa_name(weft::cpu_isa())).c_str(),
-              weft::cpu_isa_emulated() ? " (AVX-512 emulated: its figures mean nothing)" : "");
+  std::printf(
+      "bench_fp8_weight: batch-1 FP8 weight GEMV vs a read-only stream of the same bytes, %d threads each, "
+      "working set %.0f MB per side; kernel level %s%s\n\n",
+      threads, working_set_mb, std::string(weft::cpu_isa_name(weft::cpu_isa())).c_str(),
+      weft::cpu_isa_emulated() ? " (AVX-512 emulated: its figures mean nothing)" : "");
   std::printf("%6s %6s %7s %7s | %10s %12s %7s | %10s %12s %7s\n", "out", "in", "MB", "copies", "GEMV GB/s",
               "stream GB/s", "ratio", "best GEMV", "best stream", "ratio");
   std::vector<Row> rows;
@@ -149,17 +150,19 @@ int main(int argc, char** argv) {
                 r.gemv_best_gbs, r.stream_best_gbs, 100 * r.gemv_best_gbs / r.stream_best_gbs);
     std::fflush(stdout);
   }
-  std::printf("\n{\"bench\":\"fp8_weight\",\"threads\":%d,\"isa\":\"%s\",\"min_time_s\":%g,\"working_set_mb\":%g,"
-              "\"cases\":[",
-              threads, std::string(weft::cpu_isa_name(weft::cpu_isa())).c_str(), min_time, working_set_mb);
+  std::printf(
+      "\n{\"bench\":\"fp8_weight\",\"threads\":%d,\"isa\":\"%s\",\"min_time_s\":%g,\"working_set_mb\":%g,"
+      "\"cases\":[",
+      threads, std::string(weft::cpu_isa_name(weft::cpu_isa())).c_str(), min_time, working_set_mb);
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    std::printf("%s{\"out\":%lld,\"in\":%lld,\"weight_bytes\":%lld,\"gemv_gbs\":%.3f,\"stream_gbs\":%.3f,"
-                "\"gemv_vs_stream\":%.4f,\"best_gemv_gbs\":%.3f,\"best_stream_gbs\":%.3f,"
-                "\"best_gemv_vs_stream\":%.4f}",
-                i ? "," : "", static_cast<long long>(r.out), static_cast<long long>(r.in),
-                static_cast<long long>(r.out * r.in), r.gemv_gbs, r.stream_gbs, r.gemv_gbs / r.stream_gbs,
-                r.gemv_best_gbs, r.stream_best_gbs, r.gemv_best_gbs / r.stream_best_gbs);
+    std::printf(
+        "%s{\"out\":%lld,\"in\":%lld,\"weight_bytes\":%lld,\"gemv_gbs\":%.3f,\"stream_gbs\":%.3f,"
+        "\"gemv_vs_stream\":%.4f,\"best_gemv_gbs\":%.3f,\"best_stream_gbs\":%.3f,"
+        "\"best_gemv_vs_stream\":%.4f}",
+        i ? "," : "", static_cast<long long>(r.out), static_cast<long long>(r.in), static_cast<long long>(r.out * r.in),
+        r.gemv_gbs, r.stream_gbs, r.gemv_gbs / r.stream_gbs, r.gemv_best_gbs, r.stream_best_gbs,
+        r.gemv_best_gbs / r.stream_best_gbs);
   }
   std::printf("]}\n");
   return 0;

@@ -101,8 +101,8 @@ void Fp8WeightLinearImpl::quantize_weight(const Tensor& float_weight) {
                  float_weight.shape() == Shape({out_features, in_features}),
              "[Fp8WeightLinear] expected a floating weight of shape (", out_features, ", ", in_features, "), got ",
              float_weight.defined() ? describe(float_weight) : std::string("none"));
-  const Fp8QuantizedWeight q = quantize_fp8_weight(float_weight.detach().to(kCPU),
-                                                   granularity_ == Fp8WeightGranularity::PerChannel);
+  const Fp8QuantizedWeight q =
+      quantize_fp8_weight(float_weight.detach().to(kCPU), granularity_ == Fp8WeightGranularity::PerChannel);
   set_quantized(q.codes, q.scale);
 }
 
@@ -143,7 +143,8 @@ Tensor Fp8WeightLinearImpl::forward(const Tensor& input) {
                        std::vector<Tensor> grads(2);
                        // dL/dx = g · (codes · scale), the weight dequantized for this product only.
                        if (input_grad)
-                         grads[0] = matmul(g_rows, dequantize_fp8_weight(codes, scale)).to(input_dtype).reshape(input_shape);
+                         grads[0] =
+                             matmul(g_rows, dequantize_fp8_weight(codes, scale)).to(input_dtype).reshape(input_shape);
                        if (bias_grad) grads[1] = sum(g_rows, {0});
                        return grads;
                      });
@@ -189,8 +190,9 @@ void Fp8WeightLinearImpl::load_own_state(nn::StateLoader& loader, const std::str
     return;
   }
   if (scale != nullptr) {
-    loader.error(weft::detail::cat("'", scale_key, "' came with a ", incoming->dtype(), " '", key,
-                                   "'; expected float8_e4m3fn codes beside it, or a floating weight alone to quantize"));
+    loader.error(
+        weft::detail::cat("'", scale_key, "' came with a ", incoming->dtype(), " '", key,
+                          "'; expected float8_e4m3fn codes beside it, or a floating weight alone to quantize"));
   } else if (!incoming->is_floating_point() || is_fp8(incoming->dtype()) || incoming->shape() != shape) {
     loader.error(weft::detail::cat("'", key, "' must be a floating ", shape,
                                    " weight to quantize, or float8_e4m3fn codes with '", scale_key, "'; got ",
@@ -208,7 +210,8 @@ std::shared_ptr<nn::LinearImpl> make_fp8_weight_linear(int64_t in, int64_t out, 
 
 Context fp8_weight_init_context(Fp8WeightGranularity granularity, DType compute) {
   WEFT_CHECK(is_floating(compute) && !is_fp8(compute),
-             "[fp8_weight_init_context] the compute dtype must be float32, bfloat16, float16 or float64, got ", compute);
+             "[fp8_weight_init_context] the compute dtype must be float32, bfloat16, float16 or float64, got ",
+             compute);
   Context context;
   context.push<TensorFrameGuard>(TensorFrame{compute, std::nullopt, std::nullopt});
   nn::ModuleFrame frame;

@@ -18,9 +18,9 @@ namespace weft::precision {
 namespace {
 
 constexpr float kE4M3Max = 448.0f;
-constexpr int64_t kGemvRowsPerTask = 16;      // output rows one thread takes at a time
+constexpr int64_t kGemvRowsPerTask = 16;        // output rows one thread takes at a time
 constexpr int64_t kGemvThreadedWork = 1 << 16;  // weight elements below which one thread is faster
-constexpr int64_t kBlockElements = 1 << 18;   // weight elements per dequantized block (1 MB of float32)
+constexpr int64_t kBlockElements = 1 << 18;     // weight elements per dequantized block (1 MB of float32)
 
 using GemvKernel = void (*)(const detail::Fp8GemvArgs&);
 
@@ -44,8 +44,8 @@ ScalePair scale_for(float amax) {
 }
 
 void check_codes(const Tensor& codes, const char* op) {
-  WEFT_CHECK(codes.defined() && codes.dtype() == kFloat8E4M3FN && codes.dim() == 2 && codes.device().is_cpu(), "[",
-             op, "] expected float8_e4m3fn codes (out, in) on the CPU, got ",
+  WEFT_CHECK(codes.defined() && codes.dtype() == kFloat8E4M3FN && codes.dim() == 2 && codes.device().is_cpu(), "[", op,
+             "] expected float8_e4m3fn codes (out, in) on the CPU, got ",
              codes.defined() ? weft::detail::cat(codes.dtype(), " ", codes.shape(), " on ", codes.device())
                              : std::string("none"));
 }
@@ -73,9 +73,8 @@ Fp8QuantizedWeight quantize_fp8_weight(const Tensor& w, bool per_channel) {
 
   // (out) max |w| per row, NaN-propagating.
   std::vector<float> amax(static_cast<size_t>(out));
-  parallel_for_if(out * in >= kGemvThreadedWork, out, [&](int64_t j) {
-    amax[static_cast<size_t>(j)] = kernels.amax(base + j * in * item, bf16, in);
-  });
+  parallel_for_if(out * in >= kGemvThreadedWork, out,
+                  [&](int64_t j) { amax[static_cast<size_t>(j)] = kernels.amax(base + j * in * item, bf16, in); });
   for (int64_t j = 0; j < out; ++j)
     WEFT_CHECK(std::isfinite(amax[static_cast<size_t>(j)]), "[quantize_fp8_weight] the weight's row ", j,
                " holds NaN or Inf, which has no FP8 scale");
@@ -124,10 +123,10 @@ Tensor fp8_weight_matmul(const Tensor& x_in, const Tensor& codes_in, const Tenso
   check_codes(codes_in, "fp8_weight_matmul");
   const int64_t out = codes_in.size(0), in = codes_in.size(1);
   check_scale(scale, out, "fp8_weight_matmul");
-  WEFT_CHECK(x_in.defined() && x_in.dtype() == kFloat32 && x_in.dim() == 2 && x_in.size(1) == in &&
-                 x_in.device().is_cpu(),
-             "[fp8_weight_matmul] expected float32 activations (m, ", in, ") on the CPU, got ",
-             x_in.defined() ? weft::detail::cat(x_in.dtype(), " ", x_in.shape()) : std::string("none"));
+  WEFT_CHECK(
+      x_in.defined() && x_in.dtype() == kFloat32 && x_in.dim() == 2 && x_in.size(1) == in && x_in.device().is_cpu(),
+      "[fp8_weight_matmul] expected float32 activations (m, ", in, ") on the CPU, got ",
+      x_in.defined() ? weft::detail::cat(x_in.dtype(), " ", x_in.shape()) : std::string("none"));
   WEFT_CHECK(!bias_in.defined() || (bias_in.dtype() == kFloat32 && bias_in.shape() == Shape({out})),
              "[fp8_weight_matmul] expected a float32 bias ", Shape({out}), ", got ",
              bias_in.defined() ? weft::detail::cat(bias_in.dtype(), " ", bias_in.shape()) : std::string("none"));

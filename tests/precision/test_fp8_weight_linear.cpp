@@ -47,10 +47,10 @@ Tensor test_weight(int64_t out, int64_t in, DType dtype, uint64_t seed) {
   Generator gen(seed);
   std::vector<float> w = randn({out, in}, kFloat32, &gen).to_vector<float>();
   for (int64_t k = 0; k < in; ++k) {
-    w[static_cast<size_t>(k)] = 0.0f;                                  // row 0: zeros
-    if (out > 1) w[static_cast<size_t>(in + k)] *= 1e-4f;              // row 1: tiny
+    w[static_cast<size_t>(k)] = 0.0f;                      // row 0: zeros
+    if (out > 1) w[static_cast<size_t>(in + k)] *= 1e-4f;  // row 1: tiny
   }
-  if (out > 2) w[static_cast<size_t>(2 * in + in / 2)] = 40.0f;        // row 2: an outlier
+  if (out > 2) w[static_cast<size_t>(2 * in + in / 2)] = 40.0f;  // row 2: an outlier
   return from_vector(w, {out, in}, kFloat32).to(dtype);
 }
 
@@ -66,7 +66,8 @@ ReferenceQuant reference_quantize(const Tensor& w, bool per_channel) {
   std::vector<float> amax(static_cast<size_t>(out), 0.0f);
   for (int64_t j = 0; j < out; ++j)
     for (int64_t k = 0; k < in; ++k)
-      amax[static_cast<size_t>(j)] = std::max(amax[static_cast<size_t>(j)], std::fabs(v[static_cast<size_t>(j * in + k)]));
+      amax[static_cast<size_t>(j)] =
+          std::max(amax[static_cast<size_t>(j)], std::fabs(v[static_cast<size_t>(j * in + k)]));
   if (!per_channel) {
     float all = 0.0f;
     for (float a : amax) all = std::max(all, a);
@@ -100,14 +101,16 @@ void check_forward(const Fp8WeightLinearImpl& layer, const Tensor& x, const Tens
   const std::vector<float> scales = row_scales(layer);
   const std::vector<float> xs = x.to(kFloat32).to_vector<float>();
   const std::vector<float> ys = y.to(kFloat32).to_vector<float>();
-  const std::vector<float> bs = layer.bias.defined() ? layer.bias.to(compute).to(kFloat32).to_vector<float>() : std::vector<float>();
+  const std::vector<float> bs =
+      layer.bias.defined() ? layer.bias.to(compute).to(kFloat32).to_vector<float>() : std::vector<float>();
   int bad = 0;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < out; ++j) {
       double ref = 0.0, magnitude = 0.0;
       for (int64_t k = 0; k < in; ++k) {
         const double term = static_cast<double>(xs[static_cast<size_t>(i * in + k)]) *
-                            fp8_e4m3fn_to_float(codes[static_cast<size_t>(j * in + k)]) * scales[static_cast<size_t>(j)];
+                            fp8_e4m3fn_to_float(codes[static_cast<size_t>(j * in + k)]) *
+                            scales[static_cast<size_t>(j)];
         ref += term;
         magnitude += std::fabs(term);
       }
@@ -144,8 +147,8 @@ TEST_CASE("Fp8WeightLinear quantizes to the scalar E4M3 cast of w / scale, bit f
         CAPTURE(dtype);
         CAPTURE(per_channel);
         const Tensor w = test_weight(7, 251, dtype, 11);
-        Fp8WeightLinear layer = make_layer(251, 7, true, per_channel ? Fp8WeightGranularity::PerChannel
-                                                                     : Fp8WeightGranularity::PerTensor, dtype);
+        Fp8WeightLinear layer = make_layer(
+            251, 7, true, per_channel ? Fp8WeightGranularity::PerChannel : Fp8WeightGranularity::PerTensor, dtype);
         layer->quantize_weight(w);
         const ReferenceQuant want = reference_quantize(w, per_channel);
         CHECK(layer->weight.dtype() == kFloat8E4M3FN);
@@ -154,13 +157,15 @@ TEST_CASE("Fp8WeightLinear quantizes to the scalar E4M3 cast of w / scale, bit f
         CHECK(row_scales(*layer) == want.scales);
         CHECK(codes_of(layer->weight) == want.codes);
         if (per_channel) {
-          CHECK(row_scales(*layer)[0] == 1.0f);                         // the all-zero row
-          CHECK(row_scales(*layer)[2] == 40.0f / 448.0f);               // the outlier sets its row's scale
-          CHECK(codes_of(layer->weight)[2 * 251 + 251 / 2] == 0x7E);    // ... and becomes 448
+          CHECK(row_scales(*layer)[0] == 1.0f);                       // the all-zero row
+          CHECK(row_scales(*layer)[2] == 40.0f / 448.0f);             // the outlier sets its row's scale
+          CHECK(codes_of(layer->weight)[2 * 251 + 251 / 2] == 0x7E);  // ... and becomes 448
         } else {
           const std::vector<uint8_t> codes = codes_of(layer->weight);
           bool subnormal = false;  // the tiny row reaches the subnormal codes under the tensor's scale
-          for (int64_t k = 0; k < 251; ++k) subnormal = subnormal || ((codes[static_cast<size_t>(251 + k)] & 0x78) == 0 && (codes[static_cast<size_t>(251 + k)] & 0x07) != 0);
+          for (int64_t k = 0; k < 251; ++k)
+            subnormal = subnormal || ((codes[static_cast<size_t>(251 + k)] & 0x78) == 0 &&
+                                      (codes[static_cast<size_t>(251 + k)] & 0x07) != 0);
           CHECK(subnormal);
         }
       }
@@ -258,8 +263,8 @@ TEST_CASE("Fp8WeightLinear's state dict round-trips exactly and loads float chec
     CHECK(saved.at("weight_scale").shape() == (per_channel ? Shape({6}) : Shape({})));
 
     // Into a layer built the other way: the checkpoint's granularity wins, every bit equal.
-    Fp8WeightLinear b = make_layer(50, 6, true, per_channel ? Fp8WeightGranularity::PerTensor
-                                                            : Fp8WeightGranularity::PerChannel, kFloat32);
+    Fp8WeightLinear b = make_layer(
+        50, 6, true, per_channel ? Fp8WeightGranularity::PerTensor : Fp8WeightGranularity::PerChannel, kFloat32);
     const nn::IncompatibleKeys keys = b->load_state_dict(saved);
     CHECK(keys.missing_keys.empty());
     CHECK(keys.unexpected_keys.empty());
@@ -293,27 +298,40 @@ TEST_CASE("Fp8WeightLinear's errors name the key, the expectation and what came"
     return error_of([&] { layer->load_state_dict(state); });
   };
   const Tensor codes = codes_tensor(std::vector<uint8_t>(24, 0x38), {3, 8});
-  CHECK(load({{"weight", zeros({3, 9})}}).find("'weight' must be a floating (3, 8) weight to quantize") != std::string::npos);
+  CHECK(load({{"weight", zeros({3, 9})}}).find("'weight' must be a floating (3, 8) weight to quantize") !=
+        std::string::npos);
   CHECK(load({{"weight", zeros({3, 8}, kInt8)}}).find("got (3, 8) int8") != std::string::npos);
   CHECK(load({{"weight", zeros({3, 8}, kFloat8E5M2)}}).find("float8_e5m2") != std::string::npos);
   CHECK(load({{"weight", codes}}).find("weight_scale") != std::string::npos);  // missing
-  CHECK(load({{"weight", codes}, {"weight_scale", ones({2})}}).find("'weight_scale' must be a float32 scale of shape () (per tensor) or (3,) (per channel), got (2,) float32") != std::string::npos);
+  CHECK(load({{"weight", codes}, {"weight_scale", ones({2})}})
+            .find("'weight_scale' must be a float32 scale of shape () (per tensor) or (3,) (per channel), got (2,) "
+                  "float32") != std::string::npos);
   CHECK(load({{"weight", codes}, {"weight_scale", ones({3}, kFloat64)}}).find("float64") != std::string::npos);
-  CHECK(load({{"weight", codes}, {"weight_scale", tensor({1.0, 0.0, 1.0}, kFloat32)}}).find("finite, positive") != std::string::npos);
-  CHECK(load({{"weight", codes}, {"weight_scale", full({}, std::nan(""), kFloat32)}}).find("finite, positive") != std::string::npos);
+  CHECK(load({{"weight", codes}, {"weight_scale", tensor({1.0, 0.0, 1.0}, kFloat32)}}).find("finite, positive") !=
+        std::string::npos);
+  CHECK(load({{"weight", codes}, {"weight_scale", full({}, std::nan(""), kFloat32)}}).find("finite, positive") !=
+        std::string::npos);
   CHECK(load({{"weight", codes_tensor(std::vector<uint8_t>(24, 0x38), {4, 6})}, {"weight_scale", ones({3})}})
             .find("'weight' holds float8_e4m3fn codes of shape (4, 6), the layer is (3, 8)") != std::string::npos);
   std::vector<uint8_t> with_nan(24, 0x38);
   with_nan[5] = 0xFF;
-  CHECK(load({{"weight", codes_tensor(with_nan, {3, 8})}, {"weight_scale", ones({3})}}).find("NaN codes") != std::string::npos);
-  CHECK(load({{"weight", zeros({3, 8})}, {"weight_scale", ones({3})}}).find("'weight_scale' came with a float32 'weight'") != std::string::npos);
+  CHECK(load({{"weight", codes_tensor(with_nan, {3, 8})}, {"weight_scale", ones({3})}}).find("NaN codes") !=
+        std::string::npos);
+  CHECK(load({{"weight", zeros({3, 8})}, {"weight_scale", ones({3})}})
+            .find("'weight_scale' came with a float32 'weight'") != std::string::npos);
   // None of the failed loads changed the layer.
   CHECK(layer->weight.dtype() == kFloat8E4M3FN);
 
-  CHECK(error_of([&] { layer->forward(zeros({2, 7})); }).find("expected a floating CPU input (*, 8), got (2, 7) float32") != std::string::npos);
-  CHECK(error_of([&] { layer->quantize_weight(full({3, 8}, std::nan(""))); }).find("row 0 holds NaN or Inf") != std::string::npos);
+  CHECK(error_of([&] {
+          layer->forward(zeros({2, 7}));
+        }).find("expected a floating CPU input (*, 8), got (2, 7) float32") != std::string::npos);
+  CHECK(error_of([&] {
+          layer->quantize_weight(full({3, 8}, std::nan("")));
+        }).find("row 0 holds NaN or Inf") != std::string::npos);
   CHECK(error_of([&] { Fp8WeightLinear(0, 3); }).find("positive feature counts") != std::string::npos);
-  CHECK(error_of([&] { precision::fp8_weight_init_context(Fp8WeightGranularity::PerTensor, kInt32); }).find("compute dtype") != std::string::npos);
+  CHECK(error_of([&] {
+          precision::fp8_weight_init_context(Fp8WeightGranularity::PerTensor, kInt32);
+        }).find("compute dtype") != std::string::npos);
   layer->to(kBFloat16);  // converts the codes too, which forward then refuses
   CHECK(error_of([&] { layer->forward(zeros({2, 8})); }).find("no longer float8_e4m3fn") != std::string::npos);
 }
@@ -329,7 +347,8 @@ TEST_CASE("Fp8WeightLinear passes gradients to the input and the bias, never to 
   const std::vector<float> dx = x.grad().to_vector<float>();
   for (int64_t k = 0; k < 20; ++k) {
     double want = 0.0;
-    for (int64_t j = 0; j < 5; ++j) want += fp8_e4m3fn_to_float(codes[static_cast<size_t>(j * 20 + k)]) * scales[static_cast<size_t>(j)];
+    for (int64_t j = 0; j < 5; ++j)
+      want += fp8_e4m3fn_to_float(codes[static_cast<size_t>(j * 20 + k)]) * scales[static_cast<size_t>(j)];
     for (int64_t i = 0; i < 3; ++i) CHECK(dx[static_cast<size_t>(i * 20 + k)] == doctest::Approx(want).epsilon(1e-6));
   }
   CHECK(equal(layer->bias.grad(), full({5}, 3.0)));
