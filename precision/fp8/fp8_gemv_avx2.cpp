@@ -25,12 +25,11 @@ void decode16(const uint8_t* codes, __m256* v) {
   v[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
 
+// A halving tree, as the AVX-512 unit's.
 float horizontal_sum(__m256 v) {
-  alignas(32) float lanes[kLanes];
-  _mm256_store_ps(lanes, v);
-  float s = 0.0f;
-  for (int i = 0; i < kLanes; ++i) s += lanes[i];
-  return s;
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
 float fma1(float a, float b, float c) {

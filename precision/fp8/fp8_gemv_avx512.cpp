@@ -44,12 +44,13 @@ void decode32(const uint8_t* codes, __m512* v) {
   v[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
 
+// A halving tree: a few cycles of latency per output row, where a scalar loop over the lanes
+// would stall every row for dozens.
 float horizontal_sum(__m512 v) {
-  alignas(64) float lanes[kLanes];
-  _mm512_store_ps(lanes, v);
-  float s = 0.0f;
-  for (int i = 0; i < kLanes; ++i) s += lanes[i];
-  return s;
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
 float fma1(float a, float b, float c) {
