@@ -381,3 +381,15 @@ TEST_CASE("fp8_weight_init_context builds every nn::Linear as an Fp8WeightLinear
   nn::Linear plain(16, 4);
   CHECK(dynamic_cast<Fp8WeightLinearImpl*>(plain.ptr().get()) == nullptr);
 }
+
+TEST_CASE("Fp8WeightLinear::from_linear quantizes a Linear's weight and copies its bias") {
+  TensorFrameGuard frame(TensorFrame{kBFloat16, {}, {}});
+  nn::Linear linear(33, 5);
+  auto layer = Fp8WeightLinearImpl::from_linear(*linear, Fp8WeightGranularity::PerChannel);
+  const ReferenceQuant want = reference_quantize(linear->weight, true);
+  CHECK(codes_of(layer->weight) == want.codes);
+  CHECK(row_scales(*layer) == want.scales);
+  CHECK(layer->bias.dtype() == kBFloat16);
+  CHECK(equal(layer->bias, linear->bias));
+  CHECK(layer->bias.data_ptr() != linear->bias.data_ptr());
+}
