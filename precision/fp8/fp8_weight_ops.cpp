@@ -20,7 +20,7 @@ namespace {
 constexpr float kE4M3Max = 448.0f;
 constexpr int64_t kGemvRowsPerTask = 16;        // output rows one thread takes at a time
 constexpr int64_t kGemvThreadedWork = 1 << 16;  // weight elements below which one thread is faster
-constexpr int64_t kBlockElements = 1 << 18;     // weight elements per dequantized block (1 MB of float32)
+constexpr int64_t kBlockElements = 1 << 20;     // weight elements per dequantized block (4 MB of float32)
 
 using GemvKernel = void (*)(const detail::Fp8GemvArgs&);
 

@@ -16,7 +16,7 @@
 //   - up to kFp8GemvMaxRows input rows (decoding a token): the GEMV kernels of
 //     precision/fp8/fp8_gemv_kernels.h for the active instruction set, the output rows split over
 //     weft's threads; each weight byte is read once, so the product runs at memory bandwidth;
-//   - more rows (a prompt): blocks of about 1 MB of weight rows decoded to their exact float32
+//   - more rows (a prompt): blocks of about 4 MB of weight rows decoded to their exact float32
 //     values and multiplied by weft's float32 GEMM (linear()), the scale and bias applied to each
 //     block's outputs; no more than one block is ever held as floats.
 // Everything here runs on the CPU and takes contiguous tensors.

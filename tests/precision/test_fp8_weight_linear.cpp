@@ -225,15 +225,15 @@ TEST_CASE("Fp8WeightLinear forward equals the float64 product of the dequantized
 }
 
 TEST_CASE("Fp8WeightLinear's prefill path covers several dequantized blocks and keeps leading dimensions") {
-  // 4096 inputs make blocks of 64 weight rows: 150 rows are three blocks, the last one short.
-  Fp8WeightLinear layer = make_layer(4096, 150, true, Fp8WeightGranularity::PerChannel, kFloat32);
+  // 4096 inputs make blocks of 256 weight rows: 600 rows are three blocks, the last one short.
+  Fp8WeightLinear layer = make_layer(4096, 600, true, Fp8WeightGranularity::PerChannel, kFloat32);
   for (int64_t batch : {2, 24}) {
     CAPTURE(batch);
     Generator gen(7);
     const Tensor x = randn({batch / 2, 2, 4096}, kFloat32, &gen);
     const Tensor y = layer->forward(x);
-    CHECK(y.shape() == Shape({batch / 2, 2, 150}));
-    check_forward(*layer, x.reshape({batch, 4096}), y.reshape({batch, 150}), kFloat32);
+    CHECK(y.shape() == Shape({batch / 2, 2, 600}));
+    check_forward(*layer, x.reshape({batch, 4096}), y.reshape({batch, 600}), kFloat32);
   }
 }
 
