@@ -131,6 +131,27 @@ TEST_CASE("quantize on load: every projection becomes a quantized layer computin
     CHECK(quantized == 2 * 7);  // q, k, v, o, gate, up, down per layer; the head stays float
     CHECK(allclose(q.model->forward(ids), reference.model->forward(ids), 1e-4, 1e-4));
   }
+  // FP8 weights (E4M3 with a scale per tensor or per output row): the same model holding each
+  // layer's dequantized weight gives the same logits.
+  for (const char* mode : {"fp8", "fp8-channel"}) {
+    CAPTURE(mode);
+    PretrainedModel q = from_pretrained(data_dir() / "tiny_llama", {.quantize = mode});
+    PretrainedModel reference = from_pretrained(data_dir() / "tiny_llama");
+    const auto modules = reference.model->named_modules();
+    int64_t quantized = 0;
+    for (const auto& [name, m] : q.model->named_modules()) {
+      const auto* layer = dynamic_cast<const precision::Fp8WeightLinearImpl*>(m.get());
+      if (layer == nullptr) continue;
+      ++quantized;
+      for (const auto& [ref_name, ref] : modules)
+        if (ref_name == name) dynamic_cast<nn::LinearImpl&>(*ref).weight.detach().copy_(layer->dequantize_weight());
+    }
+    CHECK(quantized == 2 * 7);
+    CHECK(allclose(q.model->forward(ids), reference.model->forward(ids), 1e-4, 1e-4));
+    test::TempDir dir;
+    CHECK(error_of([&] { save_pretrained(*q.model, q.config, dir.path() / "out"); })
+              .find("is stored as float8_e4m3fn: save the unquantized model") != std::string::npos);
+  }
   // LLM.int8() also quantizes the activations (rows absmax-scaled to int8, outlier columns kept in
   // float16): the logits stay within a few percent of the float model's.
   PretrainedModel plain = from_pretrained(data_dir() / "tiny_llama");
