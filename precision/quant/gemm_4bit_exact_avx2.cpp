@@ -26,14 +26,14 @@ inline float sum8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
 }
 
-// Weight row n against activation rows i0 .. i0 + kRows - 1: y (kRows) = x (kRows, k) · w (k).
+// Weight row n against activation rows i0 .. i0 + kRows - 1: y (kRows) = x (kRows, k) · w (k). The
+// row starts `offset` values into block `first_block`.
 template <int kRows>
-void row_tile(const Gemm4bitExactArgs& p, int64_t n, int64_t i0) {
+void row_tile(const Gemm4bitExactArgs& p, int64_t n, int64_t i0, int64_t first_block, int64_t offset) {
   const __m256 table_lo = _mm256_loadu_ps(p.table), table_hi = _mm256_loadu_ps(p.table + 8);
-  const int64_t start = n * p.k;
-  const uint8_t* w = p.packed + start / 2;
-  const float* absmax = p.absmax + start / p.blocksize;
-  int64_t left = p.blocksize - start % p.blocksize;  // values of the current block from chunk 0 on
+  const uint8_t* w = p.packed + n * p.k / 2;
+  const float* absmax = p.absmax + first_block;
+  int64_t left = p.blocksize - offset;  // values of the current block from chunk 0 on
   __m256 scale = _mm256_set1_ps(*absmax);
   __m256 lo = _mm256_mul_ps(table_lo, scale), hi = _mm256_mul_ps(table_hi, scale);
   __m256 acc[kRows][4];
@@ -68,10 +68,19 @@ void row_tile(const Gemm4bitExactArgs& p, int64_t n, int64_t i0) {
 }  // namespace
 
 void gemm_4bit_exact_avx2(const Gemm4bitExactArgs& p) {
+  // Each row's first block and offset into it, stepped from row to row (no division per row).
+  const int64_t blocks_per_row = p.k / p.blocksize, rest = p.k % p.blocksize;
+  int64_t block = p.n0 * p.k / p.blocksize, offset = p.n0 * p.k % p.blocksize;
   for (int64_t n = p.n0; n < p.n0 + p.rows; ++n) {
     int64_t i = 0;
-    for (; i + 2 <= p.m; i += 2) row_tile<2>(p, n, i);
-    if (i < p.m) row_tile<1>(p, n, i);
+    for (; i + 2 <= p.m; i += 2) row_tile<2>(p, n, i, block, offset);
+    if (i < p.m) row_tile<1>(p, n, i, block, offset);
+    block += blocks_per_row;
+    offset += rest;
+    if (offset >= p.blocksize) {
+      offset -= p.blocksize;
+      ++block;
+    }
   }
 }
 
