@@ -15,5 +15,6 @@
 #include "distributed/process_group.h"
 #include "distributed/rendezvous.h"
 #include "distributed/sampler.h"
+#include "distributed/sharded_layout.h"
 #include "distributed/store.h"
 #include "distributed/tcp_store.h"

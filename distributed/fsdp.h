@@ -188,9 +188,6 @@ class FullyShardedDataParallel : public nn::ModuleHolder<FullyShardedDataParalle
 
 // The caller's metadata of a sharded checkpoint folder, without loading it (refuses an unfinished one).
 std::map<std::string, std::string> read_sharded_metadata(const std::filesystem::path& folder);
-// True when `path` is a folder holding a sharded checkpoint, finished or not (its COMPLETE marker
-// or a shard file): what a single-file loader names when it refuses one.
-bool is_sharded_checkpoint(const std::filesystem::path& path);
 
 // True for every module inside a FullyShardedDataParallel (PyTorch's _is_fsdp_managed_module);
 // use_orig_params is false: the optimizer sees flat shards.

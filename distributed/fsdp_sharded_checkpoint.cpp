@@ -29,6 +29,7 @@
 
 #include "distributed/coalesce.h"
 #include "distributed/fsdp_state.h"
+#include "distributed/sharded_layout.h"
 #include "io/safetensors.h"
 #include "tensor/autograd.h"
 #include "tensor/error.h"
@@ -38,7 +39,7 @@ namespace weft::distributed {
 namespace {
 
 constexpr const char* kOptimizerPrefix = "__optimizer__.";
-constexpr const char* kComplete = "COMPLETE";
+constexpr const char* kComplete = kShardedCompleteFile;
 // Metadata keys of the layout itself; every other key is the caller's.
 constexpr const char* kLayoutKeys[] = {"__shape__.", "__start__.", "__buffer__.", "__optimizer__.", "__world_size__",
                                        "__rank__"};
@@ -72,44 +73,10 @@ std::filesystem::path shard_file(const std::filesystem::path& folder, int rank, 
   return folder / ("shard-" + std::to_string(rank) + "-of-" + std::to_string(world) + ".safetensors");
 }
 
-// Reads a decimal number at the front of `text` and drops it; false when there is none.
-bool take_number(std::string_view& text) {
-  size_t digits = 0;
-  while (digits < text.size() && digits < 9 && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  text.remove_prefix(digits);
-  return digits > 0;
-}
-
-// True for the names the layout writes: COMPLETE and shard-<r>-of-<n>.safetensors.
-bool layout_file_name(std::string_view name) {
-  if (name == kComplete) return true;
-  const auto take = [&](std::string_view prefix) {
-    if (name.substr(0, prefix.size()) != prefix) return false;
-    name.remove_prefix(prefix.size());
-    return true;
-  };
-  return take("shard-") && take_number(name) && take("-of-") && take_number(name) && name == ".safetensors";
-}
-
-// The names in `folder`, each with whether it is a file the layout writes (a regular file, not a
-// link, named as the layout names its files).
-std::vector<std::pair<std::string, bool>> folder_entries(const std::filesystem::path& folder) {
-  std::vector<std::pair<std::string, bool>> entries;
-  std::error_code ec;
-  std::filesystem::directory_iterator it(folder, ec);
-  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    std::error_code kind;
-    entries.emplace_back(name, it->is_regular_file(kind) && !it->is_symlink(kind) && layout_file_name(name));
-  }
-  WEFT_CHECK(!ec, "[FullyShardedDataParallel] cannot list ", folder, ": ", ec.message());
-  return entries;
-}
-
 // The entries of `folder` that are not files of the layout, sorted.
 std::vector<std::string> foreign_entries(const std::filesystem::path& folder) {
   std::vector<std::string> foreign;
-  for (const auto& [name, ours] : folder_entries(folder))
+  for (const auto& [name, ours] : sharded_folder_entries(folder))
     if (!ours) foreign.push_back(name);
   std::sort(foreign.begin(), foreign.end());
   return foreign;
@@ -143,7 +110,7 @@ void check_replaceable(const std::filesystem::path& path) {
 // empties it (what else appeared in it since it was checked stays, folder and all).
 void remove_checkpoint_folder(const std::filesystem::path& folder) {
   std::error_code ec;
-  for (const auto& [name, ours] : folder_entries(folder))
+  for (const auto& [name, ours] : sharded_folder_entries(folder))
     if (ours) std::filesystem::remove(folder / name, ec);
   std::filesystem::remove(folder, ec);  // refuses, harmlessly, a folder that is not empty
 }
@@ -390,14 +357,6 @@ std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(co
     load_full_state_dict(model_state);
   }
   return user;
-}
-
-bool is_sharded_checkpoint(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) return false;
-  for (const auto& [name, ours] : folder_entries(path))
-    if (ours) return true;
-  return false;
 }
 
 std::map<std::string, std::string> read_sharded_metadata(const std::filesystem::path& folder) {

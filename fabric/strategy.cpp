@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "distributed/sharded_layout.h"
 #include "optim/clip_grad.h"
 #include "tensor/error.h"
 
