@@ -610,18 +610,24 @@ class Trainer {
   int64_t local_batch_ = 0, first_row_ = 0;
 };
 
-// The train loss per step and the validation loss at its evaluations (a gap elsewhere).
-void render_plot(const std::string& csv, const std::string& png) {
+// The train loss per step and the validation loss at its evaluations (gnuplot joins those points
+// over the empty cells between them), steps on whole-number ticks, the legend beside the plot.
+void render_plot(const std::string& csv, const std::string& png, int64_t steps) {
   if (png.empty() || csv.empty()) return;
   if (!have_gnuplot()) {
     std::cout << "no plot: gnuplot is not installed (apt-get install gnuplot-nox)\n";
     return;
   }
+  int64_t tick = 1;  // 1, 2, 5, 10, 20, 50, ... so that about 10 ticks or fewer span the run
+  for (int64_t m = 1; steps / tick > 10; m *= 10)
+    for (int64_t f : {1, 2, 5})
+      if (steps / tick > 10) tick = f * m;
   const std::string script = png + ".gp";
   std::ofstream(script) << "set terminal pngcairo size 900,500\nset output '" << png << "'\n"
-                        << "set datafile separator ','\nset datafile missing ''\n"
-                        << "set title 'gpt_train'\nset xlabel 'step'\nset ylabel 'loss'\n"
-                        << "set format x '%.0f'\nset xtics out\nset key outside right top box\nset grid\n"
+                        << "set datafile separator ','\n"
+                        << "set title 'gpt_train: character-level cross-entropy' noenhanced\n"
+                        << "set xlabel 'step'\nset ylabel 'loss'\nset xtics " << tick << " out\n"
+                        << "set format x '%.0f'\nset key outside right top box\nset grid\n"
                         << "plot '" << csv << "' using 1:2 skip 1 with lines lc rgb '#9ecae1' title 'train',\\\n"
                         << "     '" << csv << "' using 1:3 skip 1 with linespoints pt 7 lc rgb '#d62728' lw 2 "
                         << "title 'validation'\n";
@@ -741,7 +747,7 @@ int finetune(const Options& o, const Plan& plan) {
   const RunStats stats = trainer.train(0, report, metadata);
   if (report.log.is_open()) {
     report.log.close();
-    render_plot(o.log, o.plot);
+    render_plot(o.log, o.plot, o.steps);
   }
   if (o.sample_tokens > 0) print_sample(fabric, trainer.sample());
   if (fabric.is_global_zero())
@@ -796,7 +802,7 @@ int main(int argc, char** argv) try {
   const RunStats stats = trainer.train(plan.start_step, report, run_metadata(run));
   if (report.log.is_open()) {
     report.log.close();
-    render_plot(o.log, o.plot);
+    render_plot(o.log, o.plot, o.steps);
   }
   if (o.sample_tokens > 0) print_sample(fabric, trainer.sample());
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
