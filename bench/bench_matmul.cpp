@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "bf16_peak.h"
 #include "eigen_peer.h"
 #include "fma_peak.h"
 #include "weft.h"
@@ -257,27 +258,6 @@ std::string number_or_null(double v) {
   return s;
 }
 
-// The peak a bfloat16 product is measured against, by the instruction set weft's bf16 kernel is
-// chosen for (tensor/cpu/gemm/gemm.cpp): AMX's tdpbf16ps does 16·16·32 multiply-adds per 16 cycles
-// per core, 1024 FLOP/cycle (Intel's figure, at the measured clock, not measured itself); AVX-512
-// BF16's vdpbf16ps two products per float32 lane, twice the FMA peak; below it bf16 is widened to
-// float32: the FMA peak.
-struct Bf16Peak {
-  double gflops;
-  std::string how;
-};
-Bf16Peak bf16_peak(const bench::FmaPeak& fma, int threads) {
-  const weft::CpuIsa isa = weft::cpu_isa();
-  if (isa == weft::CpuIsa::Amx) {
-    char how[160];
-    std::snprintf(how, sizeof(how), "AMX: 1024 FLOP/cycle/core (Intel's figure) x %.2f GHz x %d threads", fma.ghz,
-                  threads);
-    return {1024.0 * fma.ghz * threads, how};
-  }
-  if (isa == weft::CpuIsa::Avx512Bf16) return {2 * fma.gflops(), "vdpbf16ps: 2 x the FMA peak"};
-  return {fma.gflops(), "bf16 widened to fp32: the FMA peak"};
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -289,7 +269,7 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(threads);
 #endif
   const bench::FmaPeak peak = bench::measure_fma_peak(threads);
-  const Bf16Peak peak_bf16 = bf16_peak(peak, threads);
+  const bench::Bf16Peak peak_bf16 = bench::bf16_peak(peak, threads);
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
 
   std::printf("bench_matmul: C = A·B, %d threads; weft: %s / %s / %s; median call over %d rounds of >= %.2f s "

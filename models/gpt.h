@@ -193,6 +193,12 @@ class GPTImpl : public nn::Module {
   GPTConfig config;
   GPTTransformer transformer{nullptr};
   TiedLMHead lm_head{nullptr};
+
+ protected:
+  void on_child_replaced(const std::string& name, const std::shared_ptr<nn::Module>& module) override;
+
+ private:
+  std::shared_ptr<nn::Module> run_transformer_, run_lm_head_;
 };
 
 WEFT_MODULE(GPT);
