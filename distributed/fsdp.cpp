@@ -12,6 +12,7 @@
 #include "distributed/coalesce.h"
 #include "distributed/fsdp_state.h"
 #include "nn/lazy.h"
+#include "nn/tied_state.h"
 #include "optim/clip_grad.h"
 #include "tensor/autograd.h"
 #include "tensor/error.h"
@@ -88,29 +89,35 @@ FullyShardedDataParallelImpl::FullyShardedDataParallelImpl(std::shared_ptr<nn::M
   s.pg = pg_.get();
   s.options = options_;
 
-  // Names, and a refusal of tied parameters (a parameter registered under two names).
-  std::unordered_map<const weft::detail::TensorImpl*, std::string> fqn_of;
-  for (const auto& [mname, m] : module_->named_modules())
-    for (const auto& [pname, p] : m->named_parameters(false)) {
-      const std::string fqn = join(mname, pname);
-      const auto [it, fresh] = fqn_of.emplace(p.impl(), fqn);
-      WEFT_CHECK(fresh, op, " parameters '", it->second, "' and '", fqn, "' are the same tensor; tied parameters "
-                 "are not supported");
-    }
   verify_same_shapes(*pg_, module_->parameters(), "FullyShardedDataParallel");
 
   // Units: the policy's picks, then the root for what is left; each unit's parameters in the
-  // module's registration order.
+  // module's registration order. Note [Tied parameters in FSDP]: a parameter registered by several
+  // modules (weight tying) is stored once, in the innermost unit whose subtree holds every module
+  // that uses it (the root at worst, so a tie never has to be refused): that unit is gathered
+  // during the forward and backward of all the uses. Its other names are aliases for the state
+  // dicts.
   std::vector<std::pair<nn::Module*, std::string>> picked;
   pick_units(*module_, "", true, options_.auto_wrap_policy, picked);
   std::vector<std::pair<nn::Module*, std::string>> unit_specs{{module_.get(), ""}};
   for (const auto& [mname, m] : module_->named_modules())
     for (const auto& pick : picked)
       if (pick.first == m.get()) unit_specs.push_back(pick);
+  std::unordered_map<const weft::detail::TensorImpl*, std::vector<const nn::Module*>> users;
+  for (const auto& m : module_->modules())
+    for (const auto& p : m->parameters(false)) users[p.impl()].push_back(m.get());
   std::unordered_map<const weft::detail::TensorImpl*, size_t> owner;  // parameter -> index into unit_specs
-  for (size_t u = 0; u < unit_specs.size(); ++u)
-    for (const auto& p : unit_specs[u].first->parameters()) owner[p.impl()] = u;  // deeper units come later, win
+  for (size_t u = 0; u < unit_specs.size(); ++u) {  // parents before children: the innermost fit wins
+    std::unordered_set<const nn::Module*> subtree;
+    for (const auto& m : unit_specs[u].first->modules()) subtree.insert(m.get());
+    for (const auto& p : unit_specs[u].first->parameters()) {
+      const auto& used_by = users[p.impl()];
+      if (std::all_of(used_by.begin(), used_by.end(), [&](const nn::Module* m) { return subtree.count(m) > 0; }))
+        owner[p.impl()] = u;
+    }
+  }
 
+  const std::vector<std::vector<std::string>> tied = nn::tied_groups(module_->state_dict());
   const bool sharded = options_.sharding_strategy != ShardingStrategy::NoShard;
   for (size_t u = 0; u < unit_specs.size(); ++u) {
     std::vector<detail::FlatParamEntry> entries;
@@ -139,6 +146,11 @@ FullyShardedDataParallelImpl::FullyShardedDataParallelImpl(std::shared_ptr<nn::M
     s.units.push_back(std::make_unique<detail::FlatParam>(unit_specs[u].second, std::move(entries), pg_->rank(),
                                                          pg_->size(), sharded, compute, reduce, grad));
     s.unit_modules.push_back(unit_specs[u].first);
+    for (const auto& group : tied)
+      for (const auto& e : s.units.back()->entries())
+        if (std::find(group.begin(), group.end(), e.fqn) != group.end())
+          for (const std::string& name : group)
+            if (name != e.fqn) s.tied_alias[name] = e.fqn;
     register_parameter("_flat_param_" + std::to_string(s.units.size() - 1), s.units.back()->shard(),
                        s.units.back()->requires_grad());
   }

@@ -16,6 +16,15 @@
 // optimizer updates (fp32 master shards under mixed precision). Outside forward and backward a
 // unit's original parameters are empty tensors.
 //
+// Tied parameters (one tensor registered by several modules, as a GPT's embedding and LM head)
+// are kept once, in the innermost unit that holds every module using them (Note [Tied parameters
+// in FSDP] in fsdp.cpp): wrapping the embedding in its own unit moves the tied weight to the
+// common parent (the root), where PyTorch's FSDP1 breaks with a size mismatch and FSDP2 refuses.
+// Both modules see the same unsharded tensor, its gradient is the sum of both uses, reduced once.
+// The full state dict lists it under every name (one tensor), a file keeps it once
+// (io/checkpoint.h); loading takes it under any of its names. The sharded checkpoint holds its
+// pieces once, under the name parameters() gives it.
+//
 // Note [FSDP unit lifecycle]:
 //   pre-forward    all-gather the unit (in param_dtype); prefetch the next unit's all-gather
 //   post-forward   FULL_SHARD frees the unsharded storage (the root keeps it: backward needs it

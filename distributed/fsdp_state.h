@@ -22,6 +22,8 @@ struct FullyShardedDataParallelImpl::State : std::enable_shared_from_this<State>
   std::vector<std::unique_ptr<detail::FlatParam>> units;  // only units that hold parameters
   std::vector<nn::Module*> unit_modules;                   // the module of each unit
   int root_unit = -1;                                      // the root's unit, if it holds parameters
+  // The other state-dict names of a tied parameter -> its entry's fqn (Note [Tied parameters in FSDP]).
+  std::map<std::string, std::string> tied_alias;
   std::vector<std::pair<nn::Module*, std::vector<size_t>>> hooks;  // forward hooks to remove at the end
   struct Buffer {
     std::string fqn;

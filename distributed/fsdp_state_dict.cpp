@@ -83,8 +83,10 @@ nn::TensorDict FullyShardedDataParallelImpl::full_state_dict() {
   }
   nn::TensorDict out;
   for (const auto& [name, t] : module_->state_dict()) {
-    if (params.count(name)) {
-      out.insert(name, params[name]);
+    const auto alias = s.tied_alias.find(name);
+    const std::string& fqn = alias == s.tied_alias.end() ? name : alias->second;
+    if (params.count(fqn)) {
+      out.insert(name, params[fqn]);  // one tensor under every name of a tie, as Module::state_dict
       continue;
     }
     for (const auto& b : s.buffers)
@@ -93,10 +95,23 @@ nn::TensorDict FullyShardedDataParallelImpl::full_state_dict() {
   return out;
 }
 
-void FullyShardedDataParallelImpl::load_full_state_dict(const nn::TensorDict& state) {
+void FullyShardedDataParallelImpl::load_full_state_dict(const nn::TensorDict& given) {
   State& s = *state_;
   std::string problems;
   const auto problem = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
+  // A tied parameter may come under any of its names (a file keeps one, io/checkpoint.h); under
+  // several, they must agree, as Module::load_state_dict requires.
+  nn::TensorDict state;
+  for (const auto& [name, t] : given)
+    if (!s.tied_alias.count(name)) state.insert(name, t);
+  for (const auto& [alias, fqn] : s.tied_alias) {
+    const Tensor* t = given.find(alias);
+    if (t == nullptr) continue;
+    const Tensor* kept = state.find(fqn);
+    if (kept == nullptr) state.insert(fqn, *t);
+    else if (kept->shape() != t->shape() || !allclose(*kept, *t, 0.0, 0.0, true))
+      problem("'" + fqn + "' and '" + alias + "' are one tied parameter but carry different values");
+  }
   std::unordered_map<std::string, Shape> expected;
   for (const auto& unit : s.units)
     for (const auto& e : unit->entries()) expected[e.fqn] = e.shape;

@@ -60,8 +60,9 @@ class FSDPStrategy final : public Strategy {
       f.save_sharded(path, optimizer, metadata);
       return;
     }
-    nn::TensorDict tensors = f.full_state_dict();
-    io::SafetensorsMetadata meta = metadata;
+    io::SafetensorsMetadata meta;
+    nn::TensorDict tensors = io::drop_tied_names(f.full_state_dict(), meta);  // as io::save_checkpoint
+    for (const auto& [key, value] : metadata) meta[key] = value;
     if (optimizer != nullptr) {
       const optim::OptimizerState state = f.full_optim_state_dict(*optimizer);
       for (const auto& [name, t] : state.tensors) tensors.insert(io::kOptimizerPrefix + name, t);

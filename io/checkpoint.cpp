@@ -1,8 +1,11 @@
 // Splitting and joining the model / optimizer / metadata parts of a checkpoint file.
 #include "io/checkpoint.h"
 
+#include <map>
 #include <string_view>
 #include <utility>
+
+#include "nn/tied_state.h"
 
 namespace weft::io {
 namespace {
@@ -13,15 +16,28 @@ std::string strip(const std::string& name) { return name.substr(std::string_view
 
 }  // namespace
 
+nn::TensorDict drop_tied_names(const nn::TensorDict& state, SafetensorsMetadata& metadata) {
+  std::map<std::string, std::string> kept_for;  // dropped name -> kept name
+  for (const auto& group : nn::tied_groups(state))
+    for (size_t i = 1; i < group.size(); ++i) kept_for[group[i]] = group[0];
+  nn::TensorDict out;
+  for (const auto& [name, tensor] : state) {
+    const auto dropped = kept_for.find(name);
+    if (dropped == kept_for.end()) out.insert(name, tensor);
+    else metadata.try_emplace(name, dropped->second);  // the caller's entry of that key wins, as in Python
+  }
+  return out;
+}
+
 void save_checkpoint(const std::filesystem::path& path, const nn::Module& model, const optim::Optimizer* optimizer,
                      const SafetensorsMetadata& metadata) {
   nn::TensorDict tensors;
-  for (const auto& [name, tensor] : model.state_dict()) {
+  SafetensorsMetadata meta;
+  for (const auto& [name, tensor] : drop_tied_names(model.state_dict(), meta)) {
     WEFT_CHECK(!has_prefix(name), "[save_checkpoint] the model's state name '", name, "' uses the reserved prefix ",
                kOptimizerPrefix);
     tensors.insert(name, tensor);
   }
-  SafetensorsMetadata meta;
   for (const auto& [key, value] : metadata) {
     WEFT_CHECK(!has_prefix(key), "[save_checkpoint] the metadata key '", key, "' uses the reserved prefix ",
                kOptimizerPrefix);
@@ -44,8 +60,10 @@ Checkpoint read_checkpoint(const std::filesystem::path& path) {
     else checkpoint.model.insert(name, tensor);
   }
   for (const auto& [key, value] : file.metadata) {
+    // A record of a dropped tied name: a name the file does not hold, pointing at one it does.
+    const bool tied_record = !file.tensors.contains(key) && checkpoint.model.contains(value);
     if (has_prefix(key)) checkpoint.optimizer.scalars[strip(key)] = value;
-    else checkpoint.metadata[key] = value;
+    else if (!tied_record) checkpoint.metadata[key] = value;
   }
   return checkpoint;
 }
@@ -53,21 +71,22 @@ Checkpoint read_checkpoint(const std::filesystem::path& path) {
 void apply_checkpoint(const Checkpoint& checkpoint, nn::Module& model, optim::Optimizer* optimizer) {
   WEFT_CHECK(optimizer == nullptr || !checkpoint.optimizer.scalars.empty(), "[load_checkpoint] ",
              checkpoint.path.string(), " holds no optimizer state; it was saved without an optimizer");
+  const nn::TensorDict state = nn::complete_tied_names(model, checkpoint.model);
   if (optimizer == nullptr) {
-    model.load_state_dict(checkpoint.model, true);
+    model.load_state_dict(state, true);
     return;
   }
   // The model's part is checked first: a file saved from another model would otherwise fail in
   // the optimizer's state, whose buffers have that other model's shapes, and blame the optimizer.
   try {
-    model.check_state_dict(checkpoint.model, true);
+    model.check_state_dict(state, true);
   } catch (const Error& e) {
     WEFT_FAIL("[load_checkpoint] '", checkpoint.path.string(), "' does not fit the model: ", e.what());
   }
   const optim::OptimizerState previous = optimizer->state_dict();
   optimizer->load_state_dict(checkpoint.optimizer);
   try {
-    model.load_state_dict(checkpoint.model, true);
+    model.load_state_dict(state, true);
   } catch (...) {
     optimizer->load_state_dict(previous);
     throw;

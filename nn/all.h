@@ -17,3 +17,4 @@
 #include "nn/module_holder.h"
 #include "nn/module_init_context.h"
 #include "nn/tensor_dict.h"
+#include "nn/tied_state.h"

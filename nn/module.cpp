@@ -8,7 +8,9 @@
 #include <typeinfo>
 #include <unordered_set>
 
+#include "nn/tied_state.h"
 #include "tensor/autograd.h"
+#include "tensor/ops.h"
 
 namespace weft::nn {
 namespace {
@@ -348,6 +350,25 @@ std::vector<std::string> Module::gather_load(StateLoader& loader, bool strict, I
   });
   result = {loader.missing_keys(), loader.unexpected_keys()};
   std::vector<std::string> errors = loader.errors();
+  // Names of one tied tensor are loaded one after the other into the same memory; PyTorch keeps
+  // whichever comes last. Differing values are refused instead: the result would depend on order.
+  const TensorDict& state = loader.state();
+  for (const auto& group : tied_groups(state_dict())) {
+    const Tensor* first = nullptr;
+    std::string first_name;
+    for (const std::string& name : group) {
+      const Tensor* t = state.find(name);
+      if (t == nullptr || t->is_uninitialized()) continue;
+      if (first == nullptr) {
+        first = t;
+        first_name = name;
+      } else if (!(t->storage() == first->storage() && t->offset() == first->offset()) &&
+                 t->shape() == first->shape() && !allclose(*first, *t, 0.0, 0.0, true)) {
+        errors.push_back("'" + first_name + "' and '" + name +
+                         "' are one tied tensor in the module, but the state dict gives them different values");
+      }
+    }
+  }
   if (strict && !result.unexpected_keys.empty())
     errors.insert(errors.begin(), "unexpected keys: " + quoted_list(result.unexpected_keys));
   if (strict && !result.missing_keys.empty())

@@ -12,6 +12,12 @@
 // lies below it ("l2" skips "l2" and "l2.fc", not "l20"). Lightning's bitsandbytes plugin uses a
 // plain string prefix ("l2" would also skip "l20"); matching whole name components is deliberate.
 //
+// A layer with a parameter that another module outside it also holds (weight tying: an LM head
+// whose weight is the token embedding's) is kept as it is: a replacement stores its weight in its
+// own form (packed NF4, FP8 with scales), which would cut the tie. It keeps the model's floating
+// dtype, which convert_module's to(dtype) changes for both uses at once. (Hugging Face's
+// quantizers likewise leave tied weights unquantized.)
+//
 // A module reachable under several names (a shared layer) is converted once and the same
 // replacement is put under every name, so sharing survives. Children are swapped with
 // Module::replace_module, whose note applies: handles to the old layers held elsewhere (a user

@@ -3,6 +3,7 @@
 
     python3 scripts/safetensors_interop.py write          # (re)writes the files in tests/io/data/
     python3 scripts/safetensors_interop.py verify FILE..  # checks any safetensors file (e.g. one weft wrote)
+    python3 scripts/safetensors_interop.py check-tied FILE  # loads a tied model's file with load_model
 
 The golden_* files are built with plain struct + json, so writing them needs nothing beyond the
 standard library. reference_writer.safetensors is written by the `safetensors` package itself
@@ -11,6 +12,12 @@ tensors to the same bytes. Every file written or verified is then checked three 
 script's own strict reader, by the `safetensors` package (pip install safetensors), and by
 torch (1.13 has no float8, so F8 tensors are checked by this script only). The expected values
 below are repeated literally in tests/io/test_safetensors_golden.cpp; change both together.
+
+Weight tying: tied_save_model.safetensors is what safetensors.torch.save_model writes for a tiny
+model whose LM head is its token embedding (tests/nn/tied_model.h's TiedLM, values from
+tied_values(), repeated in tests/io/test_tied_checkpoint.cpp): the tensor once, under the
+alphabetically first name, the other recorded in the metadata. `check-tied FILE` loads a file weft
+wrote for that model (io::save_checkpoint) with load_model and checks the tie and the values.
 """
 import json
 import math
@@ -18,7 +25,7 @@ import struct
 import sys
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "nn" / "data"
+DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "io" / "data"
 
 # dtype -> (struct format of one element or None for raw bytes, size in bytes)
 DTYPES = {
@@ -130,6 +137,66 @@ def write_reference_writer(path):
     return True
 
 
+VOCAB, WIDTH = 7, 5
+
+
+def tied_model():
+    """TiedLM of tests/nn/tied_model.h: wte Embedding(V, C), fc Linear(C, C), head Linear(C, V) = wte."""
+    import torch
+
+    class TiedLM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = torch.nn.Embedding(VOCAB, WIDTH)
+            self.fc = torch.nn.Linear(WIDTH, WIDTH)
+            self.head = torch.nn.Linear(WIDTH, VOCAB, bias=False)
+            self.head.weight = self.wte.weight
+
+    return TiedLM()
+
+
+def tied_values():
+    """Exact in float32: wte k/8 - 2, fc.weight k/32 - 0.375, fc.bias k/4 - 0.5 (k the flat index)."""
+    import torch
+    return {
+        "wte.weight": (torch.arange(VOCAB * WIDTH, dtype=torch.float32) / 8 - 2).view(VOCAB, WIDTH),
+        "fc.weight": (torch.arange(WIDTH * WIDTH, dtype=torch.float32) / 32 - 0.375).view(WIDTH, WIDTH),
+        "fc.bias": torch.arange(WIDTH, dtype=torch.float32) / 4 - 0.5,
+    }
+
+
+def write_tied_model(path):
+    try:
+        import safetensors.torch
+        import torch
+    except ImportError:
+        print(f"{path}: torch or safetensors not installed; keeping the committed file")
+        return False
+    model = tied_model()
+    with torch.no_grad():
+        for name, value in tied_values().items():
+            model.get_parameter(name).copy_(value)
+    safetensors.torch.save_model(model, str(path))
+    tensors, metadata = read(path)
+    assert sorted(tensors) == ["fc.bias", "fc.weight", "head.weight"], sorted(tensors)
+    assert metadata == {"wte.weight": "head.weight"}, metadata
+    check_tied(path)
+    return True
+
+
+def check_tied(path):
+    """load_model restores both names of the tie from the one the file holds."""
+    import safetensors.torch
+    import torch
+    model = tied_model()
+    missing, unexpected = safetensors.torch.load_model(model, str(path))
+    assert not missing and not unexpected, (missing, unexpected)
+    assert model.head.weight is model.wte.weight
+    for name, value in tied_values().items():
+        assert torch.equal(model.get_parameter(name), value), name
+    print(f"{path}: load_model OK, head.weight is wte.weight, values as tied_values()")
+
+
 def read(path):
     """A strict reader mirroring weft's checks; returns ({name: (dtype, shape, raw)}, metadata)."""
     blob = Path(path).read_bytes()
@@ -205,6 +272,9 @@ def main(argv):
         for path in argv[2:]:
             verify(path)
         return
+    if len(argv) == 3 and argv[1] == "check-tied":
+        check_tied(argv[2])
+        return
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     dtypes_path, layout_path = DATA_DIR / "golden_dtypes.safetensors", DATA_DIR / "golden_layout.safetensors"
     write_golden_dtypes(dtypes_path)
@@ -214,6 +284,9 @@ def main(argv):
     reference_path = DATA_DIR / "reference_writer.safetensors"
     if write_reference_writer(reference_path):
         verify(reference_path)
+    tied_path = DATA_DIR / "tied_save_model.safetensors"
+    if write_tied_model(tied_path):
+        verify(tied_path)
 
 
 if __name__ == "__main__":
