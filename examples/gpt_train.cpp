@@ -725,7 +725,7 @@ int finetune(const Options& o, const Plan& plan) {
     option_error("--batch-size (the global batch) must divide by the " + std::to_string(fabric.world_size()) + " ranks");
   fabric::Fabric::seed_everything(o.seed);
   models::GPT net(plan.config);
-  net->load_state_dict(io::read_checkpoint(o.finetune).model);
+  io::apply_checkpoint(io::read_checkpoint(o.finetune), *net, nullptr);  // the model alone; the tie restored
   plugin->convert_module(*net);
   const std::vector<std::string> adapted =
       precision::quant::apply_lora(*net, {o.lora_rank, o.lora_alpha, 0.0, kFloat32});
