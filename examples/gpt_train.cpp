@@ -25,7 +25,8 @@
 // QLoRA: --finetune CHECKPOINT --quantize nf4 --lora-rank 8 loads a model this program trained,
 // freezes its linear layers as 4-bit NF4 (the bitsandbytes plugin; the tied embedding / LM head
 // stays in float), adds LoRA adapters to them and trains only the adapters, reporting the
-// validation loss before and after.
+// validation loss before and after. It runs in one process or under ddp (each rank holds the
+// whole 4-bit model); Fabric's fsdp does not take the 4-bit plugin.
 //
 // Output: a progress line, the losses at every evaluation, a CSV log (a row per step), a PNG plot
 // of the train and validation losses (gnuplot), a generated sample, and one JSON line.
@@ -319,6 +320,10 @@ Plan check_options(const Options& o) {
       option_error("--finetune computes in the 4-bit plugin's bfloat16; expected no --precision, got '" + o.precision +
                    "'");
     if (o.device != "cpu") option_error("--finetune runs on the cpu; expected no --device");
+    // Fabric's fsdp strategy takes the precisions of FSDP's dtype table, not the 4-bit plugin.
+    if (o.strategy == "fsdp")
+      option_error("--finetune trains in one process or under --strategy ddp; fsdp cannot shard the 4-bit plugin's "
+                   "layers, got --strategy fsdp");
   }
 
   // Paths: the text, the checkpoint to read, the files to write.
