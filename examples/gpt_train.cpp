@@ -284,7 +284,8 @@ Plan check_options(const Options& o) {
     option_error("--min-lr expects 0 to --lr (" + std::to_string(o.lr) + "), got " + std::to_string(*o.min_lr));
   if (!(o.weight_decay >= 0)) option_error("--weight-decay expects 0 or more, got " + std::to_string(o.weight_decay));
   if (!(o.grad_clip >= 0)) option_error("--grad-clip expects 0 (off) or more, got " + std::to_string(o.grad_clip));
-  if (!(o.dropout >= 0 && o.dropout < 1)) option_error("--dropout expects 0 <= p < 1, got " + std::to_string(o.dropout));
+  if (!(o.dropout >= 0 && o.dropout < 1))
+    option_error("--dropout expects 0 <= p < 1, got " + std::to_string(o.dropout));
   if (o.sample_tokens < 0) option_error("--sample-tokens expects 0 or more, got " + std::to_string(o.sample_tokens));
   if (!(o.temperature > 0))
     option_error("--temperature expects a positive number, got " + std::to_string(o.temperature) +
@@ -308,14 +309,16 @@ Plan check_options(const Options& o) {
       option_error("--device cuda trains in one process; expected no --strategy, --devices or launcher");
     if (!cuda::is_built())
       option_error("--device cuda: this build of weft has no CUDA backend (configure with -DWEFT_CUDA=ON)");
-    if (!cuda::is_available()) option_error("--device cuda: expected a CUDA GPU, got none (no driver or no device visible)");
+    if (!cuda::is_available())
+      option_error("--device cuda: expected a CUDA GPU, got none (no driver or no device visible)");
   }
   if (!o.finetune.empty()) {
     if (!o.resume.empty()) option_error("--finetune starts new adapters from a trained model; expected no --resume");
     if (o.quantize != "nf4" && o.quantize != "nf4-dq" && o.quantize != "fp4" && o.quantize != "fp4-dq")
       option_error("--quantize expects nf4, nf4-dq, fp4 or fp4-dq, got '" + o.quantize + "'");
     check_positive("--lora-rank", o.lora_rank);
-    if (!(o.lora_alpha > 0)) option_error("--lora-alpha expects a positive number, got " + std::to_string(o.lora_alpha));
+    if (!(o.lora_alpha > 0))
+      option_error("--lora-alpha expects a positive number, got " + std::to_string(o.lora_alpha));
     if (o.precision != "32-true")
       option_error("--finetune computes in the 4-bit plugin's bfloat16; expected no --precision, got '" + o.precision +
                    "'");
@@ -343,7 +346,8 @@ Plan check_options(const Options& o) {
   const std::string source_flag = o.finetune.empty() ? "--resume" : "--finetune";
   std::optional<SavedRun> saved;
   if (!source.empty()) {
-    if (const std::string why = examples::unreadable_reason(source); !why.empty()) option_error(source_flag + ": " + why);
+    if (const std::string why = examples::unreadable_reason(source); !why.empty())
+      option_error(source_flag + ": " + why);
     try {
       saved = saved_run(io::read_checkpoint(source).metadata, source_flag, source);
     } catch (const Error& e) {
@@ -443,7 +447,8 @@ Batch draw_batch(const std::vector<int32_t>& ids, int64_t begin, int64_t end, in
       x.push_back(ids[static_cast<size_t>(begin + s[r] + t)]);
       y.push_back(ids[static_cast<size_t>(begin + s[r] + t + 1)]);
     }
-  return {from_vector(x, {count, context}, TensorOptions(kInt64)), from_vector(y, {count, context}, TensorOptions(kInt64))};
+  return {from_vector(x, {count, context}, TensorOptions(kInt64)),
+          from_vector(y, {count, context}, TensorOptions(kInt64))};
 }
 
 // Seeds of the random streams, apart for every (seed, purpose, step).
@@ -537,8 +542,8 @@ class Trainer {
         stats.train_loss = interval_loss / static_cast<double>(interval_steps);
         if (report.progress) std::fprintf(stderr, "\n");
         if (report.speak)
-          std::printf("step %lld: train loss %.4f, val loss %.4f, lr %.3g, %.1f ms/step\n", static_cast<long long>(done),
-                      stats.train_loss, *val, lr, median(step_ms));
+          std::printf("step %lld: train loss %.4f, val loss %.4f, lr %.3g, %.1f ms/step\n",
+                      static_cast<long long>(done), stats.train_loss, *val, lr, median(step_ms));
         std::fflush(stdout);
         interval_loss = 0;
         interval_steps = 0;
@@ -727,7 +732,8 @@ int finetune(const Options& o, const Plan& plan) {
   fabric::Fabric fabric(options);
   fabric.launch();
   if (o.batch_size % fabric.world_size() != 0)
-    option_error("--batch-size (the global batch) must divide by the " + std::to_string(fabric.world_size()) + " ranks");
+    option_error("--batch-size (the global batch) must divide by the " + std::to_string(fabric.world_size()) +
+                 " ranks");
   fabric::Fabric::seed_everything(o.seed);
   models::GPT net(plan.config);
   io::apply_checkpoint(io::read_checkpoint(o.finetune), *net, nullptr);  // the model alone; the tie restored
