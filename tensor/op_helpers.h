@@ -31,6 +31,16 @@ inline Tensor raw_expand(const Tensor& t, const Shape& shape) {
   return make_view(t, shape, strides, t.offset());
 }
 
+// A contiguous t seen as (outer, size(dim), inner), the geometry of the kernels that work along
+// one dim; not recorded. A 0-d t is (1, 1, 1).
+inline Tensor lines_view(const Tensor& t, int64_t dim) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= t.size(d);
+  for (int64_t d = dim + 1; d < t.dim(); ++d) inner *= t.size(d);
+  const Shape shape{outer, t.dim() == 0 ? 1 : t.size(dim), inner};
+  return make_view(t, shape, contiguous_strides(shape), t.offset());
+}
+
 inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
   WEFT_CHECK(a.device() == b.device(), "[", op, "] expected both tensors on the same device, got ",
              a.device(), " and ", b.device());

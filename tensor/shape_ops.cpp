@@ -107,6 +107,41 @@ Tensor Tensor::view(Shape shape) const {
   return out;
 }
 
+// As PyTorch's view(dtype): the result is never differentiable (it does not require grad, even
+// for the same dtype) and shares storage, so writes go through. With a different item size the
+// last dim must have stride 1; it grows or shrinks by the ratio of the sizes, the other strides
+// and the offset scale with it, and each must divide evenly when the new items are larger.
+Tensor Tensor::view(DType dtype) const {
+  Tensor out = detail::make_view(*this, shape(), strides(), offset());
+  out.impl()->dtype = dtype;
+  const auto from = static_cast<int64_t>(itemsize(this->dtype())), to = static_cast<int64_t>(itemsize(dtype));
+  if (from == to) return out;
+  const auto what = [&] { return detail::cat(" to view ", this->dtype(), " as ", dtype, " (different element sizes)"); };
+  WEFT_CHECK(dim() > 0, "[view] self.dim() cannot be 0", what());
+  WEFT_CHECK(stride(-1) == 1, "[view] self.stride(-1) must be 1", what(), ", but got ", stride(-1));
+  Shape& sizes = out.impl()->shape;
+  Shape& steps = out.impl()->strides;
+  if (from > to) {
+    const int64_t ratio = from / to;
+    sizes.back() *= ratio;
+    for (size_t d = 0; d + 1 < steps.size(); ++d) steps[d] *= ratio;
+    out.impl()->offset *= ratio;
+    return out;
+  }
+  const int64_t ratio = to / from;
+  WEFT_CHECK(size(-1) % ratio == 0, "[view] self.size(-1) must be divisible by ", ratio, what(), ", but got ", size(-1));
+  WEFT_CHECK(offset() % ratio == 0, "[view] self.storage_offset() must be divisible by ", ratio, what(), ", but got ",
+             offset());
+  for (size_t d = 0; d + 1 < steps.size(); ++d) {
+    WEFT_CHECK(steps[d] % ratio == 0, "[view] self.stride(", d, ") must be divisible by ", ratio, what(), ", but got ",
+               steps[d]);
+    steps[d] /= ratio;
+  }
+  sizes.back() /= ratio;
+  out.impl()->offset /= ratio;
+  return out;
+}
+
 Tensor Tensor::reshape(Shape shape) const {
   shape = infer_size(std::move(shape), numel(), this->shape(), "reshape");
   if (view_strides(this->shape(), this->strides(), shape)) return view(shape);

@@ -108,6 +108,8 @@ const std::shared_ptr<Storage>& Tensor::storage() const { return initialized(imp
 
 bool Tensor::is_contiguous() const {
   const auto& t = initialized(impl_, "is_contiguous");
+  // An empty tensor has no element out of place, whatever its strides (as PyTorch says).
+  if (detail::shape_numel(t.shape) == 0) return true;
   int64_t expected = 1;
   for (size_t i = t.shape.size(); i-- > 0;) {
     if (t.shape[i] == 1) continue;

@@ -90,7 +90,7 @@ TEST_CASE("cross_entropy: hand-computed cases") {
   // A custom ignore_index drops the sample from the mean.
   check_close(values(cross_entropy(logits, target, Reduction::Mean, 0)), {-std::log(0.75)});
   // A (C) input with a 0-d target.
-  check_close(values(cross_entropy(tensor({0.0, std::log(3.0)}, kFloat64), tensor({1}, kInt64).view({}))),
+  check_close(values(cross_entropy(tensor({0.0, std::log(3.0)}, kFloat64), tensor({1}, kInt64).view(Shape{}))),
               {-std::log(0.75)});
   CHECK_THROWS_WITH_AS(cross_entropy(logits, tensor({2, 0}, kInt64)), "[cross_entropy] target 2 is out of bounds for 2 classes",
                        Error);
