@@ -4,7 +4,7 @@
 # small texts, so it needs neither the KJV text nor much time.
 # Usage: gpt_options_test.sh GPT_TRAIN WORK_DIR
 set -euo pipefail
-trainer=$1
+trainer=$(realpath "$1")
 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 python3 - <<'PY'

@@ -646,9 +646,15 @@ void render_plot(const std::string& csv, const std::string& png, int64_t steps) 
   std::filesystem::remove(script);
 }
 
-// The attention path of the model's scaled_dot_product_attention: composed of matmul, softmax
-// and masking ops (tensor/attention.cpp).
-std::string attention_kernel() { return "composed"; }
+// The attention path of the model's scaled_dot_product_attention (tensor/attention.h): the
+// device's fused kernel ("fused avx512", ...) in float32 / bfloat16 / float16, the unfused
+// composition of ops in float64 or where the device has no fused kernel.
+std::string attention_kernel(const fabric::Fabric& fabric) {
+  const std::string name = attention_kernel_name(fabric.device());
+  if (precision::precision_traits(fabric.precision().mode()).compute_dtype == kFloat64 || name == "unfused")
+    return "unfused";
+  return "fused " + name;
+}
 
 // The GEMM kernel the matrix products of this precision take, by their compute dtype.
 std::string gemm_kernel(const fabric::Fabric& fabric) {
@@ -823,7 +829,7 @@ int main(int argc, char** argv) try {
                 "\"parameters\": %lld, \"vocab_size\": %lld, \"batch_size\": %lld, \"block_size\": %lld, "
                 "\"steps\": %lld, \"train_loss\": %.4f, \"val_loss\": %.4f, \"ms_per_step\": %.2f, "
                 "\"tokens_per_s\": %.0f, \"seconds\": %.1f}\n",
-                num_threads(), gemm_kernel(fabric).c_str(), attention_kernel().c_str(),
+                num_threads(), gemm_kernel(fabric).c_str(), attention_kernel(fabric).c_str(),
                 std::string(cpu_isa_name(cpu_isa())).c_str(), device_name(fabric.device()).c_str(),
                 fabric.precision().precision().c_str(), fabric.strategy().name().c_str(), world,
                 static_cast<long long>(parameters), static_cast<long long>(plan.config.vocab_size),
