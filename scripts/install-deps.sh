@@ -4,8 +4,10 @@
 # LLVM's OpenMP, which the sanitizer, ThreadSanitizer and fuzz builds use. Run as root on
 # Debian 12. Packages already present are left alone, so a second run costs a few seconds.
 set -euo pipefail
+# bible-kjv (with its text, bible-kjv-text) is the King James Bible that examples/gpt_train learns
+# from; its tests skip without it.
 packages=(cmake ninja-build g++ python3 libeigen3-dev doctest-dev zlib1g-dev libopenblas-openmp-dev
-          dataset-fashion-mnist gnuplot-nox libsimde-dev libgloo-dev)
+          dataset-fashion-mnist gnuplot-nox libsimde-dev libgloo-dev bible-kjv bible-kjv-text)
 clang_packages=(clang libclang-rt-14-dev libomp-14-dev)
 if [ "${1:-}" = "--clang" ]; then
   packages+=("${clang_packages[@]}")

