@@ -116,6 +116,15 @@ refuses "--finetune: 'two.safetensors' was trained on a text with another vocabu
 refuses "--finetune starts new adapters from a trained model; expected no --resume" --finetune two.safetensors \
   --resume two.safetensors
 
+# --help lists every flag this test passes, and exits 0.
+"$trainer" --help > help.txt
+for flag in --data --steps --batch-size --block-size --n-layer --n-head --n-embd --dropout --lr --min-lr --warmup-steps \
+            --lr-decay-steps --weight-decay --grad-clip --seed --threads --eval-interval --eval-iters --precision \
+            --strategy --devices --device --checkpoint --resume --log --plot --sample-tokens --temperature --top-k \
+            --prompt --finetune --quantize --lora-rank --lora-alpha --no-progress; do
+  grep -q -- "^  $flag " help.txt || { echo "FAIL: --help does not list $flag"; failures=$((failures + 1)); }
+done
+
 # ... and a good resume still runs, with a shorter context than the model's positions.
 "$trainer" "${common[@]}" --steps 4 --log log.csv --resume two.safetensors --block-size 6 > resumed.txt
 grep -q '^step 4: train loss' resumed.txt || { echo "FAIL: the valid resume did not train to step 4"; failures=$((failures + 1)); }
