@@ -4,7 +4,8 @@
 # within 0.05 of 32-true's; then, with --distributed, 32-true under `weft-run -n 2` with ddp and
 # fsdp, within 0.02 of one process at the same global batch. Prints a table and one JSON line.
 # Usage: gpt_precision_check.sh GPT_TRAIN KJV_TEXT [--distributed [WEFT_RUN]] [-- extra gpt_train flags]
-# (scripts/train-gpt.sh writes the text to data/kjv.txt; the runs use 2 threads each.)
+# (scripts/train-gpt.sh writes the text to data/kjv.txt; one process uses 2 threads, each of two
+# ranks 1.)
 set -euo pipefail
 trainer=$1
 text=$2
@@ -22,11 +23,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 precisions=(32-true 64-true bf16-true 16-true bf16-mixed 16-mixed transformer-engine)
 
-# run NAME ARGS...: one default run; prints "NAME val_loss ms_per_step seconds".
+# run NAME THREADS ARGS...: one default run with THREADS threads per process; prints
+# "NAME val_loss ms_per_step seconds".
 run() {
-  local name=$1
-  shift
-  "$@" --data "$text" --threads 2 --no-progress --log "$work/$name.csv" --plot "" --sample-tokens 0 "${extra[@]}" \
+  local name=$1 threads=$2
+  shift 2
+  "$@" --data "$text" --threads "$threads" --no-progress --log "$work/$name.csv" --plot "" --sample-tokens 0 "${extra[@]}" \
     > "$work/$name.txt" 2> "$work/$name.err" || { echo "FAIL: $name"; cat "$work/$name.err"; exit 1; }
   python3 -c "
 import json, sys
@@ -36,12 +38,12 @@ print('$name', r['val_loss'], r['ms_per_step'], r['seconds'])"
 
 results=()
 for p in "${precisions[@]}"; do
-  results+=("$(run "$p" "$trainer" --precision "$p")")
+  results+=("$(run "$p" 2 "$trainer" --precision "$p")")
   echo "${results[-1]}"
 done
 if [ -n "$distributed" ]; then
   for s in ddp fsdp; do
-    results+=("$(run "$s" "$launcher" -n 2 "$trainer" --strategy "$s" --threads 1)")
+    results+=("$(run "$s" 1 "$launcher" -n 2 "$trainer" --strategy "$s")")
     echo "${results[-1]}"
   done
 fi
