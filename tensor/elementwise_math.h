@@ -15,6 +15,16 @@
 #include "tensor/host_device.h"
 #include "tensor/op_kinds.h"
 
+// The per-element functions are forced inline into the kernels' loops: a call left in a loop keeps
+// the compiler from vectorising it.
+#if defined(__CUDACC__)
+#define WEFT_HD_INLINE __host__ __device__ __forceinline__
+#elif defined(__GNUC__)
+#define WEFT_HD_INLINE inline __attribute__((always_inline))
+#else
+#define WEFT_HD_INLINE inline
+#endif
+
 namespace weft::detail {
 
 template <UnaryOp OP>
@@ -43,8 +53,44 @@ WEFT_HD T sigmoid_of(T x) {
 inline constexpr double kSqrt2OverPi = 0.7978845608028654;  // √(2/π)
 inline constexpr double kGeluCubic = 0.044715;
 
+// tanh in float32 from arithmetic alone, so the compiler vectorises the loops that call it (a libm
+// tanhf call per element made the tanh GELU the slowest op of a GPT step). Absolute error < 1.5e-7
+// (tests/tensor/test_gelu_tanh.cpp) — what GELU's 0.5·x·(1 + tanh) needs; the relative error near
+// 0 is larger, so the Tanh op itself keeps std::tanh. NaN gives ±1 here; GELU still returns NaN
+// for NaN, through its factor x.
+//   tanh|u| = (1 − e) / (1 + e), e = exp(−2|u|), |u| clamped to 9 (tanh 9 is 1 − 3e-8);
+//   exp(−y) = exp(−r)·2^−k with k = round(y·log2 e) ∈ [0, 26], r = y − k·ln 2 ∈ [−0.35, 0.35]
+//   (ln 2 in two parts, the first exact in float); exp(−r) by its Taylor series to r⁷ (truncation
+//   error < 0.35⁸/8! ≈ 6e-9); 2^−k by multiplying the powers 2^−1, 2^−2, ..., 2^−16 of k's bits.
+WEFT_HD_INLINE float tanh_arith(float u) {
+  // min(|u|, 9) on the bit patterns, which order non-negative floats as their values (NaN, above
+  // every finite pattern, becomes 9): a float select here, followed by a conversion that may trap,
+  // keeps GCC from vectorising the loop.
+  const uint32_t magnitude = float_bits(u) & 0x7fffffffu, nine = 0x41100000u;
+  const float y = 2.0f * bits_float(magnitude < nine ? magnitude : nine);
+  const int k = static_cast<int>(y * 1.44269504f + 0.5f);
+  const float kf = static_cast<float>(k);
+  const float r = (y - kf * 0.693145752f) - kf * 1.42860677e-6f;
+  const float m = -r;
+  const float p =
+      1.0f + m * (1.0f + m * (0.5f + m * (1.0f / 6 + m * (1.0f / 24 + m * (1.0f / 120 + m * (1.0f / 720 + m * (1.0f / 5040)))))));
+  // Bit b of k contributes 2^−(2^b): 1 − (1 − 2^−(2^b))·bit, exact in float, no branch.
+  const float scale = (1.0f - 0.5f * static_cast<float>(k & 1)) * (1.0f - 0.75f * static_cast<float>((k >> 1) & 1)) *
+                      (1.0f - 0.9375f * static_cast<float>((k >> 2) & 1)) *
+                      (1.0f - 0.99609375f * static_cast<float>((k >> 3) & 1)) *
+                      (1.0f - 0.999984741f * static_cast<float>((k >> 4) & 1));
+  const float e = p * scale;
+  return std::copysign((1.0f - e) / (1.0f + e), u);
+}
+
+// The tanh of the tanh GELU: tanh_arith in float, std::tanh in double (gradient checks need it).
+template <class T>
+WEFT_HD_INLINE T gelu_tanh_of(T u) {
+  if constexpr (std::is_same_v<T, float>) return tanh_arith(u); else return std::tanh(u);
+}
+
 template <UnaryOp OP, class T>
-WEFT_HD auto unary_scalar(T x, double p0, double p1) {
+WEFT_HD_INLINE auto unary_scalar(T x, double p0, double p1) {
   static_assert(kUnarySupports<OP, T>, "a floating op on a non-floating compute type");
   if constexpr (OP == UnaryOp::LogicalNot) {
     return !static_cast<bool>(x);
@@ -82,7 +128,7 @@ WEFT_HD auto unary_scalar(T x, double p0, double p1) {
   } else if constexpr (OP == UnaryOp::Gelu) {
     return T(0.5) * x * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
   } else if constexpr (OP == UnaryOp::GeluTanh) {
-    return T(0.5) * x * (T(1) + std::tanh(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x)));
+    return T(0.5) * x * (T(1) + gelu_tanh_of(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x)));
   } else {
     static_assert(OP == UnaryOp::PowScalar);
     (void)p1;
@@ -91,7 +137,7 @@ WEFT_HD auto unary_scalar(T x, double p0, double p1) {
 }
 
 template <BinaryOp OP, class T>
-WEFT_HD auto binary_scalar(T a, T b) {
+WEFT_HD_INLINE auto binary_scalar(T a, T b) {
   static_assert(kBinarySupports<OP, T>, "an op the compute type does not have");
   if constexpr (OP == BinaryOp::Eq) return a == b;
   else if constexpr (OP == BinaryOp::Ne) return a != b;
@@ -128,7 +174,7 @@ WEFT_HD auto binary_scalar(T a, T b) {
   } else {
     static_assert(OP == BinaryOp::GeluTanhBackward);
     const T inner = T(kSqrt2OverPi) * (b + T(kGeluCubic) * b * b * b);
-    const T t = std::tanh(inner);
+    const T t = gelu_tanh_of(inner);
     const T d_inner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * b * b);
     return a * (T(0.5) * (T(1) + t) + T(0.5) * b * (T(1) - t * t) * d_inner);
   }

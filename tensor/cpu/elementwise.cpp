@@ -4,7 +4,8 @@
 // `run_unary` / `run_binary` apply it over strided runs,
 // with a tight loop for the contiguous case (which the compiler vectorises) and a strided loop
 // otherwise; narrow floats are widened chunk by chunk as they are read (tensor/cpu/convert.h).
-// The op is a template argument so the switch happens once per call, not per element.
+// The op is a template argument so the switch happens once per call, not per element, and the
+// per-element functors are forced inline, so the contiguous loops vectorise whatever the op's size.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -16,6 +17,12 @@
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/elementwise_math.h"
+
+#if defined(__GNUC__)
+#define WEFT_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define WEFT_ALWAYS_INLINE inline
+#endif
 
 namespace weft::detail {
 namespace {
@@ -86,6 +93,18 @@ void elementwise_run(const StridedRun<3>& run, Fn f) {
   }
 }
 
+// The per-element functions, as functors whose call is forced inline (a lambda's attribute is not
+// reliably honoured): a call left in the loop keeps it from vectorising.
+template <UnaryOp OP, class T>
+struct UnaryFn {
+  double p0, p1;
+  WEFT_ALWAYS_INLINE auto operator()(T v) const { return unary_scalar<OP, T>(v, p0, p1); }
+};
+template <BinaryOp OP, class T>
+struct BinaryFn {
+  WEFT_ALWAYS_INLINE auto operator()(T u, T v) const { return binary_scalar<OP, T>(u, v); }
+};
+
 // The storage type of an op's result: bool for predicates, else the input's storage type.
 template <class Result, class In>
 using OutStorage = std::conditional_t<std::is_same_v<Result, bool>, bool, In>;
@@ -97,7 +116,7 @@ void run_unary(const Tensor& x, const Tensor& out, double p0, double p1) {
     if constexpr (kUnarySupports<OP, T>) {
       using Out = OutStorage<decltype(unary_scalar<OP, T>(T{}, 0.0, 0.0)), S>;
       for_each_strided<2>({&out, &x}, [p0, p1](const StridedRun<2>& run) {
-        elementwise_run<Out, S>(run, [p0, p1](T v) { return unary_scalar<OP, T>(v, p0, p1); });
+        elementwise_run<Out, S>(run, UnaryFn<OP, T>{p0, p1});
       });
     } else {
       WEFT_FAIL("[cpu] internal: unary op ", static_cast<int>(OP), " needs a floating input, got ", x.dtype());
@@ -112,7 +131,7 @@ void run_binary(const Tensor& a, const Tensor& b, const Tensor& out) {
     if constexpr (kBinarySupports<OP, T>) {
       using Out = OutStorage<decltype(binary_scalar<OP, T>(T{}, T{})), S>;
       for_each_strided<3>({&out, &a, &b}, [](const StridedRun<3>& run) {
-        elementwise_run<Out, S>(run, [](T u, T v) { return binary_scalar<OP, T>(u, v); });
+        elementwise_run<Out, S>(run, BinaryFn<OP, T>{});
       });
     } else {
       WEFT_FAIL("[cpu] internal: binary op ", static_cast<int>(OP), " is not defined for ", a.dtype());

@@ -256,7 +256,9 @@ TEST_CASE("GPT: gradients of the loss match float64 central differences (tanh an
     gpt->loss(idx, targets).backward();
     const double eps = 1e-6;
     int checked = 0;
-    for (const auto& [name, p] : gpt->named_parameters()) {
+    for (const nn::NamedTensor& named : gpt->named_parameters()) {
+      const std::string& name = named.first;  // not a structured binding: clang 14's CAPTURE refuses one
+      const Tensor& p = named.second;
       CAPTURE(name);
       const Tensor grad = p.grad();
       REQUIRE(grad.defined());
@@ -360,6 +362,19 @@ TEST_CASE("GPT under bitsandbytes' module_init_context: quantized Linears, the t
   // convert_module finds the Linears already quantized and leaves the head alone.
   plugin.convert_module(*gpt);
   CHECK(gpt->lm_head->weight.is_same(gpt->transformer->wte->weight));
+
+  // int8 inference layers: the GPT init quantized into int8 codes and per-row scales.
+  precision::BitsandbytesPrecision int8("int8");
+  std::shared_ptr<models::GPTImpl> gpt8;
+  {
+    precision::Context ctx = int8.module_init_context();
+    gpt8 = std::make_shared<models::GPTImpl>(tiny(11, 8, 2, 2, 32));
+  }
+  auto proj8 = std::dynamic_pointer_cast<precision::quant::Linear8bitLtImpl>(gpt8->block(0)->mlp->c_proj.ptr());
+  REQUIRE(proj8 != nullptr);
+  CHECK(proj8->weight.dtype() == DType::Int8);
+  const Tensor dequantized = proj8->weight.to(kFloat32) * proj8->scb().to(kFloat32).unsqueeze(1) / 127.0;
+  CHECK(std_of(dequantized) == doctest::Approx(0.01).epsilon(0.1));
 }
 
 TEST_CASE("GPT under transformer-engine's module_init_context (replace_layers): FP8 Linears and LayerNorms") {
