@@ -125,10 +125,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 
 // ---- sorting and selection (tensor/sorting.cpp) ----
 // Values sorted along `dim` and the int64 positions they came from, as torch.sort. NaN sorts
-// above every number; `stable` keeps equal elements in their original order.
+// above every number; equal elements always keep their original order (`stable` or not).
 ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
-// The k largest (or smallest) elements along `dim` and their int64 positions, as torch.topk.
+// As torch.topk: the k largest (smallest) along `dim` and their positions; ties go to the lower one.
 ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
 
 // ---- scans and triangles (tensor/scan.cpp) ----
@@ -141,7 +141,7 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0);
 
 // ---- sampling (tensor/sampling.cpp) ----
 // Draws `num_samples` category indices (int64) per row of the non-negative weights `probs`
-// ((C) or (N, C)), as torch.multinomial; without replacement no index repeats within a row.
+// ((C) or (N, C)), as torch.multinomial, never a zero weight; without replacement none repeats.
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false,
                    Generator* gen = nullptr);
 

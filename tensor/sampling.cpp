@@ -3,6 +3,9 @@
 // into category indices (Note [Multinomial draws] in tensor/cpu/sampling.cpp: inverse CDF with
 // replacement or for one sample, the exponential race without). The weights' values are checked
 // by the kernel as it reads them. The result is int64 and not differentiable.
+//
+// One difference from PyTorch: asked for more samples without replacement than a row has non-zero
+// weights, PyTorch fills in zero-weight categories; weft refuses, so a zero weight is never drawn.
 #include "tensor/op_helpers.h"
 #include "tensor/ops.h"
 #include "tensor/selection_kernels.h"

@@ -55,6 +55,7 @@ Tensor cumsum(const Tensor& x, int64_t dim_in, std::optional<DType> dtype) {
   detail::check_defined(x, "cumsum");
   const int64_t dim = detail::wrap_dim(dim_in, x.dim(), "cumsum");
   const DType out_dtype = dtype ? *dtype : (is_floating(x.dtype()) ? x.dtype() : kInt64);
+  WEFT_CHECK(out_dtype != kBool, "[cumsum] cannot sum into a bool result, as PyTorch cannot; leave dtype unset for int64");
   // A floating conversion is recorded (its gradient converts back); an integer result has none.
   return scan(is_floating(out_dtype) ? x.to(out_dtype) : detail::raw_cast(x.detach(), out_dtype), dim, false);
 }

@@ -46,9 +46,10 @@ void cpu_topk(const TopkLaunch& args);
 
 // ---- multinomial ----
 // probs: (rows, C) floating weights -> out: (rows, num_samples) int64 category indices. Throws
-// before writing when a weight is negative, infinite or NaN, when a row sums to 0, or (without
-// replacement) when a row has fewer categories of non-zero weight than samples. The draws are a
-// function of `key` and the position only (Note [Multinomial draws] in tensor/cpu/sampling.cpp).
+// when a weight is negative, infinite or NaN, when a row sums to 0, or (without replacement) when
+// a row has fewer categories of non-zero weight than samples; `out` is then left partly written.
+// The draws are a function of `key` and the positions only (Note [Multinomial draws] in
+// tensor/cpu/sampling.cpp).
 struct MultinomialLaunch {
   Tensor probs, out;
   bool replacement;

@@ -6,7 +6,8 @@
 // PyTorch semantics: NaN sorts above every number (last ascending, first descending); a 0-d input
 // is one element, at position 0 (dim must be 0 or -1). The CPU sort is always stable, so `stable`
 // changes nothing; topk's ties go to the lower position and topk(sorted=false) returns its
-// elements in increasing position (PyTorch leaves both unspecified).
+// elements in increasing position (PyTorch leaves both unspecified). Every dtype sorts, float8
+// too (PyTorch has no float8 sort); topk refuses bool, as PyTorch does.
 #include "tensor/op_helpers.h"
 #include "tensor/ops.h"
 #include "tensor/selection_kernels.h"
@@ -27,17 +28,29 @@ KernelRegistry<TopkKernel>& topk_kernels() {
 
 }  // namespace detail
 
+namespace {
+
+// The int64 positions that sort x along dim.
+Tensor sort_indices(const Tensor& x, int64_t dim, bool descending) {
+  auto& kernel = detail::sort_kernels().at(x.device());
+  Tensor indices = detail::make_tensor(x.shape(), kInt64, x.device());
+  if (x.numel() > 0)
+    kernel({detail::lines_view(x.detach().contiguous(), dim), detail::lines_view(indices, dim), descending});
+  return indices;
+}
+
+}  // namespace
+
 ValuesIndices sort(const Tensor& x, int64_t dim_in, bool descending, bool /*stable: always*/) {
   detail::check_defined(x, "sort");
   const int64_t dim = detail::wrap_dim(dim_in, x.dim(), "sort");
-  auto& kernel = detail::sort_kernels().at(x.device());
-  Tensor indices = detail::make_tensor(x.shape(), kInt64, x.device());
-  if (x.numel() > 0) kernel({detail::lines_view(x.detach().contiguous(), dim), detail::lines_view(indices, dim), descending});
+  Tensor indices = sort_indices(x, dim, descending);
   return {gather(x, dim, indices), indices};
 }
 
-Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
-  return sort(x.detach(), dim, descending, stable).indices;
+Tensor argsort(const Tensor& x, int64_t dim_in, bool descending, bool /*stable: always*/) {
+  detail::check_defined(x, "argsort");
+  return sort_indices(x, detail::wrap_dim(dim_in, x.dim(), "argsort"), descending);
 }
 
 ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim_in, bool largest, bool sorted) {

@@ -112,8 +112,8 @@ class Tensor {
 
   // ---- views (share storage) ----
   Tensor view(Shape shape) const;  // one dimension may be -1
-  // The same bytes read as another dtype, as PyTorch's view(dtype): the last dimension scales by
-  // the ratio of item sizes (it must be contiguous when the sizes differ).
+  // The same bytes as another dtype (PyTorch's view(dtype), never requiring grad); the last dim
+  // scales by the item-size ratio, needing stride 1. view({}) lands here: use view(Shape{}).
   Tensor view(DType dtype) const;
   Tensor reshape(Shape shape) const;  // a view when strides allow, else a copy
   Tensor transpose(int64_t d0, int64_t d1) const;

@@ -55,6 +55,9 @@ using Key = std::conditional_t<std::is_same_v<S, bool>, uint8_t, Compute<S>>;
 template <class S>
 const Key<S>* line_values(const S* x, int64_t o, int64_t i, int64_t n, int64_t inner, std::vector<Key<S>>& buffer) {
   const S* start = x + o * n * inner + i;
+  if constexpr (std::is_same_v<S, Key<S>>) {
+    if (inner == 1) return start;
+  }
   buffer.resize(static_cast<size_t>(n));
   if constexpr (kIsNarrowFloat<S>) {
     const auto stride = static_cast<int64_t>(inner * sizeof(S));
@@ -62,9 +65,6 @@ const Key<S>* line_values(const S* x, int64_t o, int64_t i, int64_t n, int64_t i
       load_chunk<S>(reinterpret_cast<const char*>(start) + b * stride, stride, std::min(kChunk, n - b),
                     buffer.data() + b);
   } else {
-    if constexpr (std::is_same_v<S, Key<S>>) {
-      if (inner == 1) return start;
-    }
     for (int64_t j = 0; j < n; ++j) buffer[static_cast<size_t>(j)] = static_cast<Key<S>>(start[j * inner]);
   }
   return buffer.data();

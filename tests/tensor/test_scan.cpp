@@ -102,6 +102,8 @@ TEST_CASE("cumsum: 0-d and empty inputs, errors") {
   CHECK(cumsum(ones({2, 0}), 1).shape() == Shape{2, 0});
   CHECK(error_of([] { cumsum(scalar_tensor(1.0), 1); }) == "[cumsum] dimension out of range: expected in [-1, 0], got 1");
   CHECK(error_of([] { cumsum(ones({2, 3}), 2); }) == "[cumsum] dimension out of range: expected in [-2, 1], got 2");
+  CHECK(error_of([] { cumsum(ones({2}, kBool), 0, kBool); }) ==
+        "[cumsum] cannot sum into a bool result, as PyTorch cannot; leave dtype unset for int64");
 }
 
 TEST_CASE("tril and triu: hand-computed tables") {
