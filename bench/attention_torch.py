@@ -5,8 +5,8 @@ PyTorch's torch.nn.functional.scaled_dot_product_attention on the CPU (its flash
 for float32 and bfloat16) at bench_attention's cases: causal, batch 1, 12 heads x 64, contexts
 256, 1024 and 4096, float32 and bfloat16; q, k, v are (1, T, 12, 64) leaves viewed as
 (1, 12, T, 64). Columns as bench_attention's: median forward (no grad) and forward + backward in
-ms, and the forward's peak extra memory (VmHWM growth over one forward after resetting it through
-/proc/self/clear_refs), in MiB.
+ms, and the forward's peak extra memory (VmHWM growth over the case's first forward, after resetting
+it through /proc/self/clear_refs), in MiB.
 
 Prints a table, then one line of JSON starting with {"bench":"attention_torch".
 
@@ -82,9 +82,9 @@ def main():
                     t.grad = None
                 forward().backward(grad)
 
+            peak = peak_extra_mib(forward_no_grad)  # first, before timings leave freed memory to reuse
             fwd = median_ms(forward_no_grad, args.min_time)
             fwd_bwd = median_ms(forward_backward, args.min_time)
-            peak = peak_extra_mib(forward_no_grad)
             name = "float32" if dtype == torch.float32 else "bfloat16"
             print(f"{name:<9} {T:>6} {fwd:>12.3f} {fwd_bwd:>16.3f} {peak:>14.1f}")
             out["cases"].append({"dtype": name, "T": T, "forward_ms": round(fwd, 4), "fwd_bwd_ms": round(fwd_bwd, 4),

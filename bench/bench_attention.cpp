@@ -7,7 +7,7 @@
 //
 // Columns: the median forward (no grad) and forward + backward call in ms, and the forward's peak
 // extra memory: the growth of the process's peak resident set (VmHWM, reset through
-// /proc/self/clear_refs) over one forward after weft's CPU cache is emptied, in MiB. Attention
+// /proc/self/clear_refs) over the case's first forward, after weft's CPU cache is emptied, in MiB. Attention
 // that materialised the scores would need 12·T² floats (768 MiB at T = 4096); the fused kernel
 // needs its output and per-thread tiles, linear in T.
 //
@@ -74,11 +74,12 @@ int main(int argc, char** argv) {
   std::vector<int64_t> contexts = {256, 1024, 4096};
   if (quick) contexts = {256, 1024};
 
-  std::printf("attention (causal, batch 1, %lld heads x %lld), weft kernel %s, %d threads\n",
+  std::printf("attention (causal, batch 1, %lld heads x %lld), weft kernels: float32 %s, bfloat16 %s, %d threads\n",
               static_cast<long long>(heads), static_cast<long long>(head_size), weft::attention_kernel_name(),
-              threads);
+              weft::attention_kernel_name(weft::kCPU, weft::DType::BFloat16), threads);
   std::printf("%-9s %6s %12s %16s %14s\n", "dtype", "T", "forward ms", "fwd+bwd ms", "peak extra MiB");
   std::string json = std::string("{\"bench\":\"attention\",\"attention\":\"") + weft::attention_kernel_name() +
+                     "\",\"attention_bf16\":\"" + weft::attention_kernel_name(weft::kCPU, weft::DType::BFloat16) +
                      "\",\"threads\":" + std::to_string(threads) + ",\"cases\":[";
   bool first = true;
   for (const weft::DType dtype : {weft::kFloat32, weft::DType::BFloat16}) {
@@ -93,6 +94,11 @@ int main(int argc, char** argv) {
         return weft::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                   weft::Tensor(), 0.0, true);
       };
+      // First, before the timings leave freed blocks behind to be reused.
+      const double peak = peak_extra_mib([&] {
+        weft::NoGradGuard no_grad;
+        forward();
+      });
       const double fwd = median_ms(
           [&] {
             weft::NoGradGuard no_grad;
@@ -105,10 +111,6 @@ int main(int argc, char** argv) {
             forward().backward(grad);
           },
           min_time);
-      const double peak = peak_extra_mib([&] {
-        weft::NoGradGuard no_grad;
-        forward();
-      });
       const char* name = dtype == weft::kFloat32 ? "float32" : "bfloat16";
       std::printf("%-9s %6lld %12.3f %16.3f %14.1f\n", name, static_cast<long long>(T), fwd, fwd_bwd, peak);
       char buffer[256];

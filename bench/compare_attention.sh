@@ -47,6 +47,7 @@ for c in weft["cases"]:
     rows.append({"dtype": c["dtype"], "T": c["T"], "weft_fwd_bwd_ms": c["fwd_bwd_ms"],
                  "torch_fwd_bwd_ms": p["fwd_bwd_ms"], "ratio": round(ratio, 3), "forward_ratio": round(fwd_ratio, 3),
                  "weft_peak_extra_mib": c["peak_extra_mib"], "torch_peak_extra_mib": p["peak_extra_mib"]})
-print(json.dumps({"bench": "attention_summary", "attention": weft["attention"], "threads": weft["threads"],
+print(json.dumps({"bench": "attention_summary", "attention": weft["attention"], "attention_bf16": weft["attention_bf16"],
+                  "threads": weft["threads"],
                   "torch": torch["torch"], "target_ratio": 0.5, "cases": rows}, separators=(",", ":")))
 PY

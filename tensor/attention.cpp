@@ -182,9 +182,10 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& at
 
 }  // namespace
 
-const char* attention_kernel_name(Device device) {
-  if (detail::attention_forward_kernels().find(device.type) == nullptr) return "unfused";
-  return device.is_cuda() ? "cuda" : detail::cpu_attention_tiles_name();
+const char* attention_kernel_name(Device device, DType dtype) {
+  const bool fusable = dtype == kFloat32 || dtype == DType::BFloat16 || dtype == DType::Float16;
+  if (!fusable || detail::attention_forward_kernels().find(device.type) == nullptr) return "unfused";
+  return device.is_cuda() ? "cuda" : detail::cpu_attention_kernel_name(dtype);
 }
 
 namespace detail {

@@ -14,10 +14,11 @@
 
 namespace weft {
 
-// The fused kernel the device runs now: on the CPU the tile kernels of the current instruction
-// set ("scalar", "avx2", "avx512"; tensor/cpu/isa.h), on CUDA "cuda"; "unfused" where the device
-// has none.
-const char* attention_kernel_name(Device device = kCPU);
+// The kernel attention of `dtype` runs on the device now: on the CPU the tile kernels of the
+// current instruction set ("scalar", "avx2", "avx512"; tensor/cpu/isa.h), or "amx" for bfloat16
+// at the amx level, whose products run on AMX tiles; on CUDA "cuda"; "unfused" for float64 and
+// where the device has no kernel.
+const char* attention_kernel_name(Device device = kCPU, DType dtype = kFloat32);
 
 namespace detail {
 

@@ -53,11 +53,11 @@ using AttentionBackwardKernel = void(const AttentionBackward&);
 KernelRegistry<AttentionForwardKernel>& attention_forward_kernels();
 KernelRegistry<AttentionBackwardKernel>& attention_backward_kernels();
 
-// The CPU kernels (tensor/cpu/attention/attention.cpp) and the name of the tile kernels they run
-// at the current instruction set: "scalar", "avx2" or "avx512".
+// The CPU kernels (tensor/cpu/attention/attention.cpp) and the name of what they run for `dtype`
+// at the current instruction set: "scalar", "avx2", "avx512" or "amx".
 void cpu_attention_forward(const AttentionForward& a);
 void cpu_attention_backward(const AttentionBackward& a);
-const char* cpu_attention_tiles_name();
+const char* cpu_attention_kernel_name(DType dtype);
 
 // The CUDA kernels (tensor/cuda/attention.cpp); null in a build without CUDA.
 extern AttentionForwardKernel* const cuda_attention_forward;

@@ -316,6 +316,8 @@ TEST_CASE("sdpa names the kernel it runs at each level") {
     CpuIsaGuard guard(isa);
     const std::string name = attention_kernel_name();
     CHECK(name == (isa >= CpuIsa::Avx512 ? "avx512" : isa >= CpuIsa::Avx2 ? "avx2" : "scalar"));
+    CHECK(std::string(attention_kernel_name(kCPU, DType::BFloat16)) == (isa == CpuIsa::Amx ? "amx" : name));
+    CHECK(std::string(attention_kernel_name(kCPU, kFloat64)) == "unfused");
   }
 }
 

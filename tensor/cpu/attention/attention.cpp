@@ -23,18 +23,28 @@
 //   dq = scale·dQᵀᵀ per head; dk = scale·dK, dv = dV per key/value head.
 // Work items own what they write (a block of out; a key/value head's dk, dv and its query heads'
 // dq), so no two threads touch one output. The backward runs N·Hk items in parallel: one head
-// and batch 1 runs on one thread.
+// and batch 1 runs on one thread. Memory: besides out and lse, the forward takes a few tiles per
+// thread; the backward (3E + 2Ev)·L + (E + Ev)·S floats per thread, linear in the context.
+// Blocks: Br = 128 queries (four zmm across a score tile; against 64, half the key/value traffic
+// per product at long context), Bc = 64 keys.
+//
+// bfloat16 at CpuIsa::Amx runs the same loops with the products on AMX tiles (forward_amx,
+// backward_amx below); every other dtype and level uses the float32 tiles.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "tensor/attention_kernels.h"
 #include "tensor/cpu/aligned_vector.h"
+#include "tensor/cpu/amx_tiles.h"
 #include "tensor/cpu/attention/attention_tiles.h"
 #include "tensor/cpu/convert.h"
+#include "tensor/cpu/convert_kernels.h"
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/isa.h"
+#include "tensor/float_formats.h"
 #include "tensor/parallel.h"
 #include "tensor/philox.h"
 
@@ -199,6 +209,105 @@ int64_t diag_of(bool causal, int64_t i0, int64_t j0, int64_t rows) {
   return causal && j0 + rows - 1 > i0 ? j0 - i0 : kNoDiag;
 }
 
+// A bf16 scale applied exactly: a power of two (1/8 for heads of 64) multiplies bf16 values
+// without rounding, so q can carry it; any other scale goes on the float32 scores.
+bool exact_in_bf16(float scale) {
+  int exponent = 0;
+  return std::frexp(scale, &exponent) == 0.5f;
+}
+
+// bfloat16 at CpuIsa::Amx: the forward's two products on AMX tiles (kGemmBf16Amx's microkernel,
+// 32×32 float32 C from bf16 K-pair panels, tdpbf16ps), the softmax as above. A first pass packs
+// every key/value head once (a whole-tensor copy, but per-tile packing would transpose each value
+// tile again for every query block): K as plain rows padded to whole AMX steps (E to a multiple of
+// 32), Vᵀ per tile of kBc keys (Ev rows of kBc). Per query block, q is packed into K-pair panels
+// once; per tile, Pᵀ is rounded to bf16 pairs (as PyTorch's bf16 kernels round P). A scale that is
+// a power of two (1/8 for heads of 64) is applied to q as it is packed, which is exact; any other
+// to the float32 scores, so q is never rounded again.
+void forward_amx(const AttentionForward& a) {
+  using Bits = AlignedVector<uint16_t>;
+  const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
+  const int64_t Hk = a.k.size(1), S = a.k.size(2), Ev = a.v.size(3), group = Hq / Hk;
+  const View4<const BFloat16> q(a.q), k(a.k), v(a.v);
+  const View4<BFloat16> out(a.out);
+  float* const lse = a.lse.data<float>();
+  const AttentionTiles& tiles = kAttentionTilesAvx512;
+  const GemmKernel& amx = kGemmBf16Amx;
+  const float scale = static_cast<float>(a.scale);
+  const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
+  const int64_t e_pad = (E + 31) / 32 * 32, ev_pad = (Ev + 31) / 32 * 32, s_pad = (S + kBc - 1) / kBc * kBc;
+  Bits keys(static_cast<size_t>(N * Hk * s_pad * e_pad), 0), values(static_cast<size_t>(N * Hk * s_pad * ev_pad), 0);
+  parallel_for(N * Hk, [&](int64_t item) {
+    const int64_t n = item / Hk, hk = item % Hk;
+    uint16_t* kp = keys.data() + item * s_pad * e_pad;
+    uint16_t* vp = values.data() + item * s_pad * ev_pad;
+    for (int64_t j = 0; j < S; ++j) {
+      const BFloat16* kr = k.row(n, hk, j);
+      const BFloat16* vr = v.row(n, hk, j);
+      for (int64_t e = 0; e < E; ++e) kp[j * e_pad + e] = kr[e * k.s3].bits;
+      uint16_t* tile = vp + j / kBc * ev_pad * kBc + j % kBc;
+      for (int64_t d = 0; d < Ev; ++d) tile[d * kBc] = vr[d * v.s3].bits;
+    }
+  });
+  const int64_t blocks = (L + kBr - 1) / kBr, e_pairs = e_pad / 2, panels = kBr / 32;
+  std::vector<float> scales(static_cast<size_t>(kBr), scale);
+  const bool exact_scale = exact_in_bf16(scale);
+  const float q_scale = exact_scale ? scale : 1.0f;
+
+  parallel_for(N * Hq * blocks, [&](int64_t item) {
+    const int64_t n = item / (Hq * blocks), h = item / blocks % Hq, hk = h / group;
+    const int64_t i0 = item % blocks * kBr, br = std::min(kBr, L - i0);
+    const int cols = static_cast<int>(br);
+    thread_local Bits q_pairs, p_pairs;
+    q_pairs.assign(static_cast<size_t>(panels * e_pairs * 64), 0);
+    p_pairs.resize(static_cast<size_t>(panels * (kBc / 2) * 64));
+    for (int64_t i = 0; i < br; ++i) {
+      const BFloat16* qr = q.row(n, h, i0 + i);
+      uint16_t* panel = q_pairs.data() + i / 32 * e_pairs * 64 + i % 32 * 2;
+      for (int64_t e = 0; e < E; ++e)
+        panel[e / 2 * 64 + e % 2] = float_to_bfloat16(bfloat16_to_float(qr[e * q.s3].bits) * q_scale);
+    }
+    float* row = scratch(kRow, std::max(E, Ev));
+    float* s = scratch(kScores, kBc * kBr);
+    float* ot = scratch_filled(kOut, ev_pad * kBr, 0.0f);
+    float* m = scratch_filled(kMax, kBr, -kInf);
+    float* l = scratch_filled(kSum, kBr, 0.0f);
+    float* alpha = scratch(kAlpha, kBr);
+    const uint16_t* kp = keys.data() + (n * Hk + hk) * s_pad * e_pad;
+    const uint16_t* vp = values.data() + (n * Hk + hk) * s_pad * ev_pad;
+    amx_configure_tiles();
+    const int64_t end = a.is_causal ? std::min(S, i0 + br) : S;
+    for (int64_t j0 = 0; j0 < end; j0 += kBc) {
+      const int64_t bc = std::min(kBc, end - j0);
+      const int rows = static_cast<int>(bc);
+      for (int64_t r0 = 0; r0 < bc; r0 += 32)
+        for (int64_t c0 = 0; c0 < br; c0 += 32)
+          amx.micro_bf16({e_pairs, kp + (j0 + r0) * e_pad, q_pairs.data() + c0 / 32 * e_pairs * 64, s + r0 * kBr + c0,
+                          kBr, static_cast<int>(std::min<int64_t>(32, bc - r0)),
+                          static_cast<int>(std::min<int64_t>(32, br - c0)), false});
+      if (!exact_scale) tiles.rescale(s, kBr, rows, cols, scales.data());
+      if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, s, kBr);
+      tiles.softmax_step(s, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), m, l, alpha);
+      if (dropout.active()) dropout.apply(s, s, kBr, rows, cols, n * Hq + h, i0, j0);
+      tiles.rescale(ot, kBr, static_cast<int>(Ev), cols, alpha);
+      attention_pairs_avx512(s, kBr, rows, cols, kBc / 2, p_pairs.data());
+      const uint16_t* vt = vp + j0 / kBc * ev_pad * kBc;
+      for (int64_t r0 = 0; r0 < Ev; r0 += 32)
+        for (int64_t c0 = 0; c0 < br; c0 += 32)
+          amx.micro_bf16({kBc / 2, vt + r0 * kBc, p_pairs.data() + c0 / 32 * (kBc / 2) * 64, ot + r0 * kBr + c0, kBr,
+                          static_cast<int>(std::min<int64_t>(32, Ev - r0)),
+                          static_cast<int>(std::min<int64_t>(32, br - c0)), true});
+    }
+    float* lse_row = lse + (n * Hq + h) * L + i0;
+    for (int64_t i = 0; i < br; ++i) {
+      const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+      for (int64_t d = 0; d < Ev; ++d) row[d] = ot[d * kBr + i] * inv;
+      store_row(out.row(n, h, i0 + i), out.s3, Ev, row);
+      lse_row[i] = l[i] > 0.0f ? m[i] + std::log(l[i]) : kInf;
+    }
+  });
+}
+
 template <class T>
 void forward_typed(const AttentionForward& a) {
   const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
@@ -207,6 +316,9 @@ void forward_typed(const AttentionForward& a) {
   const View4<T> out(a.out);
   float* const lse = a.lse.data<float>();
   const CpuIsa isa = cpu_isa();
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (isa == CpuIsa::Amx) return forward_amx(a);
+  }
   const AttentionTiles& tiles = tiles_for(isa);
   const GemmKernel& gemm = gemm_for(isa);
   const float scale = static_cast<float>(a.scale);
@@ -253,6 +365,155 @@ void forward_typed(const AttentionForward& a) {
   });
 }
 
+// AMX products: c (+)= A·B over whole 32×32 C tiles of kGemmBf16Amx's microkernel, A a panel of
+// plain bf16 rows (2·pairs values each, at least 32 rows readable), B K-pair panels of 32 columns
+// (`pairs` each), c float32 with leading dimension ldc.
+void amx_product(int64_t m, int64_t n, int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc,
+                 bool accumulate) {
+  for (int64_t r0 = 0; r0 < m; r0 += 32)
+    for (int64_t c0 = 0; c0 < n; c0 += 32)
+      kGemmBf16Amx.micro_bf16({pairs, a + r0 * pairs * 2, b + c0 * pairs * 2, c + r0 * ldc + c0, ldc,
+                               static_cast<int>(std::min<int64_t>(32, m - r0)),
+                               static_cast<int>(std::min<int64_t>(32, n - c0)), accumulate});
+}
+
+// K-pair panels over the columns of rows x(i), i < rows (feature f at x(i)[f·stride]), width
+// features: panel p holds dst[(p·pairs + q)·64 + 2j + t] = x(32p + j)[2q + t] (the Bᵀ of a
+// product whose K runs over the features), zero past `rows` and `width` up to `pairs`, `panels`.
+template <class Row>
+void pairs_over_features(Row x, int64_t rows, int64_t width, int64_t stride, int64_t pairs, int64_t panels,
+                         float factor, uint16_t* dst) {
+  std::fill_n(dst, panels * pairs * 64, uint16_t{0});
+  for (int64_t i = 0; i < rows; ++i) {
+    const BFloat16* r = x(i);
+    uint16_t* panel = dst + i / 32 * pairs * 64 + i % 32 * 2;
+    for (int64_t f = 0; f < width; ++f)
+      panel[f / 2 * 64 + f % 2] = factor == 1.0f ? r[f * stride].bits
+                                                 : float_to_bfloat16(bfloat16_to_float(r[f * stride].bits) * factor);
+  }
+}
+
+// K-pair panels over the rows (K runs over i): dst[(p·pairs + q)·64 + 2c + t] = x(2q + t)[32p + c].
+template <class Row>
+void pairs_over_rows(Row x, int64_t rows, int64_t width, int64_t stride, int64_t pairs, int64_t panels,
+                     uint16_t* dst) {
+  std::fill_n(dst, panels * pairs * 64, uint16_t{0});
+  for (int64_t i = 0; i < rows; ++i) {
+    const BFloat16* r = x(i);
+    for (int64_t f = 0; f < width; ++f) dst[(f / 32 * pairs + i / 2) * 64 + f % 32 * 2 + i % 2] = r[f * stride].bits;
+  }
+}
+
+// rows × cols of a float32 tile (ld) as bf16 rows of `width` values, zero-padded to `padded_rows`.
+void bf16_rows(const float* src, int64_t ld, int rows, int cols, int64_t width, int64_t padded_rows, uint16_t* dst) {
+  std::fill_n(dst, padded_rows * width, uint16_t{0});
+  for (int r = 0; r < rows; ++r) float_to_bfloat16_avx512(src + r * ld, dst + r * width, cols);
+}
+
+// The backward of bfloat16 at CpuIsa::Amx: the five products on AMX tiles, everything else as the
+// float32 tiles do. Per key/value head K and V are packed once (rows, and Kᵀ per key tile); per
+// query head q and dO once, in the K-pair panels both of their products need; per tile Pᵀ and dSᵀ
+// are rounded to bf16 rows, dSᵀ also to K-pair panels.
+void backward_amx(const AttentionBackward& a) {
+  using Bits = AlignedVector<uint16_t>;
+  const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
+  const int64_t Hk = a.k.size(1), S = a.k.size(2), Ev = a.v.size(3), group = Hq / Hk;
+  const View4<const BFloat16> q(a.q), k(a.k), v(a.v), out(a.out), grad_out(a.grad_out);
+  const View4<BFloat16> grad_q(a.grad_q), grad_k(a.grad_k), grad_v(a.grad_v);
+  const float* const lse = a.lse.data<float>();
+  const AttentionTiles& tiles = kAttentionTilesAvx512;
+  const float scale = static_cast<float>(a.scale);
+  const bool exact_scale = exact_in_bf16(scale);
+  const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
+  const int64_t e_pad = (E + 31) / 32 * 32, ev_pad = (Ev + 31) / 32 * 32, s_pad = (S + kBc - 1) / kBc * kBc;
+  const int64_t blocks = (L + kBr - 1) / kBr, l_pad = blocks * kBr;
+  const int64_t e_pairs = e_pad / 2, ev_pairs = ev_pad / 2, i_pairs = kBr / 2, j_pairs = kBc / 2;
+  std::vector<float> scales(static_cast<size_t>(kBr), scale);
+
+  parallel_for(N * Hk, [&](int64_t item) {
+    const int64_t n = item / Hk, hk = item % Hk;
+    Bits k_rows(static_cast<size_t>(s_pad * e_pad), 0), v_rows(static_cast<size_t>(s_pad * ev_pad), 0);
+    Bits k_t(static_cast<size_t>(s_pad * e_pad), 0);
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t e = 0; e < E; ++e) {
+        k_rows[static_cast<size_t>(j * e_pad + e)] = k.row(n, hk, j)[e * k.s3].bits;
+        k_t[static_cast<size_t>(j / kBc * e_pad * kBc + e * kBc + j % kBc)] = k.row(n, hk, j)[e * k.s3].bits;
+      }
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t d = 0; d < Ev; ++d) v_rows[static_cast<size_t>(j * ev_pad + d)] = v.row(n, hk, j)[d * v.s3].bits;
+    Bits q_by_e(static_cast<size_t>(l_pad * e_pad)), do_by_d(static_cast<size_t>(l_pad * ev_pad));
+    Bits q_by_i(static_cast<size_t>(l_pad * e_pad)), do_by_i(static_cast<size_t>(l_pad * ev_pad));
+    Bits p_rows(static_cast<size_t>(kBc * kBr)), ds_rows(static_cast<size_t>(kBc * kBr));
+    Bits ds_pairs(static_cast<size_t>(kBr / 32 * j_pairs * 64));
+    float* dsum = scratch(kD, L);
+    float* dqt = scratch(kDQt, e_pad * L);
+    float* dk = scratch_filled(kDK, s_pad * e_pad, 0.0f);
+    float* dv = scratch_filled(kDV, s_pad * ev_pad, 0.0f);
+    float* p = scratch(kScores, kBc * kBr);
+    float* dp = scratch(kDScores, kBc * kBr);
+    float* pd = dropout.active() ? scratch(kDropped, kBc * kBr) : nullptr;
+    float* orow = scratch(kOut, 2 * Ev);
+    float* row = scratch(kRow, std::max(E, Ev));
+    amx_configure_tiles();
+    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+      for (int64_t ib = 0; ib < blocks; ++ib) {
+        const int64_t i0 = ib * kBr, br = std::min(kBr, L - i0);
+        auto q_row = [&](int64_t i) { return q.row(n, h, i0 + i); };
+        auto do_row = [&](int64_t i) { return grad_out.row(n, h, i0 + i); };
+        pairs_over_features(q_row, br, E, q.s3, e_pairs, kBr / 32, exact_scale ? scale : 1.0f,
+                            q_by_e.data() + i0 * e_pad);
+        pairs_over_features(do_row, br, Ev, grad_out.s3, ev_pairs, kBr / 32, 1.0f, do_by_d.data() + i0 * ev_pad);
+        pairs_over_rows(q_row, br, E, q.s3, i_pairs, e_pad / 32, q_by_i.data() + i0 * e_pad);
+        pairs_over_rows(do_row, br, Ev, grad_out.s3, i_pairs, ev_pad / 32, do_by_i.data() + i0 * ev_pad);
+      }
+      for (int64_t i = 0; i < L; ++i) {
+        load_row(grad_out.row(n, h, i), grad_out.s3, Ev, orow);
+        load_row(out.row(n, h, i), out.s3, Ev, orow + Ev);
+        float d = 0.0f;
+        for (int64_t e = 0; e < Ev; ++e) d += orow[e] * orow[Ev + e];
+        dsum[i] = d;
+      }
+      std::fill_n(dqt, e_pad * L, 0.0f);
+      const float* lse_head = lse + (n * Hq + h) * L;
+      for (int64_t j0 = 0; j0 < S; j0 += kBc) {
+        const int64_t bc = std::min(kBc, S - j0);
+        const int rows = static_cast<int>(bc);
+        for (int64_t i0 = a.is_causal ? j0 / kBr * kBr : 0; i0 < L; i0 += kBr) {
+          const int64_t br = std::min(kBr, L - i0);
+          const int cols = static_cast<int>(br);
+          amx_product(bc, br, e_pairs, k_rows.data() + j0 * e_pad, q_by_e.data() + i0 * e_pad, p, kBr, false);
+          if (!exact_scale) tiles.rescale(p, kBr, rows, cols, scales.data());
+          if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, p, kBr);
+          tiles.probs(p, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), lse_head + i0);
+          amx_product(bc, br, ev_pairs, v_rows.data() + j0 * ev_pad, do_by_d.data() + i0 * ev_pad, dp, kBr, false);
+          const float* kept = p;
+          if (dropout.active()) {
+            dropout.apply(p, pd, kBr, rows, cols, n * Hq + h, i0, j0);
+            dropout.apply(dp, dp, kBr, rows, cols, n * Hq + h, i0, j0);
+            kept = pd;
+          }
+          bf16_rows(kept, kBr, rows, cols, kBr, kBc, p_rows.data());
+          amx_product(bc, Ev, i_pairs, p_rows.data(), do_by_i.data() + i0 * ev_pad, dv + j0 * ev_pad, ev_pad, true);
+          tiles.dscores(p, dp, kBr, rows, cols, dsum + i0);
+          bf16_rows(dp, kBr, rows, cols, kBr, kBc, ds_rows.data());
+          amx_product(bc, E, i_pairs, ds_rows.data(), q_by_i.data() + i0 * e_pad, dk + j0 * e_pad, e_pad, true);
+          attention_pairs_avx512(dp, kBr, rows, cols, j_pairs, ds_pairs.data());
+          amx_product(E, br, j_pairs, k_t.data() + j0 / kBc * e_pad * kBc, ds_pairs.data(), dqt + i0, L, true);
+        }
+      }
+      for (int64_t i = 0; i < L; ++i) {
+        for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * L + i] * scale;
+        store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
+      }
+    }
+    for (int64_t j = 0; j < S; ++j) {
+      for (int64_t e = 0; e < E; ++e) row[e] = dk[j * e_pad + e] * scale;
+      store_row(grad_k.row(n, hk, j), grad_k.s3, E, row);
+      store_row(grad_v.row(n, hk, j), grad_v.s3, Ev, dv + j * ev_pad);
+    }
+  });
+}
+
 template <class T>
 void backward_typed(const AttentionBackward& a) {
   const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
@@ -261,6 +522,9 @@ void backward_typed(const AttentionBackward& a) {
   const View4<T> grad_q(a.grad_q), grad_k(a.grad_k), grad_v(a.grad_v);
   const float* const lse = a.lse.data<float>();
   const CpuIsa isa = cpu_isa();
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (isa == CpuIsa::Amx) return backward_amx(a);
+  }
   const AttentionTiles& tiles = tiles_for(isa);
   const GemmKernel& gemm = gemm_for(isa);
   const float scale = static_cast<float>(a.scale);
@@ -356,6 +620,9 @@ void cpu_attention_backward(const AttentionBackward& a) {
   visit_attention_dtype(a.q.dtype(), [&](auto tag) { backward_typed<decltype(tag)>(a); });
 }
 
-const char* cpu_attention_tiles_name() { return tiles_for(cpu_isa()).name; }
+const char* cpu_attention_kernel_name(DType dtype) {
+  const CpuIsa isa = cpu_isa();
+  return dtype == DType::BFloat16 && isa == CpuIsa::Amx ? "amx" : tiles_for(isa).name;
+}
 
 }  // namespace weft::detail

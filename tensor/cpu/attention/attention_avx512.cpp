@@ -101,6 +101,26 @@ void dscores(const float* p, float* dp, int64_t ld, int rows, int cols, const fl
 
 }  // namespace
 
+void attention_pairs_avx512(const float* src, int64_t ld, int rows, int cols, int64_t pairs, uint16_t* dst) {
+  const int64_t panels = (cols + 31) / 32;
+  const __m512i low_words = _mm512_set1_epi32(0xFFFF);
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t q = 0; q < pairs; ++q) {
+      uint16_t* out = dst + (p * pairs + q) * 64;
+      for (int64_t half = 0; half < 2; ++half) {
+        const int64_t c0 = 32 * p + 16 * half;
+        const __mmask16 valid = lane_mask(cols - c0);
+        const int64_t r0 = 2 * q, r1 = 2 * q + 1;
+        const __m512 even = r0 < rows ? _mm512_maskz_loadu_ps(valid, src + r0 * ld + c0) : _mm512_setzero_ps();
+        const __m512 odd = r1 < rows ? _mm512_maskz_loadu_ps(valid, src + r1 * ld + c0) : _mm512_setzero_ps();
+        // Word pair j: the even row's bf16 low, the odd row's high.
+        const __m512i words = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(bf16_in_high_words_x16(even), 16), low_words),
+                                              _mm512_andnot_si512(low_words, bf16_in_high_words_x16(odd)));
+        _mm512_storeu_si512(out + 32 * half, words);
+      }
+    }
+}
+
 const AttentionTiles kAttentionTilesAvx512 = {"avx512", softmax_step, rescale, probs, dscores};
 
 }  // namespace weft::detail

@@ -33,6 +33,12 @@ struct AttentionTiles {
   void (*dscores)(const float* p, float* dp, int64_t ld, int rows, int cols, const float* d);
 };
 
+// bfloat16 K-pair panels of a float32 tile, for AMX products (Note [bf16 K-pair panels] in
+// tensor/cpu/gemm/packing.h): panel p (columns 32p .. 32p+31) of dst, `pairs` K-pairs long, holds
+// dst[(p·pairs + q)·64 + 2j + t] = bf16(src[(2q + t)·ld + 32p + j]), rounded to nearest even,
+// zero past `rows` and `cols` (up to whole panels). AVX-512BW, which every AMX CPU has.
+void attention_pairs_avx512(const float* src, int64_t ld, int rows, int cols, int64_t pairs, uint16_t* dst);
+
 extern const AttentionTiles kAttentionTilesScalar;
 extern const AttentionTiles kAttentionTilesAvx2;
 extern const AttentionTiles kAttentionTilesAvx512;
