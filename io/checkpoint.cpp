@@ -60,10 +60,13 @@ Checkpoint read_checkpoint(const std::filesystem::path& path) {
     else checkpoint.model.insert(name, tensor);
   }
   for (const auto& [key, value] : file.metadata) {
-    // A record of a dropped tied name: a name the file does not hold, pointing at one it does.
-    const bool tied_record = !file.tensors.contains(key) && checkpoint.model.contains(value);
-    if (has_prefix(key)) checkpoint.optimizer.scalars[strip(key)] = value;
-    else if (!tied_record) checkpoint.metadata[key] = value;
+    if (has_prefix(key)) {
+      checkpoint.optimizer.scalars[strip(key)] = value;
+      continue;
+    }
+    // A record of a dropped tied name (a name the file does not hold, pointing at one it does) is
+    // the save's, not the caller's.
+    if (!(checkpoint.model.contains(value) && !file.tensors.contains(key))) checkpoint.metadata[key] = value;
   }
   return checkpoint;
 }

@@ -48,7 +48,83 @@ distributed::FSDPOptions fsdp_options(const std::string& policy) {
   return o;
 }
 
+// A tied pair one level down, beside a Linear of its own, the head a unit of its own (it has a
+// bias) whose weight is the embedding's: that weight belongs to "lm", the innermost unit holding
+// both uses, which is gathered while the head's unit runs forward and backward.
+struct BiasedTiedHeadImpl : nn::Module {
+  Tensor weight, bias;
+  explicit BiasedTiedHeadImpl(const Tensor& w) {
+    weight = register_parameter("weight", w);
+    bias = register_parameter("bias", full({test::kVocab}, 0.1));
+  }
+  Tensor forward(const Tensor& x) override { return linear(x, weight, bias); }
+};
+WEFT_MODULE(BiasedTiedHead);
+
+struct InnerImpl : nn::Module {
+  nn::Embedding wte{nullptr};
+  nn::Linear fc{nullptr};
+  BiasedTiedHead head{nullptr};
+  InnerImpl() {
+    wte = register_module("wte", nn::Embedding(test::kVocab, test::kWidth));
+    fc = register_module("fc", nn::Linear(test::kWidth, test::kWidth));
+    head = register_module("head", BiasedTiedHead(wte->weight));
+  }
+  Tensor forward(const Tensor& ids) override { return head(tanh(fc(wte(ids)))); }
+};
+WEFT_MODULE(Inner);
+
+struct OuterImpl : nn::Module {
+  Inner lm{nullptr};
+  nn::Linear out{nullptr};
+  OuterImpl() {
+    lm = register_module("lm", Inner());
+    out = register_module("out", nn::Linear(test::kVocab, test::kVocab));
+  }
+  Tensor forward(const Tensor& ids) override { return out(lm(ids)); }
+};
+WEFT_MODULE(Outer);
+
+Outer make_outer(uint64_t seed) {
+  manual_seed(seed);
+  return Outer();
+}
+
 }  // namespace
+
+WEFT_RANK_WORKER(tied_fsdp_nested) {
+  auto pg = test::init_group();
+  auto model = make_outer(1234 + static_cast<uint64_t>(pg->rank()));
+  distributed::FSDPOptions o;
+  o.auto_wrap_policy = distributed::module_type_auto_wrap_policy({"Inner", "Linear", "BiasedTiedHead"});
+  FullyShardedDataParallel fsdp(model, pg, o);
+  std::vector<std::pair<std::string, int64_t>> units;
+  for (const auto& u : fsdp->units()) units.emplace_back(u.name, u.numel);
+  test::require(units == std::vector<std::pair<std::string, int64_t>>{{"lm", test::kVocab * test::kWidth},
+                                                                      {"lm.fc", 30},
+                                                                      {"lm.head", test::kVocab},
+                                                                      {"out", 56}},
+                "the tied weight belongs in 'lm'; the root holds nothing");
+  auto opt = test::make_optimizer("adamw", fsdp->parameters());
+  train([&](const Tensor& ids) { return fsdp(ids); }, *opt, pg->rank(), pg->size());
+  test::save_result(pg->rank(), fsdp->full_state_dict());
+  return 0;
+}
+
+TEST_CASE("FSDP keeps a tied weight in the innermost unit holding both uses, below the root") {
+  auto model = make_outer(1234);
+  auto opt = test::make_optimizer("adamw", model->parameters());
+  train([&](const Tensor& ids) { return model(ids); }, *opt, 0, 1);
+  const nn::TensorDict expected = model->state_dict();
+  const auto run = test::run_ranks(2, "tied_fsdp_nested");
+  INFO(run.logs());
+  REQUIRE(run.ok());
+  for (int r = 0; r < 2; ++r) {
+    const nn::TensorDict got = run.result(r);
+    CHECK(test::max_relative_difference(got, expected) <= 1e-5);
+    CHECK(equal(got.at("lm.head.weight"), got.at("lm.wte.weight")));
+  }
+}
 
 WEFT_RANK_WORKER(tied_ddp) {
   auto pg = test::init_group();

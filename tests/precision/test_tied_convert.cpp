@@ -36,7 +36,9 @@ TEST_CASE("convert_module of every make_precision plugin keeps a tie, in the plu
       {"32-true", kFloat32},         {"64-true", kFloat64},           {"16-true", kFloat16},
       {"bf16-true", kBFloat16},      {"bf16-mixed", kFloat32},        {"transformer-engine", kBFloat16},
       {"transformer-engine-float16", kFloat16}};
-  for (const auto& [name, dtype] : cases) {
+  for (const auto& entry : cases) {
+    const std::string& name = entry.first;  // not a structured binding: clang 14's CAPTURE refuses those
+    const DType dtype = entry.second;
     CAPTURE(name);
     auto plugin = precision::make_precision(name, "cpu");
     auto tied = test::make_tied_lm(1);
@@ -54,12 +56,27 @@ TEST_CASE("convert_module of every make_precision plugin keeps a tie, in the plu
   }
 }
 
+// HeadOwnedLM's layout in widths that FP8 execution takes (multiples of 16).
+struct WideHeadOwnedImpl : nn::Module {
+  nn::Linear head{nullptr};
+  test::TiedEmbedding emb{nullptr};
+  nn::Linear fc{nullptr};
+  WideHeadOwnedImpl() {
+    head = register_module("head", nn::Linear(16, 32, false));
+    emb = register_module("emb", test::TiedEmbedding(head->weight));
+    fc = register_module("fc", nn::Linear(16, 16));
+  }
+};
+
 TEST_CASE("transformer-engine swaps the untied Linear for an FP8 one and keeps the tied head") {
   precision::TransformerEnginePrecision plugin({});
-  test::HeadOwnedLM owned;
-  plugin.convert_module(*owned);
-  check_tied(owned, kBFloat16);
-  const auto fc = owned->named_children().at(2).second;
+  auto model = std::make_shared<WideHeadOwnedImpl>();
+  plugin.convert_module(*model);
+  const auto head = model->named_children().at(0).second;
+  const auto fc = model->named_children().at(2).second;
+  CHECK(is_plain_linear(*head));
+  CHECK(model->head->weight.is_same(model->emb->weight));
+  CHECK(model->head->weight.dtype() == kBFloat16);
   CHECK_FALSE(is_plain_linear(*fc));
   CHECK(dynamic_cast<nn::LinearImpl*>(fc.get()) != nullptr);
 }
@@ -67,7 +84,7 @@ TEST_CASE("transformer-engine swaps the untied Linear for an FP8 one and keeps t
 TEST_CASE("bitsandbytes quantizes the untied Linear and keeps the tied head in floating point") {
   for (const std::string mode : {"nf4", "nf4-dq", "fp4", "int8-training", "int8"}) {
     CAPTURE(mode);
-    precision::BitsandbytesPrecision plugin(mode, kBFloat16);
+    precision::BitsandbytesPrecision plugin(mode, mode.starts_with("int8") ? kFloat16 : kBFloat16);
     test::HeadOwnedLM owned;
     plugin.convert_module(*owned);
     check_tied(owned, kFloat32);  // bitsandbytes leaves unquantized layers as they are
