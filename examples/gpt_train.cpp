@@ -646,14 +646,13 @@ void render_plot(const std::string& csv, const std::string& png, int64_t steps) 
   std::filesystem::remove(script);
 }
 
-// The attention path of the model's scaled_dot_product_attention (tensor/attention.h): the
-// device's fused kernel ("fused avx512", ...) in float32 / bfloat16 / float16, the unfused
-// composition of ops in float64 or where the device has no fused kernel.
+// The attention path of the model's scaled_dot_product_attention in the precision's compute dtype
+// (tensor/attention.h): the device's fused kernel ("fused avx512", "fused amx" for bfloat16 on
+// AMX, ...), or "unfused", the composition of ops, in float64 or where the device has no kernel.
 std::string attention_kernel(const fabric::Fabric& fabric) {
-  const std::string name = attention_kernel_name(fabric.device());
-  if (precision::precision_traits(fabric.precision().mode()).compute_dtype == kFloat64 || name == "unfused")
-    return "unfused";
-  return "fused " + name;
+  const DType dtype = precision::precision_traits(fabric.precision().mode()).compute_dtype;
+  const std::string name = attention_kernel_name(fabric.device(), dtype);
+  return name == "unfused" ? name : "fused " + name;
 }
 
 // The GEMM kernel the matrix products of this precision take, by their compute dtype.
