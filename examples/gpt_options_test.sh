@@ -41,6 +41,9 @@ mkfifo pipe
 mkdir adir
 touch afile
 refuses "unknown option --step" --step 3
+refuses "unknown option --bogus" --bogus
+refuses "--steps needs a value" --steps
+refuses "unexpected argument 'kjv.txt': gpt_train takes options only" kjv.txt
 refuses "--steps expects a whole number, got 'ten'" --steps ten
 refuses "--steps expects at least 1, got 0" --steps 0
 refuses "--batch-size expects at least 1, got 0" --batch-size 0

@@ -175,7 +175,11 @@ Options parse(int argc, char** argv) {
       o.progress = false;
       continue;
     }
-    if (i + 1 >= argc) usage_error(flag + " needs a value");
+    if (flag.empty() || flag[0] != '-')
+      usage_error("unexpected argument '" + flag + "': gpt_train takes options only (--help lists them)");
+    if (i + 1 >= argc)
+      usage_error(std::string(kUsage).find("\n  " + flag + " ") != std::string::npos ? flag + " needs a value"
+                                                                                   : "unknown option " + flag);
     const std::string value = argv[++i];
     if (flag == "--data") o.data = value;
     else if (flag == "--steps") o.steps = parse_number<int64_t>(flag, value);
