@@ -7,8 +7,10 @@
 # are the benchmarks' peers (and GEMM choices with -DWEFT_EIGEN=ON / -DWEFT_OPENBLAS=ON), pkg-config
 # builds the package consumer test's second way.
 set -euo pipefail
+# bible-kjv (with its text, bible-kjv-text) is the King James Bible that examples/gpt_train learns
+# from; its tests skip without it.
 packages=(cmake ninja-build g++ python3 libeigen3-dev doctest-dev libopenblas-openmp-dev pkgconf
-          dataset-fashion-mnist gnuplot-nox libsimde-dev libgloo-dev bible-kjv)
+          dataset-fashion-mnist gnuplot-nox libsimde-dev libgloo-dev bible-kjv bible-kjv-text)
 clang_packages=(clang libclang-rt-14-dev libomp-14-dev)
 if [ "${1:-}" = "--clang" ]; then
   packages+=("${clang_packages[@]}")

@@ -1,0 +1,117 @@
+// A text as a character-level language model sees it: its Unicode codepoints, the vocabulary of
+// the distinct ones in codepoint order (so the same text always gives the same ids), and every
+// character as its id.
+//
+// The text must be valid UTF-8: a malformed, overlong or truncated sequence, a surrogate or a
+// codepoint above U+10FFFF is refused with the byte offset where it starts, rather than guessed
+// at. The vocabulary travels with a checkpoint as its UTF-8 string (vocabulary_text), so a run
+// that resumes or samples can check it reads the same characters.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "weft.h"
+
+namespace weft::examples {
+
+struct CharText {
+  std::vector<char32_t> vocabulary;  // distinct codepoints, ascending; a character's id is its index
+  std::vector<int32_t> ids;          // the text, one id per character
+};
+
+// The codepoints of `bytes`, or throws naming `what` and the byte offset of the first bad sequence.
+inline std::vector<char32_t> decode_utf8(const std::string& bytes, const std::string& what) {
+  std::vector<char32_t> out;
+  out.reserve(bytes.size());
+  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char lead = s[i];
+    int length = 0;
+    char32_t cp = 0, min = 0;
+    if (lead < 0x80) length = 1, cp = lead;
+    else if ((lead & 0xE0) == 0xC0) length = 2, cp = lead & 0x1F, min = 0x80;
+    else if ((lead & 0xF0) == 0xE0) length = 3, cp = lead & 0x0F, min = 0x800;
+    else if ((lead & 0xF8) == 0xF0) length = 4, cp = lead & 0x07, min = 0x10000;
+    bool ok = length > 0 && i + static_cast<size_t>(length) <= n;
+    for (int k = 1; ok && k < length; ++k) {
+      ok = (s[i + static_cast<size_t>(k)] & 0xC0) == 0x80;
+      cp = (cp << 6) | (s[i + static_cast<size_t>(k)] & 0x3F);
+    }
+    // Overlong forms, UTF-16 surrogates and values past Unicode's end are not UTF-8 either.
+    ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (!ok) {
+      std::ostringstream byte;
+      byte << "0x" << std::hex << static_cast<int>(lead);
+      WEFT_FAIL("[", what, "] expected UTF-8 text, got an invalid byte sequence at byte offset ", i, " (byte ",
+                byte.str(), ")");
+    }
+    out.push_back(cp);
+    i += static_cast<size_t>(length);
+  }
+  return out;
+}
+
+inline std::string encode_utf8(const std::vector<char32_t>& codepoints) {
+  std::string out;
+  for (char32_t cp : codepoints) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  return out;
+}
+
+// Reads and encodes a UTF-8 file (`what` names it in errors).
+inline CharText read_char_text(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  WEFT_CHECK(in.is_open(), "[", what, "] cannot open '", path, "'");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<char32_t> text = decode_utf8(bytes, what);
+  CharText out;
+  out.vocabulary = text;
+  std::sort(out.vocabulary.begin(), out.vocabulary.end());
+  out.vocabulary.erase(std::unique(out.vocabulary.begin(), out.vocabulary.end()), out.vocabulary.end());
+  out.ids.reserve(text.size());
+  for (char32_t cp : text)
+    out.ids.push_back(static_cast<int32_t>(std::lower_bound(out.vocabulary.begin(), out.vocabulary.end(), cp) -
+                                           out.vocabulary.begin()));
+  return out;
+}
+
+// The vocabulary as one UTF-8 string, for a checkpoint's metadata.
+inline std::string vocabulary_text(const CharText& text) { return encode_utf8(text.vocabulary); }
+
+// The ids of `s`, or the first character of it that the vocabulary lacks (as `missing`).
+inline std::vector<int64_t> encode(const CharText& text, const std::string& s, std::string* missing) {
+  std::vector<int64_t> ids;
+  for (char32_t cp : decode_utf8(s, "encode")) {
+    const auto it = std::lower_bound(text.vocabulary.begin(), text.vocabulary.end(), cp);
+    if (it == text.vocabulary.end() || *it != cp) {
+      *missing = encode_utf8({cp});
+      return {};
+    }
+    ids.push_back(it - text.vocabulary.begin());
+  }
+  return ids;
+}
+
+}  // namespace weft::examples
