@@ -65,7 +65,7 @@ typedef struct weft_model weft_model;
 
 typedef struct weft_load_options {
   size_t struct_size;    /* sizeof(weft_load_options) */
-  const char* quantize;  /* NULL or "": as stored; "nf4", "nf4-dq", "fp4", "fp4-dq", "int8" */
+  const char* quantize;  /* NULL or "": as stored; "nf4", "nf4-dq", "fp4", "fp4-dq", "int8", "fp8", "fp8-channel" */
   int bfloat16;          /* nonzero: bfloat16 weights and compute */
 } weft_load_options;
 

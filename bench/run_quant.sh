@@ -6,6 +6,8 @@
 #   int8 GEMM        weft / torch._int_mm (target >= 0.9)
 #   4-bit GEMV       weft GB/s / memcpy GB/s of the same bytes (>= 0.70);
 #                    PyTorch fp32 linear time / weft time (>= 4)
+#   exact 4-bit GEMV the default (exact) product at batch 1: GB/s of the packed weight bytes /
+#                    a read-only stream over as many bytes (>= 0.90), beside the int8-activation one
 #   Linear4bit       batch 32: PyTorch fp32 linear time / weft time (>= 1);
 #                    bitsandbytes CPU Linear4bit time / weft time at batch 1 and 32 (>= 20);
 #                    batch 8 too (the fused kernel at a small batch, no target); beside them
@@ -81,6 +83,13 @@ for a, b in zip(w["gemv_4bit"], t["linear_gemv"]):
     shape = f"{a['n']}x{a['k']}"
     print(f"{shape:<24} {a['gbps']:>8.1f} {a['gbps'] / a['memcpy_gbps']:>10.2f} {b['seconds'] * 1e3:>9.3f} "
           f"{a['seconds'] * 1e3:>9.3f} {speedup:>10.2f}")
+summary["gemv_4bit_exact"] = []
+print(f"\n{'exact 4-bit GEMV N x K':<24} {'GB/s':>8} {'int8 GB/s':>10} {'stream GB/s':>12} {'of stream':>10}")
+for a in w["gemv_4bit_exact"]:
+    summary["gemv_4bit_exact"].append({"n": a["n"], "k": a["k"], "gbps": a["gbps"], "int8_gbps": a["int8_gbps"],
+                                       "of_stream": a["ratio"]})
+    shape = f"{a['n']}x{a['k']}"
+    print(f"{shape:<24} {a['gbps']:>8.1f} {a['int8_gbps']:>10.1f} {a['stream_gbps']:>12.1f} {a['ratio']:>10.2f}")
 f = w["linear4bit"]["features"]
 print(f"\n{'Linear4bit ' + str(f) + '^2':<24} {'weft ms':>9} {'fp32 ms':>9} {'fp32/weft':>10} {'bnb ms':>9} {'bnb/weft':>9}"
       f" {'weft fp32':>10} {'fp32/weft fp32':>15} {'bnb error':>10}")

@@ -8,6 +8,7 @@
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "precision/bitsandbytes_precision.h"
+#include "precision/fp8/fp8_weight_linear.h"
 #include "tensor/error.h"
 #include "tensor/init_context.h"
 
@@ -124,7 +125,7 @@ void write_text(const fs::path& path, const std::string& text) {
 }
 
 const std::set<std::string>& quantize_modes() {
-  static const std::set<std::string> modes{"nf4", "nf4-dq", "fp4", "fp4-dq", "int8"};
+  static const std::set<std::string> modes{"nf4", "nf4-dq", "fp4", "fp4-dq", "int8", "fp8", "fp8-channel"};
   return modes;
 }
 
@@ -140,7 +141,7 @@ PretrainedModel from_pretrained(const fs::path& dir, const PretrainedOptions& op
   WEFT_CHECK(options.dtype == kFloat32 || options.dtype == kBFloat16,
              "[from_pretrained] expected float32 or bfloat16 weights, got ", options.dtype);
   WEFT_CHECK(options.quantize.empty() || quantize_modes().count(options.quantize), "[from_pretrained] quantize '",
-             options.quantize, "' is not a mode (nf4, nf4-dq, fp4, fp4-dq, int8)");
+             options.quantize, "' is not a mode (nf4, nf4-dq, fp4, fp4-dq, int8, fp8, fp8-channel)");
   PretrainedModel out;
   out.config = read_hf_config(dir);
   out.generation = read_hf_generation_config(dir);
@@ -157,6 +158,9 @@ PretrainedModel from_pretrained(const fs::path& dir, const PretrainedOptions& op
     // and with its projections as quantized layers when asked.
     TensorFrameGuard frame(TensorFrame{options.dtype, std::nullopt, true});
     if (mode.empty()) {
+      out.model = build(out.config);
+    } else if (const auto granularity = precision::fp8_weight_granularity_of(mode)) {
+      precision::Context context = precision::fp8_weight_init_context(*granularity, options.dtype);
       out.model = build(out.config);
     } else {
       const DType compute = mode == "int8" ? kFloat16 : options.dtype;
@@ -180,7 +184,8 @@ void save_pretrained(const CausalLM& model, const HfConfig& config, const fs::pa
   WEFT_CHECK(!fs::exists(dir) || fs::is_directory(dir), "[save_pretrained] ", dir.string(), " exists and is not a directory");
   nn::TensorDict tensors;
   for (const auto& [name, t] : model.state_dict()) {
-    WEFT_CHECK(is_floating(t.dtype()), "[save_pretrained] '", name, "' is stored as ", t.dtype(),
+    WEFT_CHECK(t.dtype() == kFloat32 || t.dtype() == kBFloat16 || t.dtype() == kFloat16 || t.dtype() == kFloat64,
+               "[save_pretrained] '", name, "' is stored as ", t.dtype(),
                ": save the unquantized model (quantize again when loading)");
     if (gpt2 && name == "lm_head.weight") continue;  // tied: save_pretrained stores the embedding once
     tensors.insert(name, gpt2 && is_conv1d_weight(name) ? t.t().contiguous() : t.contiguous());

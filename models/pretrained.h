@@ -11,8 +11,9 @@
 // nothing else may be: one error lists every missing, unexpected or misshapen key.
 //
 // Quantized inference: `quantize` builds the model's projections as quantized layers (nf4, nf4-dq,
-// fp4, fp4-dq through Linear4bit; int8 through LLM.int8()'s Linear8bitLt), each quantized from the
-// file's weights as it loads, so the float weights never sit in memory whole. Embeddings, norms
+// fp4, fp4-dq through Linear4bit; int8 through LLM.int8()'s Linear8bitLt; fp8 and fp8-channel
+// through Fp8WeightLinear: E4M3 weights with a scale per tensor or per output row), each quantized
+// from the file's weights as it loads, so the float weights never sit in memory whole. Embeddings, norms
 // and the head stay in `dtype`. A checkpoint that transformers saved with a bitsandbytes
 // quantization_config loads as it is (its quantized tensors and statistics read directly).
 #pragma once
@@ -27,7 +28,7 @@
 namespace weft::models {
 
 struct PretrainedOptions {
-  std::string quantize;     // "": the file's weights as they are; "nf4", "nf4-dq", "fp4", "fp4-dq", "int8"
+  std::string quantize;     // "": as stored; "nf4", "nf4-dq", "fp4", "fp4-dq", "int8", "fp8", "fp8-channel"
   DType dtype = kFloat32;   // float32 or bfloat16: the floating weights and the forward
 };
 

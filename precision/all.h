@@ -1,7 +1,8 @@
 // The precision floor in one include (and everything below it): precision inputs, plugins,
 // autocast, GradScaler, the FSDP/DeepSpeed precision tables, FP8 training (casts, recipes,
-// fp8_autocast, the FP8 GEMM, Fp8Linear, the transformer-engine plugin), and the quantized formats,
-// kernels and layers with their plugin (bitsandbytes-compatible).
+// fp8_autocast, the FP8 GEMM, Fp8Linear, the transformer-engine plugin), FP8 weight-only inference
+// (Fp8WeightLinear), and the quantized formats, kernels and layers with their plugin
+// (bitsandbytes-compatible).
 #pragma once
 
 #include "io/all.h"
@@ -16,6 +17,7 @@
 #include "precision/fp8/fp8_cast.h"
 #include "precision/fp8/fp8_gemm.h"
 #include "precision/fp8/fp8_linear.h"
+#include "precision/fp8/fp8_weight_linear.h"
 #include "precision/fp8/te_layer_norm.h"
 #include "precision/fsdp_precision.h"
 #include "precision/grad_scaler.h"

@@ -4,6 +4,7 @@
 // floor: it includes nothing of weft above it.
 #pragma once
 
+#include "tensor/attention.h"
 #include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
 #include "tensor/cpu/caching_allocator.h"

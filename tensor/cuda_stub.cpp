@@ -2,6 +2,7 @@
 // compiles tensor/cuda/ instead). is_available() is false and device_count() 0; everything else
 // fails with the way out. The tensor floor's CUDA kernel pointers are null here (Note [Linking
 // kernels by reference] in tensor/kernel_registry.h).
+#include "tensor/attention_kernels.h"
 #include "tensor/backend.h"
 #include "tensor/cuda.h"
 #include "tensor/fused_kernels.h"
@@ -22,6 +23,8 @@ LayerNormForwardKernel* const cuda_layer_norm_forward = nullptr;
 LayerNormBackwardKernel* const cuda_layer_norm_backward = nullptr;
 DropoutKernel* const cuda_dropout = nullptr;
 LinearKernel* const cuda_linear = nullptr;
+AttentionForwardKernel* const cuda_attention_forward = nullptr;
+AttentionBackwardKernel* const cuda_attention_backward = nullptr;
 }  // namespace detail
 
 namespace cuda {

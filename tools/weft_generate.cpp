@@ -3,7 +3,7 @@
 //
 //   weft-generate --model DIR --prompt TEXT [--max-new-tokens N]
 //                 [--greedy | --temperature T --top-k K --top-p P] [--seed S]
-//                 [--quantize nf4|nf4-dq|fp4|fp4-dq|int8] [--dtype float32|bfloat16]
+//                 [--quantize nf4|nf4-dq|fp4|fp4-dq|int8|fp8|fp8-channel] [--dtype float32|bfloat16]
 //                 [--kv-cache float32|bfloat16] [--stop ID ...] [--threads N] [--json]
 //
 // Without sampling flags it decodes greedily. --json prints, instead of the streamed text, one
@@ -13,6 +13,7 @@
 // in the model's positions (with --max-new-tokens) is an error, not a silent crop.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -62,7 +63,8 @@ void print_help() {
                "  --top-k K              sample among the K most likely tokens, 1 <= K <= vocabulary\n"
                "  --top-p P              sample among the likeliest tokens whose probability reaches P, 0 < P <= 1\n"
                "  --seed S               the sampling generator's seed (default 0)\n"
-               "  --quantize MODE        nf4, nf4-dq, fp4, fp4-dq or int8 (quantized on load)\n"
+               "  --quantize MODE        nf4, nf4-dq, fp4, fp4-dq, int8, fp8 (E4M3, a scale per tensor) or\n"
+               "                         fp8-channel (a scale per output row): quantized on load\n"
                "  --dtype D              float32 (default) or bfloat16 weights and compute\n"
                "  --kv-cache D           float32 (default) or bfloat16 keys and values\n"
                "  --stop ID              a token id that ends the text (repeatable), besides the model's eos\n"
@@ -142,9 +144,9 @@ void check_options(Options& o) {
   } catch (const Error& e) {
     usage_error(e.what());
   }
-  if (!o.quantize.empty() && o.quantize != "nf4" && o.quantize != "nf4-dq" && o.quantize != "fp4" &&
-      o.quantize != "fp4-dq" && o.quantize != "int8")
-    usage_error("--quantize expects nf4, nf4-dq, fp4, fp4-dq or int8, got '" + o.quantize + "'");
+  const std::vector<std::string> modes{"nf4", "nf4-dq", "fp4", "fp4-dq", "int8", "fp8", "fp8-channel"};
+  if (!o.quantize.empty() && std::find(modes.begin(), modes.end(), o.quantize) == modes.end())
+    usage_error("--quantize expects nf4, nf4-dq, fp4, fp4-dq, int8, fp8 or fp8-channel, got '" + o.quantize + "'");
   if (o.dtype != "float32" && o.dtype != "bfloat16") usage_error("--dtype expects float32 or bfloat16, got '" + o.dtype + "'");
   if (o.kv_cache != "float32" && o.kv_cache != "bfloat16")
     usage_error("--kv-cache expects float32 or bfloat16, got '" + o.kv_cache + "'");

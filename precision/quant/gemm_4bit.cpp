@@ -1,4 +1,5 @@
-// The 4-bit product: the fused kernel's activation preparation, int8 tables, kernel choice,
+// The 4-bit product: the exact fused kernel's scalar reference and dispatch; the int8 fused
+// kernel's activation preparation, int8 tables, kernel choice,
 // threading and scalar reference; the dequantizing regime; row dequantization.
 #include "precision/quant/gemm_4bit.h"
 
@@ -448,6 +449,44 @@ void gemm_dequantized(const void* x, bool bf16, int64_t m, const Weights4bit& w,
   transpose_into_y(yt.data<float>(), m, w.n, y);
 }
 
+// The scalar reference of the exact kernels (Note [Exact 4-bit product]): each value
+// dequantized as dequantize_4bit does, times its activation, summed in the order of K.
+void exact_reference(const kernels::Gemm4bitExactArgs& p) {
+  for (int64_t n = p.n0; n < p.n0 + p.rows; ++n)
+    for (int64_t i = 0; i < p.m; ++i) {
+      float y = 0.0f;
+      for (int64_t v = 0; v < p.k; ++v) {
+        const int64_t flat = n * p.k + v;
+        const uint8_t byte = p.packed[flat / 2];
+        const float value = p.table[flat % 2 == 0 ? byte >> 4 : byte & 0x0F] * p.absmax[flat / p.blocksize];
+        y += value * p.x[i * p.k + prepared_position(v)];
+      }
+      p.y[i * p.y_stride + n] = y;
+    }
+}
+
+using ExactKernel = void (*)(const kernels::Gemm4bitExactArgs&);
+
+ExactKernel exact_kernel(CpuIsa isa) {
+  return isa >= CpuIsa::Avx512 ? kernels::gemm_4bit_exact_avx512
+         : isa == CpuIsa::Avx2 ? kernels::gemm_4bit_exact_avx2
+                               : exact_reference;
+}
+
+// x permuted into the kernels' order (Note [4-bit product layout]), then kRowsPerItem weight rows
+// per work item: each thread streams its rows' codes once for all m activation rows.
+void run_exact(const float* x, int64_t m, const Weights4bit& w, float* y, ExactKernel kernel) {
+  detail::AlignedVector<float> permuted(static_cast<size_t>(m * w.k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t v = 0; v < w.k; ++v) permuted[static_cast<size_t>(i * w.k + prepared_position(v))] = x[i * w.k + v];
+  const float* table = table_4bit_decode(w.type).data();
+  auto item = [&](int64_t it) {
+    const int64_t n0 = it * kRowsPerItem, rows = std::min(kRowsPerItem, w.n - n0);
+    kernel({w.packed, w.absmax, table, w.k, w.blocksize, n0, rows, permuted.data(), m, y, w.n});
+  };
+  parallel_for_if(m * w.n * w.k >= kParallelWork, (w.n + kRowsPerItem - 1) / kRowsPerItem, item);
+}
+
 }  // namespace
 
 bool gemm_4bit_fused_supported(int64_t k, int64_t blocksize) {
@@ -475,11 +514,33 @@ PreparedActivations prepare_4bit_activations(const float* x, int64_t m, int64_t 
   return prepare(x, m, k, blocksize, prepare_for(isa));
 }
 
-void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+bool gemm_4bit_exact_supported(int64_t k, int64_t blocksize) {
+  return k > 0 && k % kChunk == 0 && blocksize > 0 && blocksize % kChunk == 0;
+}
+
+void gemm_4bit_exact(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+  check_isa(isa);
+  check(w, m);
+  WEFT_CHECK(gemm_4bit_exact_supported(w.k, w.blocksize), "[gemm_4bit_exact] expected K and the block size ",
+             "multiples of 64, got K=", w.k, ", blocksize=", w.blocksize);
+  if (m > 0 && w.n > 0) run_exact(x, m, w, y, exact_kernel(isa));
+}
+
+void gemm_4bit_exact_reference(const float* x, int64_t m, const Weights4bit& w, float* y) {
+  check(w, m);
+  WEFT_CHECK(gemm_4bit_exact_supported(w.k, w.blocksize), "[gemm_4bit_exact] expected K and the block size ",
+             "multiples of 64, got K=", w.k, ", blocksize=", w.blocksize);
+  if (m > 0 && w.n > 0) run_exact(x, m, w, y, exact_reference);
+}
+
+void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, Product4bit product, CpuIsa isa) {
   check_isa(isa);
   check(w, m);
   if (m == 0 || w.n == 0) return;
-  if (m <= kFusedMaxRows && gemm_4bit_fused_supported(w.k, w.blocksize)) {
+  if (m <= kFusedMaxRows && product == Product4bit::Exact && gemm_4bit_exact_supported(w.k, w.blocksize)) {
+    run_exact(x, m, w, y, exact_kernel(isa));
+  } else if (m <= kFusedMaxRows && product == Product4bit::Int8Activations &&
+             gemm_4bit_fused_supported(w.k, w.blocksize)) {
     run(x, m, w, y, isa);
   } else if (m <= kFusedMaxRows) {
     dequantized_rows(x, m, w, y, isa);
@@ -488,7 +549,8 @@ void gemm_4bit(const float* x, int64_t m, const Weights4bit& w, float* y, CpuIsa
   }
 }
 
-void gemm_4bit_bf16(const uint16_t* x, int64_t m, const Weights4bit& w, float* y, CpuIsa isa) {
+void gemm_4bit_bf16(const uint16_t* x, int64_t m, const Weights4bit& w, float* y, Product4bit product,
+                    CpuIsa isa) {
   check_isa(isa);
   check(w, m);
   if (m == 0 || w.n == 0) return;
@@ -499,7 +561,7 @@ void gemm_4bit_bf16(const uint16_t* x, int64_t m, const Weights4bit& w, float* y
   }
   std::vector<float> wide(static_cast<size_t>(m * w.k));
   for (size_t i = 0; i < wide.size(); ++i) wide[i] = bfloat16_to_float(x[i]);
-  gemm_4bit(wide.data(), m, w, y, isa);
+  gemm_4bit(wide.data(), m, w, y, product, isa);
 }
 
 void gemm_4bit_input_grad(const float* g, int64_t m, const Weights4bit& w, float* dx, CpuIsa isa) {

@@ -91,6 +91,31 @@ struct Prepare4bitArgs {
 
 void prepare_4bit_avx2(const Prepare4bitArgs& args);
 
+// Note [Exact 4-bit product]
+// The default product for a few activation rows (Product4bit::Exact): y[i, n] = Σ_k w(n, k) ·
+// x[i, k] in float32, where w(n, k) = table[code] · absmax[block] rounded to float32 — exactly
+// dequantize_4bit's value. The kernels read each weight row's 32-byte chunks (64 values) once,
+// look the codes up in the 16-entry float table already multiplied by the chunk's block absmax
+// (one multiplication per block, the same float32 product per value) and FMA them with every
+// activation row. They need K and the block size multiples of 64, so that every chunk lies in one
+// block (rows may still start inside a block: row n's chunk c is block (n·K + c) / blocksize).
+// The activations come permuted as the int8 kernels' (Note [4-bit product layout]): within every
+// 64 values the 32 even-indexed ones, then the 32 odd-indexed ones, in float32.
+struct Gemm4bitExactArgs {
+  const uint8_t* packed;  // the whole weight, (N · K) / 2 bytes
+  const float* absmax;    // the whole weight's block absmax
+  const float* table;     // the format's 16 float32 values
+  int64_t k, blocksize;   // both multiples of 64
+  int64_t n0, rows;       // the weight rows [n0, n0 + rows) this call computes
+  const float* x;         // (m, k) permuted activations, row stride k
+  int64_t m;
+  float* y;               // y[i · y_stride + n] for activation row i and weight row n
+  int64_t y_stride;
+};
+
+void gemm_4bit_exact_avx2(const Gemm4bitExactArgs& args);
+void gemm_4bit_exact_avx512(const Gemm4bitExactArgs& args);
+
 // A run of values of a packed 4-bit array, [begin, end) of the flat index: value i is
 //   table[code(i)] · absmax[i / blocksize]
 // where code(i) is the high nibble of byte i/2 for even i and the low nibble for odd i.

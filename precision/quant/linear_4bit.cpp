@@ -93,7 +93,8 @@ int64_t Linear4bitImpl::weight_bytes() const {
 std::string Linear4bitImpl::extra_repr() const {
   return LinearImpl::extra_repr() + ", quant_type=" + format_name(state_.type) +
          ", blocksize=" + std::to_string(state_.blocksize) +
-         ", compress_statistics=" + (state_.nested ? "true" : "false");
+         ", compress_statistics=" + (state_.nested ? "true" : "false") +
+         ", product=" + product_4bit_name(options_.product);
 }
 
 Tensor Linear4bitImpl::forward(const Tensor& input) {
@@ -111,7 +112,7 @@ Tensor Linear4bitImpl::forward(const Tensor& input) {
   const DType product = compute == kBFloat16 ? kBFloat16 : kFloat32;
   const Tensor x = input.detach().to(compute).to(product).reshape({rows, in_features}).contiguous();
   const Tensor packed = weight.detach();
-  Tensor y = matmul_4bit(x, packed, state_, block_absmax_);
+  Tensor y = matmul_4bit(x, packed, state_, block_absmax_, options_.product);
   if (bias.defined()) {
     NoGradGuard no_grad;
     y = add(y, bias.detach().to(compute).to(kFloat32));

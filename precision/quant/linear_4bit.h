@@ -13,9 +13,11 @@
 // the layer's. Strict loading passes with every key consumed.
 //
 // forward(x: (*, in)) -> (*, out): x is rounded to the compute dtype (the option, else x's own
-// dtype), multiplied by matmul_4bit (quant_kernels.h; on the CPU gemm_4bit.h: the fused int8 kernel
-// for up to 16 rows where the shape allows, exactly dequantized tiles and a float32 GEMM
-// otherwise; with a bfloat16 compute dtype, tiles rounded to bfloat16 and weft's bfloat16 GEMM, as
+// dtype), multiplied by matmul_4bit (quant_kernels.h; on the CPU gemm_4bit.h) as the `product`
+// option says (product_4bit.h): by default exactly as bitsandbytes, the dequantized weight times
+// x summed in float32 (a fused kernel that decodes W in registers for up to 16 rows, exactly
+// dequantized tiles and a float32 GEMM for more); Product4bit::Int8Activations, asked for by
+// name, quantizes x to int8 per block for up to 16 rows (faster, ~1 % of Σ|x·w| off); with a bfloat16 compute dtype, tiles rounded to bfloat16 and weft's bfloat16 GEMM, as
 // bitsandbytes multiplies in its compute dtype), the bias added in float32, the result rounded to
 // the compute dtype and returned in x's dtype.
 // Gradients flow to x (through the dequantized weight, as bitsandbytes' MatMul4Bit) and to the
@@ -34,6 +36,7 @@
 #include "nn/linear.h"
 #include "nn/module_holder.h"
 #include "precision/quant/blockwise.h"
+#include "precision/quant/product_4bit.h"
 
 namespace weft::precision::quant {
 
@@ -42,6 +45,7 @@ struct Linear4bitOptions {
   bool compress_statistics = true;        // double quantization, bitsandbytes' Params4bit default
   int64_t blocksize = 64;
   std::optional<DType> compute_dtype;     // unset: compute in the input's dtype
+  Product4bit product = Product4bit::Exact;  // Int8Activations: x quantized to int8 for up to 16 rows
 };
 
 class Linear4bitImpl : public nn::LinearImpl {

@@ -18,7 +18,8 @@ std::array<Int8GemmKernel, kDeviceTypes> installed_int8;
 
 }  // namespace
 
-Tensor matmul_4bit(const Tensor& x, const Tensor& packed, const QuantState& state, const Tensor& block_absmax) {
+Tensor matmul_4bit(const Tensor& x, const Tensor& packed, const QuantState& state, const Tensor& block_absmax,
+                   Product4bit product) {
   WEFT_CHECK(state.shape.size() == 2 && (state.type == QuantKind::NF4 || state.type == QuantKind::FP4),
              "[matmul_4bit] expected an NF4 or FP4 matrix, got shape ", state.shape, " of ",
              quant_format(state.type).name);
@@ -41,9 +42,9 @@ Tensor matmul_4bit(const Tensor& x, const Tensor& packed, const QuantState& stat
   Tensor y = weft::detail::make_tensor({x.size(0), n}, kFloat32, kCPU);
   const Weights4bit w{packed.data<uint8_t>(), block_absmax.data<float>(), n, k, state.blocksize, state.type};
   if (x.dtype() == kBFloat16) {
-    gemm_4bit_bf16(static_cast<const uint16_t*>(x.data_ptr()), x.size(0), w, y.data<float>());
+    gemm_4bit_bf16(static_cast<const uint16_t*>(x.data_ptr()), x.size(0), w, y.data<float>(), product);
   } else {
-    gemm_4bit(x.data<float>(), x.size(0), w, y.data<float>());
+    gemm_4bit(x.data<float>(), x.size(0), w, y.data<float>(), product);
   }
   return y;
 }

@@ -18,6 +18,7 @@
 #include <functional>
 
 #include "precision/quant/blockwise.h"
+#include "precision/quant/product_4bit.h"
 #include "tensor/device.h"
 #include "tensor/tensor.h"
 
@@ -28,8 +29,10 @@ using Gemm4bitKernel =
 using Int8GemmKernel = std::function<Tensor(const Tensor& a, const Tensor& b)>;
 
 // y = x · dequantize(W)ᵀ on x's device; x must be float32 or bfloat16 (M, state.shape[1]),
-// contiguous. An installed kernel gets x as it comes.
-Tensor matmul_4bit(const Tensor& x, const Tensor& packed, const QuantState& state, const Tensor& block_absmax);
+// contiguous. On the CPU, `product` picks gemm_4bit's product (product_4bit.h); an installed
+// kernel gets x as it comes and computes its own product.
+Tensor matmul_4bit(const Tensor& x, const Tensor& packed, const QuantState& state, const Tensor& block_absmax,
+                   Product4bit product = Product4bit::Exact);
 
 // The kernel installed for a device type; empty when none is (the CPU then uses its built-in).
 Gemm4bitKernel gemm_4bit_kernel(DeviceType device_type);

@@ -143,6 +143,20 @@ static inline simde__m512i cvtepu8_epi16(simde__m256i v) {
   for (int i = 0; i < 32; ++i) r[i] = a[i];
   return from_lanes<simde__m512i>(r);
 }
+// vcvtph2ps: 16 float16 -> float32, exact (subnormals widened, Inf and NaN payloads kept).
+static inline simde__m512 cvtph_ps(simde__m256i v) {
+  uint16_t a[16]; float r[16]; std::memcpy(a, &v, 32);
+  for (int i = 0; i < 16; ++i) {
+    const uint32_t sign = static_cast<uint32_t>(a[i] & 0x8000u) << 16, exp = (a[i] >> 10) & 0x1Fu, mant = a[i] & 0x3FFu;
+    if (exp == 0) {
+      const float magnitude = static_cast<float>(mant) * 5.9604644775390625e-8f;  // mant · 2^-24
+      r[i] = sign ? -magnitude : magnitude;
+    } else {
+      r[i] = float_of(sign | (exp == 31 ? 0x7F800000u : (exp + 112) << 23) | mant << 13);
+    }
+  }
+  return from_lanes<simde__m512>(r);
+}
 // Two bf16 vectors of 16 from fp32: b fills the low 16 lanes, a the high 16.
 static inline simde__m512bh cvtne2ps_pbh(simde__m512 a, simde__m512 b) {
   float fa[16], fb[16]; uint16_t r[32]; to_lanes(a, fa); to_lanes(b, fb);
@@ -226,6 +240,8 @@ static inline simde__m256i cvtepi32_epi16(simde__m512i v) {
 #define _mm512_cvtepu16_epi32 weft_simd_emulation::cvtepu16_epi32
 #define _mm512_cvtepi16_epi32 weft_simd_emulation::cvtepi16_epi32
 #define _mm512_cvtepu8_epi16 weft_simd_emulation::cvtepu8_epi16
+#undef _mm512_cvtph_ps
+#define _mm512_cvtph_ps weft_simd_emulation::cvtph_ps
 #define _mm512_cvtne2ps_pbh weft_simd_emulation::cvtne2ps_pbh
 #define _mm512_cvtneps_pbh weft_simd_emulation::cvtneps_pbh
 #define _mm512_castsi512_pbh weft_simd_emulation::castsi512_pbh

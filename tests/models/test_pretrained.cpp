@@ -131,6 +131,27 @@ TEST_CASE("quantize on load: every projection becomes a quantized layer computin
     CHECK(quantized == 2 * 7);  // q, k, v, o, gate, up, down per layer; the head stays float
     CHECK(allclose(q.model->forward(ids), reference.model->forward(ids), 1e-4, 1e-4));
   }
+  // FP8 weights (E4M3 with a scale per tensor or per output row): the same model holding each
+  // layer's dequantized weight gives the same logits.
+  for (const char* mode : {"fp8", "fp8-channel"}) {
+    CAPTURE(mode);
+    PretrainedModel q = from_pretrained(data_dir() / "tiny_llama", {.quantize = mode});
+    PretrainedModel reference = from_pretrained(data_dir() / "tiny_llama");
+    const auto modules = reference.model->named_modules();
+    int64_t quantized = 0;
+    for (const auto& [name, m] : q.model->named_modules()) {
+      const auto* layer = dynamic_cast<const precision::Fp8WeightLinearImpl*>(m.get());
+      if (layer == nullptr) continue;
+      ++quantized;
+      for (const auto& [ref_name, ref] : modules)
+        if (ref_name == name) dynamic_cast<nn::LinearImpl&>(*ref).weight.detach().copy_(layer->dequantize_weight());
+    }
+    CHECK(quantized == 2 * 7);
+    CHECK(allclose(q.model->forward(ids), reference.model->forward(ids), 1e-4, 1e-4));
+    test::TempDir dir;
+    CHECK(error_of([&] { save_pretrained(*q.model, q.config, dir.path() / "out"); })
+              .find("is stored as float8_e4m3fn: save the unquantized model") != std::string::npos);
+  }
   // LLM.int8() also quantizes the activations (rows absmax-scaled to int8, outlier columns kept in
   // float16): the logits stay within a few percent of the float model's.
   PretrainedModel plain = from_pretrained(data_dir() / "tiny_llama");
@@ -217,4 +238,25 @@ TEST_CASE("a sharded checkpoint (model.safetensors.index.json) loads as the sing
   const Tensor ids = from_vector(std::vector<int64_t>{9, 8, 7}, {1, 3}, DType::Int64);
   NoGradGuard no_grad;
   CHECK(equal(from_pretrained(out).model->forward(ids), from_pretrained(llama).model->forward(ids)));
+}
+
+TEST_CASE("a checkpoint transformers saved with bitsandbytes' 4-bit config loads as it is, bit for bit weft's own") {
+  // tiny_llama_nf4_bnb holds bitsandbytes' packed NF4 codes and double-quantized statistics of
+  // tiny_llama's weights; weft quantizing the float file itself must store the same bytes.
+  PretrainedModel stored = from_pretrained(data_dir() / "tiny_llama_nf4_bnb");
+  REQUIRE(stored.config.quantization.has_value());
+  CHECK(stored.config.quantization->mode == "nf4-dq");
+  PretrainedModel ours = from_pretrained(data_dir() / "tiny_llama", {.quantize = "nf4-dq"});
+  const nn::TensorDict a = stored.model->state_dict(), b = ours.model->state_dict();
+  REQUIRE(a.size() == b.size());
+  for (const auto& [key, t] : a) {
+    CAPTURE(key);
+    REQUIRE(b.contains(key));
+    CHECK(equal(t, b.at(key)));
+  }
+  const Tensor ids = from_vector(std::vector<int64_t>{5, 4, 3, 2, 1}, {1, 5}, DType::Int64);
+  NoGradGuard no_grad;
+  CHECK(equal(stored.model->forward(ids), ours.model->forward(ids)));
+  CHECK(error_of([&] { from_pretrained(data_dir() / "tiny_llama_nf4_bnb", {.quantize = "int8"}); })
+            .find("the checkpoint is stored in nf4-dq and cannot be loaded as int8") != std::string::npos);
 }

@@ -75,7 +75,7 @@ void check_exact_at_every_level(const std::vector<Shape4bit>& shapes, bool input
         CpuIsaGuard guard(isa);
         std::vector<float> got(static_cast<size_t>(s.m * (input_grad ? s.k : s.n)), -1.0f);
         if (input_grad) gemm_4bit_input_grad(lhs.data<float>(), s.m, c.w, got.data(), isa);
-        else gemm_4bit(lhs.data<float>(), s.m, c.w, got.data(), isa);
+        else gemm_4bit(lhs.data<float>(), s.m, c.w, got.data(), Product4bit::Exact, isa);
         CHECK(worst_relative_error(got, lhs, rhs) <= 2e-5);
       }
     }
@@ -125,7 +125,7 @@ TEST_CASE("4-bit product: the fused kernel at every supported instruction set ma
     }
 }
 
-TEST_CASE("4-bit product: up to 16 rows the int8 kernel stays within 1% of the products' magnitude; above, exact") {
+TEST_CASE("4-bit product, Int8Activations: up to 16 rows the int8 kernel stays within 1% of the products' magnitude; above, exact") {
   // The bound gemm_4bit.h states: |y - x·Wᵀ| <= 1 % of Σ|x·w| per output for the fused kernel.
   manual_seed(22);
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
@@ -133,7 +133,7 @@ TEST_CASE("4-bit product: up to 16 rows the int8 kernel stays within 1% of the p
       const Case c = quantized(48, 512, 64, type);
       const Tensor x = randn({rows, 512});
       std::vector<float> got(static_cast<size_t>(rows * 48));
-      gemm_4bit(x.data<float>(), rows, c.w, got.data());
+      gemm_4bit(x.data<float>(), rows, c.w, got.data(), Product4bit::Int8Activations);
       CAPTURE(rows);
       CHECK(worst_relative_error(got, x, c.dequantized.t()) <= (rows <= kFusedMaxRows ? 1e-2 : 2e-5));
     }
@@ -144,7 +144,7 @@ TEST_CASE("4-bit product: up to 16 rows the int8 kernel stays within 1% of the p
     const Case c = quantized(s.n, s.k, s.bs, QuantKind::NF4);
     const Tensor x = randn({s.m, s.k});
     std::vector<float> got(static_cast<size_t>(s.m * s.n));
-    gemm_4bit(x.data<float>(), s.m, c.w, got.data());
+    gemm_4bit(x.data<float>(), s.m, c.w, got.data(), Product4bit::Int8Activations);
     INFO("N=", s.n, " K=", s.k, " bs=", s.bs);
     CHECK(worst_relative_error(got, x, c.dequantized.t()) <= 1e-2);
   }
@@ -153,8 +153,55 @@ TEST_CASE("4-bit product: up to 16 rows the int8 kernel stays within 1% of the p
   const Case odd = quantized(7, 100, 32, QuantKind::NF4);
   const Tensor x = randn({1, 100});
   std::vector<float> y(7);
-  gemm_4bit(x.data<float>(), 1, odd.w, y.data());
+  gemm_4bit(x.data<float>(), 1, odd.w, y.data(), Product4bit::Int8Activations);
   CHECK(worst_relative_error(y, x, odd.dequantized.t()) <= 2e-5);
+}
+
+TEST_CASE("4-bit product, Exact (the default): up to 16 rows, x · dequantize(W)ᵀ within float32 rounding at every level") {
+  manual_seed(41);
+  // The exact fused kernel (Note [Exact 4-bit product]) at M = 1, 3 (the AVX-512 kernel's 3-row
+  // tile, the AVX2 one's 2 + 1) and 16 (four 4-row tiles): K whole blocks of 64 and 128 with N not
+  // a multiple of the threads' 16-row items; K = 192 in blocks of 128, whose rows start inside a
+  // block (every other row 64 values in); K = 784 in blocks of 64, which the kernel refuses (not
+  // whole 64-value chunks): gemm_4bit takes the exact dequantized-rows path for it.
+  for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
+    for (const int64_t m : {int64_t{1}, int64_t{3}, kFusedMaxRows})
+      for (const auto& s : {Shape4bit{m, 37, 512, 64}, Shape4bit{m, 21, 1024, 128}, Shape4bit{m, 19, 192, 128},
+                            Shape4bit{m, 23, 784, 64}}) {
+        const Case c = quantized(s.n, s.k, s.bs, type);
+        const Tensor x = mul(randn({s.m, s.k}), 3.0);
+        const bool fused = gemm_4bit_exact_supported(s.k, s.bs);
+        CHECK(fused == (s.k != 784));
+        std::vector<float> reference(static_cast<size_t>(s.m * s.n), -1.0f);
+        if (fused) {
+          gemm_4bit_exact_reference(x.data<float>(), s.m, c.w, reference.data());
+          CHECK(worst_relative_error(reference, x, c.dequantized.t()) <= 1e-5);
+        }
+        for (const CpuIsa isa : cpu_isas_supported()) {
+          INFO(quant_format(type).name, " isa ", cpu_isa_name(isa), " M=", s.m, " N=", s.n, " K=", s.k, " bs=", s.bs);
+          CpuIsaGuard guard(isa);
+          std::vector<float> got(static_cast<size_t>(s.m * s.n), -1.0f);
+          gemm_4bit(x.data<float>(), s.m, c.w, got.data());
+          CHECK(worst_relative_error(got, x, c.dequantized.t()) <= 1e-5);
+          if (fused) {
+            std::vector<float> direct(got.size(), -1.0f);
+            gemm_4bit_exact(x.data<float>(), s.m, c.w, direct.data(), isa);
+            CHECK(direct == got);  // the default is this kernel
+          }
+        }
+      }
+  // The int8 product of the same shape is measurably off, so the checks above can tell them apart.
+  const Case c = quantized(37, 512, 64, QuantKind::NF4);
+  const Tensor x = randn({3, 512});
+  std::vector<float> int8(3 * 37);
+  gemm_4bit(x.data<float>(), 3, c.w, int8.data(), Product4bit::Int8Activations);
+  CHECK(worst_relative_error(int8, x, c.dequantized.t()) > 1e-4);
+  // The kernel alone refuses a K it cannot take.
+  std::vector<float> y(3 * 23);
+  const Case odd = quantized(23, 784, 64, QuantKind::NF4);
+  const Tensor x784 = randn({3, 784});
+  CHECK_THROWS_WITH_AS(gemm_4bit_exact(x784.data<float>(), 3, odd.w, y.data()),
+                       doctest::Contains("[gemm_4bit_exact] expected K and the block size multiples of 64"), Error);
 }
 
 TEST_CASE("4-bit product through weft's GEMM (above 16 rows, or a K the fused kernel refuses): exact at every level") {
@@ -267,7 +314,7 @@ TEST_CASE("4-bit product in bfloat16: W rounded to bfloat16 through weft's GEMM 
         INFO("isa ", cpu_isa_name(isa), " M=", s.m, " N=", s.n, " K=", s.k, " bs=", s.bs);
         CpuIsaGuard guard(isa);
         std::vector<float> got(static_cast<size_t>(s.m * s.n), -1.0f);
-        gemm_4bit_bf16(x_bits, s.m, c.w, got.data(), isa);
+        gemm_4bit_bf16(x_bits, s.m, c.w, got.data(), Product4bit::Exact, isa);
         // Against W rounded: within float32 sums; W unrounded would be ~2^-9 off.
         CHECK(worst_relative_error(got, x, w.t()) <= 2e-5);
       }

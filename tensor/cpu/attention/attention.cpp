@@ -1,0 +1,628 @@
+// The fused CPU attention (contract: tensor/attention_kernels.h), FlashAttention-2 on a CPU:
+// no L×S score matrix, one Br×Bc tile of it at a time.
+//
+// Layout: every tile is held transposed, keys down the rows and queries across the columns
+// (attention_tiles.h), so the per-query softmax statistics are vectors and each product between
+// tiles is an ordinary row-major GEMM tile c (+)= A·B with A read in place, which is what the
+// GEMM's microkernels take (tensor/cpu/gemm/gemm_kernels.h: GemmTileF32 with a_packed false).
+// Keys and values are read where they are when they are float32 with unit last stride (the
+// transposed (B, T, H, hs) views of a model), else a tile at a time is widened into a buffer;
+// queries are packed once per block, transposed and scaled.
+//
+// Forward, per (batch, head, block of Br queries) on weft's pool:
+//   Qᵀ (E×Br) = scale·q[i0 : i0+Br]ᵀ;  m = −inf, l = 0, Oᵀ (Ev×Br) = 0
+//   for each tile of Bc keys (causal: up to the block's last query only):
+//     Sᵀ (Bc×Br) = K·Qᵀ;  + mask;  softmax_step (causal diagonal masked): Sᵀ ← Pᵀ, m, l, alpha
+//     Oᵀ ← alpha·Oᵀ + Vᵀ·Pᵀ  (Pᵀ after dropout)
+//   out = Oᵀᵀ / l, lse = m + log l (0 and +inf for a row with nothing kept).
+// Backward, per (batch, key/value head) on the pool, over the query heads that share it, each
+// head's queries (scaled Qᵀ, Q), dO (dOᵀ, dO), D = rowsum(dO∘O) and dQᵀ widened once:
+//   for each key tile j, for each query block i (causal: those that reach the tile):
+//     Pᵀ = exp(K·Qᵀ (+ mask) − lse);  dPᵀ = V·dOᵀ;  (dropout: Pᵀ_d = Z∘Pᵀ, dPᵀ ← Z∘dPᵀ)
+//     dV_j += Pᵀ_d·dO_i;  dSᵀ = Pᵀ∘(dPᵀ − D);  dK_j += dSᵀ·Q_i;  dQᵀ_i += Kᵀ·dSᵀ
+//   dq = scale·dQᵀᵀ per head; dk = scale·dK, dv = dV per key/value head.
+// Work items own what they write (a block of out; a key/value head's dk, dv and its query heads'
+// dq), so no two threads touch one output. The backward runs N·Hk items in parallel: one head
+// and batch 1 runs on one thread. Memory: besides out and lse, the forward takes a few tiles per
+// thread; the backward (3E + 2Ev)·L + (E + Ev)·S floats per thread, linear in the context.
+// Blocks: Br = 128 queries (four zmm across a score tile; against 64, half the key/value traffic
+// per product at long context), Bc = 64 keys.
+//
+// bfloat16 at CpuIsa::Amx runs the same loops with the products on AMX tiles (forward_amx,
+// backward_amx below); every other dtype and level uses the float32 tiles.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "tensor/attention_kernels.h"
+#include "tensor/cpu/aligned_vector.h"
+#include "tensor/cpu/amx_tiles.h"
+#include "tensor/cpu/attention/attention_tiles.h"
+#include "tensor/cpu/convert.h"
+#include "tensor/cpu/convert_kernels.h"
+#include "tensor/cpu/gemm/gemm_kernels.h"
+#include "tensor/cpu/isa.h"
+#include "tensor/float_formats.h"
+#include "tensor/parallel.h"
+#include "tensor/philox.h"
+
+namespace weft::detail {
+namespace {
+
+constexpr int64_t kBr = 128;  // queries per block: the columns of every tile
+constexpr int64_t kBc = 64;  // keys per tile
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+using Buffer = AlignedVector<float>;
+
+// Per-thread scratch, one buffer per slot, kept from call to call: a backward's per-head buffers
+// are megabytes, and fresh ones are fresh pages every work item (their faults were ~5 % of a
+// backward at T = 1024).
+enum Slot { kQt, kRow, kScores, kOut, kMax, kSum, kAlpha, kKeys, kValues, kQRows, kDOutT, kDOut, kD, kDQt, kDK, kDV,
+            kDScores, kDropped, kSlots };
+
+float* scratch(Slot slot, int64_t n) {
+  thread_local Buffer buffers[kSlots];
+  Buffer& b = buffers[slot];
+  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
+float* scratch_filled(Slot slot, int64_t n, float value) {
+  float* p = scratch(slot, n);
+  std::fill_n(p, n, value);
+  return p;
+}
+
+const AttentionTiles& tiles_for(CpuIsa isa) {
+  if (isa >= CpuIsa::Avx512) return kAttentionTilesAvx512;
+  if (isa >= CpuIsa::Avx2) return kAttentionTilesAvx2;
+  return kAttentionTilesScalar;
+}
+
+// The float32 GEMM microkernels of the level (the AVX-512 BF16 and AMX sets are bf16 panels).
+const GemmKernel& gemm_for(CpuIsa isa) {
+  if (isa >= CpuIsa::Avx512) return kGemmF32Avx512;
+  if (isa >= CpuIsa::Avx2) return kGemmF32Avx2;
+  return kGemmScalar;
+}
+
+// c(m×n) (+)= A(m×k)·B(k×n) with A(r, p) = a[r·rs_a + p·cs_a], B(p, c) = b[p·ldb + c] and C
+// row-major (ldc), one microkernel tile at a time, down each column panel of B.
+void product(const GemmKernel& g, int64_t m, int64_t n, int64_t k, const float* a, int64_t rs_a, int64_t cs_a,
+             const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  for (int64_t c0 = 0; c0 < n; c0 += g.nr)
+    for (int64_t r0 = 0; r0 < m; r0 += g.mr) {
+      const GemmTileF32 tile{k, a + r0 * rs_a, rs_a, cs_a, false, b + c0, ldb, false, c + r0 * ldc + c0, ldc,
+                             static_cast<int>(std::min<int64_t>(g.mr, m - r0)),
+                             static_cast<int>(std::min<int64_t>(g.nr, n - c0)), accumulate};
+      g.micro_f32(tile);
+    }
+}
+
+// A 4-D tensor of storage type T read or written through its strides.
+template <class T>
+struct View4 {
+  T* data;
+  int64_t s0, s1, s2, s3;
+  explicit View4(const Tensor& t)
+      : data(static_cast<T*>(t.data_ptr())), s0(t.stride(0)), s1(t.stride(1)), s2(t.stride(2)), s3(t.stride(3)) {}
+  T* row(int64_t n, int64_t h, int64_t i) const { return data + n * s0 + h * s1 + i * s2; }
+};
+
+// n values at p (stride in elements) widened into dst.
+template <class T>
+void load_row(const T* p, int64_t stride, int64_t n, float* dst) {
+  convert_run<float, T>(reinterpret_cast<char*>(dst), sizeof(float), reinterpret_cast<const char*>(p),
+                        stride * static_cast<int64_t>(sizeof(T)), n);
+}
+
+// n values from src rounded into p (stride in elements).
+template <class T>
+void store_row(T* p, int64_t stride, int64_t n, const float* src) {
+  convert_run<T, float>(reinterpret_cast<char*>(p), stride * static_cast<int64_t>(sizeof(T)),
+                        reinterpret_cast<const char*>(src), sizeof(float), n);
+}
+
+// Rows r0 .. r0+rows of a key or value head as float32 rows: in place when they already are,
+// else widened into the scratch `slot`. Returns the first row and sets `ld` to the row stride.
+template <class T>
+const float* rows_of(const View4<const T>& t, int64_t n, int64_t h, int64_t r0, int64_t rows, int64_t width,
+                     Slot slot, int64_t& ld) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (t.s3 == 1) {
+      ld = t.s2;
+      return t.row(n, h, r0);
+    }
+  }
+  float* buffer = scratch(slot, rows * width);
+  for (int64_t r = 0; r < rows; ++r) load_row(t.row(n, h, r0 + r), t.s3, width, buffer + r * width);
+  ld = width;
+  return buffer;
+}
+
+// The mask of (n, h) for queries i0.. (cols) and keys j0.. (rows) added to the transposed score
+// tile s: a bool mask sets what it hides to −inf, a float mask is added.
+template <class M>
+void add_mask(const Tensor& mask, int64_t n, int64_t h, int64_t i0, int64_t j0, int rows, int cols, float* s,
+              int64_t ld) {
+  const M* base = static_cast<const M*>(mask.data_ptr()) + n * mask.stride(0) + h * mask.stride(1) +
+                  i0 * mask.stride(2) + j0 * mask.stride(3);
+  const int64_t si = mask.stride(2), sj = mask.stride(3);
+  for (int j = 0; j < rows; ++j)
+    for (int i = 0; i < cols; ++i) {
+      const M value = base[i * si + j * sj];
+      if constexpr (std::is_same_v<M, bool>) {
+        if (!value) s[j * ld + i] = -kInf;
+      } else {
+        s[j * ld + i] += convert<float>(value);
+      }
+    }
+}
+
+void add_mask_any(const Tensor& mask, int64_t n, int64_t h, int64_t i0, int64_t j0, int rows, int cols, float* s,
+                  int64_t ld) {
+  switch (mask.dtype()) {
+    case DType::Bool: return add_mask<bool>(mask, n, h, i0, j0, rows, cols, s, ld);
+    case DType::Float32: return add_mask<float>(mask, n, h, i0, j0, rows, cols, s, ld);
+    case DType::BFloat16: return add_mask<BFloat16>(mask, n, h, i0, j0, rows, cols, s, ld);
+    case DType::Float16: return add_mask<Half>(mask, n, h, i0, j0, rows, cols, s, ld);
+    default: WEFT_FAIL("[scaled_dot_product_attention] internal: mask of dtype ", mask.dtype());
+  }
+}
+
+// The dropout of Note [Attention dropout stream] on a transposed tile: dst(j, i) = src(j, i)·scale
+// where the weight of query i0 + i and key j0 + j in head `head` (= n·Hq + h) is kept, else 0.
+struct Dropout {
+  uint64_t key;
+  float keep, scale;
+  int64_t L, S;
+  bool active() const { return keep < 1.0f; }
+  void apply(const float* src, float* dst, int64_t ld, int rows, int cols, int64_t head, int64_t i0,
+             int64_t j0) const {
+    for (int j = 0; j < rows; ++j) {
+      const uint64_t first = static_cast<uint64_t>(((head * S + j0 + j) * L) + i0);
+      PhiloxBlock block{};
+      uint64_t group = ~uint64_t{0};
+      for (int i = 0; i < cols; ++i) {
+        const uint64_t index = first + static_cast<uint64_t>(i);
+        if (index / 4 != group) {
+          group = index / 4;
+          block = philox_group(key, group);
+        }
+        dst[j * ld + i] = philox_uniform(block.w[index % 4]) < keep ? src[j * ld + i] * scale : 0.0f;
+      }
+    }
+  }
+};
+
+Dropout dropout_of(double p, uint64_t key, int64_t L, int64_t S) {
+  const float keep = static_cast<float>(1.0 - p);
+  return {key, keep, keep > 0.0f ? 1.0f / keep : 0.0f, L, S};
+}
+
+// The causal diagonal's place in a tile of keys j0.. × queries i0.. (attention_tiles.h), or
+// kNoDiag when no (key, query) pair of the tile is hidden.
+int64_t diag_of(bool causal, int64_t i0, int64_t j0, int64_t rows) {
+  return causal && j0 + rows - 1 > i0 ? j0 - i0 : kNoDiag;
+}
+
+// A bf16 scale applied exactly: a power of two (1/8 for heads of 64) multiplies bf16 values
+// without rounding, so q can carry it; any other scale goes on the float32 scores.
+bool exact_in_bf16(float scale) {
+  int exponent = 0;
+  return std::frexp(scale, &exponent) == 0.5f;
+}
+
+// bfloat16 at CpuIsa::Amx: the forward's two products on AMX tiles (kGemmBf16Amx's microkernel,
+// 32×32 float32 C from bf16 K-pair panels, tdpbf16ps), the softmax as above. A first pass packs
+// every key/value head once (a whole-tensor copy, but per-tile packing would transpose each value
+// tile again for every query block): K as plain rows padded to whole AMX steps (E to a multiple of
+// 32), Vᵀ per tile of kBc keys (Ev rows of kBc). Per query block, q is packed into K-pair panels
+// once; per tile, Pᵀ is rounded to bf16 pairs (as PyTorch's bf16 kernels round P). A scale that is
+// a power of two (1/8 for heads of 64) is applied to q as it is packed, which is exact; any other
+// to the float32 scores, so q is never rounded again.
+void forward_amx(const AttentionForward& a) {
+  using Bits = AlignedVector<uint16_t>;
+  const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
+  const int64_t Hk = a.k.size(1), S = a.k.size(2), Ev = a.v.size(3), group = Hq / Hk;
+  const View4<const BFloat16> q(a.q), k(a.k), v(a.v);
+  const View4<BFloat16> out(a.out);
+  float* const lse = a.lse.data<float>();
+  const AttentionTiles& tiles = kAttentionTilesAvx512;
+  const GemmKernel& amx = kGemmBf16Amx;
+  const float scale = static_cast<float>(a.scale);
+  const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
+  const int64_t e_pad = (E + 31) / 32 * 32, ev_pad = (Ev + 31) / 32 * 32, s_pad = (S + kBc - 1) / kBc * kBc;
+  Bits keys(static_cast<size_t>(N * Hk * s_pad * e_pad), 0), values(static_cast<size_t>(N * Hk * s_pad * ev_pad), 0);
+  parallel_for(N * Hk, [&](int64_t item) {
+    const int64_t n = item / Hk, hk = item % Hk;
+    uint16_t* kp = keys.data() + item * s_pad * e_pad;
+    uint16_t* vp = values.data() + item * s_pad * ev_pad;
+    for (int64_t j = 0; j < S; ++j) {
+      const BFloat16* kr = k.row(n, hk, j);
+      const BFloat16* vr = v.row(n, hk, j);
+      for (int64_t e = 0; e < E; ++e) kp[j * e_pad + e] = kr[e * k.s3].bits;
+      uint16_t* tile = vp + j / kBc * ev_pad * kBc + j % kBc;
+      for (int64_t d = 0; d < Ev; ++d) tile[d * kBc] = vr[d * v.s3].bits;
+    }
+  });
+  const int64_t blocks = (L + kBr - 1) / kBr, e_pairs = e_pad / 2, panels = kBr / 32;
+  std::vector<float> scales(static_cast<size_t>(kBr), scale);
+  const bool exact_scale = exact_in_bf16(scale);
+  const float q_scale = exact_scale ? scale : 1.0f;
+
+  parallel_for(N * Hq * blocks, [&](int64_t item) {
+    const int64_t n = item / (Hq * blocks), h = item / blocks % Hq, hk = h / group;
+    const int64_t i0 = item % blocks * kBr, br = std::min(kBr, L - i0);
+    const int cols = static_cast<int>(br);
+    thread_local Bits q_pairs, p_pairs;
+    q_pairs.assign(static_cast<size_t>(panels * e_pairs * 64), 0);
+    p_pairs.resize(static_cast<size_t>(panels * (kBc / 2) * 64));
+    for (int64_t i = 0; i < br; ++i) {
+      const BFloat16* qr = q.row(n, h, i0 + i);
+      uint16_t* panel = q_pairs.data() + i / 32 * e_pairs * 64 + i % 32 * 2;
+      for (int64_t e = 0; e < E; ++e)
+        panel[e / 2 * 64 + e % 2] = float_to_bfloat16(bfloat16_to_float(qr[e * q.s3].bits) * q_scale);
+    }
+    float* row = scratch(kRow, std::max(E, Ev));
+    float* s = scratch(kScores, kBc * kBr);
+    float* ot = scratch_filled(kOut, ev_pad * kBr, 0.0f);
+    float* m = scratch_filled(kMax, kBr, -kInf);
+    float* l = scratch_filled(kSum, kBr, 0.0f);
+    float* alpha = scratch(kAlpha, kBr);
+    const uint16_t* kp = keys.data() + (n * Hk + hk) * s_pad * e_pad;
+    const uint16_t* vp = values.data() + (n * Hk + hk) * s_pad * ev_pad;
+    amx_configure_tiles();
+    const int64_t end = a.is_causal ? std::min(S, i0 + br) : S;
+    for (int64_t j0 = 0; j0 < end; j0 += kBc) {
+      const int64_t bc = std::min(kBc, end - j0);
+      const int rows = static_cast<int>(bc);
+      for (int64_t r0 = 0; r0 < bc; r0 += 32)
+        for (int64_t c0 = 0; c0 < br; c0 += 32)
+          amx.micro_bf16({e_pairs, kp + (j0 + r0) * e_pad, q_pairs.data() + c0 / 32 * e_pairs * 64, s + r0 * kBr + c0,
+                          kBr, static_cast<int>(std::min<int64_t>(32, bc - r0)),
+                          static_cast<int>(std::min<int64_t>(32, br - c0)), false});
+      if (!exact_scale) tiles.rescale(s, kBr, rows, cols, scales.data());
+      if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, s, kBr);
+      tiles.softmax_step(s, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), m, l, alpha);
+      if (dropout.active()) dropout.apply(s, s, kBr, rows, cols, n * Hq + h, i0, j0);
+      tiles.rescale(ot, kBr, static_cast<int>(Ev), cols, alpha);
+      attention_pairs_avx512(s, kBr, rows, cols, kBc / 2, p_pairs.data());
+      const uint16_t* vt = vp + j0 / kBc * ev_pad * kBc;
+      for (int64_t r0 = 0; r0 < Ev; r0 += 32)
+        for (int64_t c0 = 0; c0 < br; c0 += 32)
+          amx.micro_bf16({kBc / 2, vt + r0 * kBc, p_pairs.data() + c0 / 32 * (kBc / 2) * 64, ot + r0 * kBr + c0, kBr,
+                          static_cast<int>(std::min<int64_t>(32, Ev - r0)),
+                          static_cast<int>(std::min<int64_t>(32, br - c0)), true});
+    }
+    float* lse_row = lse + (n * Hq + h) * L + i0;
+    for (int64_t i = 0; i < br; ++i) {
+      const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+      for (int64_t d = 0; d < Ev; ++d) row[d] = ot[d * kBr + i] * inv;
+      store_row(out.row(n, h, i0 + i), out.s3, Ev, row);
+      lse_row[i] = l[i] > 0.0f ? m[i] + std::log(l[i]) : kInf;
+    }
+  });
+}
+
+template <class T>
+void forward_typed(const AttentionForward& a) {
+  const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
+  const int64_t Hk = a.k.size(1), S = a.k.size(2), Ev = a.v.size(3), group = Hq / Hk;
+  const View4<const T> q(a.q), k(a.k), v(a.v);
+  const View4<T> out(a.out);
+  float* const lse = a.lse.data<float>();
+  const CpuIsa isa = cpu_isa();
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (isa == CpuIsa::Amx) return forward_amx(a);
+  }
+  const AttentionTiles& tiles = tiles_for(isa);
+  const GemmKernel& gemm = gemm_for(isa);
+  const float scale = static_cast<float>(a.scale);
+  const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
+  const int64_t blocks = (L + kBr - 1) / kBr;
+
+  parallel_for(N * Hq * blocks, [&](int64_t item) {
+    const int64_t n = item / (Hq * blocks), h = item / blocks % Hq, hk = h / group;
+    const int64_t i0 = item % blocks * kBr, br = std::min(kBr, L - i0);
+    const int cols = static_cast<int>(br);
+    float* qt = scratch(kQt, E * kBr);
+    float* row = scratch(kRow, std::max(E, Ev));
+    float* s = scratch(kScores, kBc * kBr);
+    float* ot = scratch_filled(kOut, Ev * kBr, 0.0f);
+    float* m = scratch_filled(kMax, kBr, -kInf);
+    float* l = scratch_filled(kSum, kBr, 0.0f);
+    float* alpha = scratch(kAlpha, kBr);
+    for (int64_t i = 0; i < br; ++i) {
+      load_row(q.row(n, h, i0 + i), q.s3, E, row);
+      for (int64_t e = 0; e < E; ++e) qt[e * kBr + i] = row[e] * scale;
+    }
+    const int64_t keys = a.is_causal ? std::min(S, i0 + br) : S;
+    for (int64_t j0 = 0; j0 < keys; j0 += kBc) {
+      const int64_t bc = std::min(kBc, keys - j0);
+      const int rows = static_cast<int>(bc);
+      int64_t k_ld = 0, v_ld = 0;
+      const float* kt = rows_of(k, n, hk, j0, bc, E, kKeys, k_ld);
+      const float* vt = rows_of(v, n, hk, j0, bc, Ev, kValues, v_ld);
+      product(gemm, bc, br, E, kt, k_ld, 1, qt, kBr, s, kBr, false);
+      if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, s, kBr);
+      tiles.softmax_step(s, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), m, l,
+                         alpha);
+      if (dropout.active()) dropout.apply(s, s, kBr, rows, cols, n * Hq + h, i0, j0);
+      tiles.rescale(ot, kBr, static_cast<int>(Ev), cols, alpha);
+      product(gemm, Ev, br, bc, vt, 1, v_ld, s, kBr, ot, kBr, true);
+    }
+    float* lse_row = lse + (n * Hq + h) * L + i0;
+    for (int64_t i = 0; i < br; ++i) {
+      const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+      for (int64_t d = 0; d < Ev; ++d) row[d] = ot[d * kBr + i] * inv;
+      store_row(out.row(n, h, i0 + i), out.s3, Ev, row);
+      lse_row[i] = l[i] > 0.0f ? m[i] + std::log(l[i]) : kInf;
+    }
+  });
+}
+
+// AMX products: c (+)= A·B over whole 32×32 C tiles of kGemmBf16Amx's microkernel, A a panel of
+// plain bf16 rows (2·pairs values each, at least 32 rows readable), B K-pair panels of 32 columns
+// (`pairs` each), c float32 with leading dimension ldc.
+void amx_product(int64_t m, int64_t n, int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc,
+                 bool accumulate) {
+  for (int64_t r0 = 0; r0 < m; r0 += 32)
+    for (int64_t c0 = 0; c0 < n; c0 += 32)
+      kGemmBf16Amx.micro_bf16({pairs, a + r0 * pairs * 2, b + c0 * pairs * 2, c + r0 * ldc + c0, ldc,
+                               static_cast<int>(std::min<int64_t>(32, m - r0)),
+                               static_cast<int>(std::min<int64_t>(32, n - c0)), accumulate});
+}
+
+// K-pair panels over the columns of rows x(i), i < rows (feature f at x(i)[f·stride]), width
+// features: panel p holds dst[(p·pairs + q)·64 + 2j + t] = x(32p + j)[2q + t] (the Bᵀ of a
+// product whose K runs over the features), zero past `rows` and `width` up to `pairs`, `panels`.
+template <class Row>
+void pairs_over_features(Row x, int64_t rows, int64_t width, int64_t stride, int64_t pairs, int64_t panels,
+                         float factor, uint16_t* dst) {
+  std::fill_n(dst, panels * pairs * 64, uint16_t{0});
+  for (int64_t i = 0; i < rows; ++i) {
+    const BFloat16* r = x(i);
+    uint16_t* panel = dst + i / 32 * pairs * 64 + i % 32 * 2;
+    for (int64_t f = 0; f < width; ++f)
+      panel[f / 2 * 64 + f % 2] = factor == 1.0f ? r[f * stride].bits
+                                                 : float_to_bfloat16(bfloat16_to_float(r[f * stride].bits) * factor);
+  }
+}
+
+// K-pair panels over the rows (K runs over i): dst[(p·pairs + q)·64 + 2c + t] = x(2q + t)[32p + c].
+template <class Row>
+void pairs_over_rows(Row x, int64_t rows, int64_t width, int64_t stride, int64_t pairs, int64_t panels,
+                     uint16_t* dst) {
+  std::fill_n(dst, panels * pairs * 64, uint16_t{0});
+  for (int64_t i = 0; i < rows; ++i) {
+    const BFloat16* r = x(i);
+    for (int64_t f = 0; f < width; ++f) dst[(f / 32 * pairs + i / 2) * 64 + f % 32 * 2 + i % 2] = r[f * stride].bits;
+  }
+}
+
+// rows × cols of a float32 tile (ld) as bf16 rows of `width` values, zero-padded to `padded_rows`.
+void bf16_rows(const float* src, int64_t ld, int rows, int cols, int64_t width, int64_t padded_rows, uint16_t* dst) {
+  std::fill_n(dst, padded_rows * width, uint16_t{0});
+  for (int r = 0; r < rows; ++r) float_to_bfloat16_avx512(src + r * ld, dst + r * width, cols);
+}
+
+// The backward of bfloat16 at CpuIsa::Amx: the five products on AMX tiles, everything else as the
+// float32 tiles do. Per key/value head K and V are packed once (rows, and Kᵀ per key tile); per
+// query head q and dO once, in the K-pair panels both of their products need; per tile Pᵀ and dSᵀ
+// are rounded to bf16 rows, dSᵀ also to K-pair panels.
+void backward_amx(const AttentionBackward& a) {
+  using Bits = AlignedVector<uint16_t>;
+  const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
+  const int64_t Hk = a.k.size(1), S = a.k.size(2), Ev = a.v.size(3), group = Hq / Hk;
+  const View4<const BFloat16> q(a.q), k(a.k), v(a.v), out(a.out), grad_out(a.grad_out);
+  const View4<BFloat16> grad_q(a.grad_q), grad_k(a.grad_k), grad_v(a.grad_v);
+  const float* const lse = a.lse.data<float>();
+  const AttentionTiles& tiles = kAttentionTilesAvx512;
+  const float scale = static_cast<float>(a.scale);
+  const bool exact_scale = exact_in_bf16(scale);
+  const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
+  const int64_t e_pad = (E + 31) / 32 * 32, ev_pad = (Ev + 31) / 32 * 32, s_pad = (S + kBc - 1) / kBc * kBc;
+  const int64_t blocks = (L + kBr - 1) / kBr, l_pad = blocks * kBr;
+  const int64_t e_pairs = e_pad / 2, ev_pairs = ev_pad / 2, i_pairs = kBr / 2, j_pairs = kBc / 2;
+  std::vector<float> scales(static_cast<size_t>(kBr), scale);
+
+  parallel_for(N * Hk, [&](int64_t item) {
+    const int64_t n = item / Hk, hk = item % Hk;
+    Bits k_rows(static_cast<size_t>(s_pad * e_pad), 0), v_rows(static_cast<size_t>(s_pad * ev_pad), 0);
+    Bits k_t(static_cast<size_t>(s_pad * e_pad), 0);
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t e = 0; e < E; ++e) {
+        k_rows[static_cast<size_t>(j * e_pad + e)] = k.row(n, hk, j)[e * k.s3].bits;
+        k_t[static_cast<size_t>(j / kBc * e_pad * kBc + e * kBc + j % kBc)] = k.row(n, hk, j)[e * k.s3].bits;
+      }
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t d = 0; d < Ev; ++d) v_rows[static_cast<size_t>(j * ev_pad + d)] = v.row(n, hk, j)[d * v.s3].bits;
+    Bits q_by_e(static_cast<size_t>(l_pad * e_pad)), do_by_d(static_cast<size_t>(l_pad * ev_pad));
+    Bits q_by_i(static_cast<size_t>(l_pad * e_pad)), do_by_i(static_cast<size_t>(l_pad * ev_pad));
+    Bits p_rows(static_cast<size_t>(kBc * kBr)), ds_rows(static_cast<size_t>(kBc * kBr));
+    Bits ds_pairs(static_cast<size_t>(kBr / 32 * j_pairs * 64));
+    float* dsum = scratch(kD, L);
+    float* dqt = scratch(kDQt, e_pad * L);
+    float* dk = scratch_filled(kDK, s_pad * e_pad, 0.0f);
+    float* dv = scratch_filled(kDV, s_pad * ev_pad, 0.0f);
+    float* p = scratch(kScores, kBc * kBr);
+    float* dp = scratch(kDScores, kBc * kBr);
+    float* pd = dropout.active() ? scratch(kDropped, kBc * kBr) : nullptr;
+    float* orow = scratch(kOut, 2 * Ev);
+    float* row = scratch(kRow, std::max(E, Ev));
+    amx_configure_tiles();
+    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+      for (int64_t ib = 0; ib < blocks; ++ib) {
+        const int64_t i0 = ib * kBr, br = std::min(kBr, L - i0);
+        auto q_row = [&](int64_t i) { return q.row(n, h, i0 + i); };
+        auto do_row = [&](int64_t i) { return grad_out.row(n, h, i0 + i); };
+        pairs_over_features(q_row, br, E, q.s3, e_pairs, kBr / 32, exact_scale ? scale : 1.0f,
+                            q_by_e.data() + i0 * e_pad);
+        pairs_over_features(do_row, br, Ev, grad_out.s3, ev_pairs, kBr / 32, 1.0f, do_by_d.data() + i0 * ev_pad);
+        pairs_over_rows(q_row, br, E, q.s3, i_pairs, e_pad / 32, q_by_i.data() + i0 * e_pad);
+        pairs_over_rows(do_row, br, Ev, grad_out.s3, i_pairs, ev_pad / 32, do_by_i.data() + i0 * ev_pad);
+      }
+      for (int64_t i = 0; i < L; ++i) {
+        load_row(grad_out.row(n, h, i), grad_out.s3, Ev, orow);
+        load_row(out.row(n, h, i), out.s3, Ev, orow + Ev);
+        float d = 0.0f;
+        for (int64_t e = 0; e < Ev; ++e) d += orow[e] * orow[Ev + e];
+        dsum[i] = d;
+      }
+      std::fill_n(dqt, e_pad * L, 0.0f);
+      const float* lse_head = lse + (n * Hq + h) * L;
+      for (int64_t j0 = 0; j0 < S; j0 += kBc) {
+        const int64_t bc = std::min(kBc, S - j0);
+        const int rows = static_cast<int>(bc);
+        for (int64_t i0 = a.is_causal ? j0 / kBr * kBr : 0; i0 < L; i0 += kBr) {
+          const int64_t br = std::min(kBr, L - i0);
+          const int cols = static_cast<int>(br);
+          amx_product(bc, br, e_pairs, k_rows.data() + j0 * e_pad, q_by_e.data() + i0 * e_pad, p, kBr, false);
+          if (!exact_scale) tiles.rescale(p, kBr, rows, cols, scales.data());
+          if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, p, kBr);
+          tiles.probs(p, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), lse_head + i0);
+          amx_product(bc, br, ev_pairs, v_rows.data() + j0 * ev_pad, do_by_d.data() + i0 * ev_pad, dp, kBr, false);
+          const float* kept = p;
+          if (dropout.active()) {
+            dropout.apply(p, pd, kBr, rows, cols, n * Hq + h, i0, j0);
+            dropout.apply(dp, dp, kBr, rows, cols, n * Hq + h, i0, j0);
+            kept = pd;
+          }
+          bf16_rows(kept, kBr, rows, cols, kBr, kBc, p_rows.data());
+          amx_product(bc, Ev, i_pairs, p_rows.data(), do_by_i.data() + i0 * ev_pad, dv + j0 * ev_pad, ev_pad, true);
+          tiles.dscores(p, dp, kBr, rows, cols, dsum + i0);
+          bf16_rows(dp, kBr, rows, cols, kBr, kBc, ds_rows.data());
+          amx_product(bc, E, i_pairs, ds_rows.data(), q_by_i.data() + i0 * e_pad, dk + j0 * e_pad, e_pad, true);
+          attention_pairs_avx512(dp, kBr, rows, cols, j_pairs, ds_pairs.data());
+          amx_product(E, br, j_pairs, k_t.data() + j0 / kBc * e_pad * kBc, ds_pairs.data(), dqt + i0, L, true);
+        }
+      }
+      for (int64_t i = 0; i < L; ++i) {
+        for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * L + i] * scale;
+        store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
+      }
+    }
+    for (int64_t j = 0; j < S; ++j) {
+      for (int64_t e = 0; e < E; ++e) row[e] = dk[j * e_pad + e] * scale;
+      store_row(grad_k.row(n, hk, j), grad_k.s3, E, row);
+      store_row(grad_v.row(n, hk, j), grad_v.s3, Ev, dv + j * ev_pad);
+    }
+  });
+}
+
+template <class T>
+void backward_typed(const AttentionBackward& a) {
+  const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
+  const int64_t Hk = a.k.size(1), S = a.k.size(2), Ev = a.v.size(3), group = Hq / Hk;
+  const View4<const T> q(a.q), k(a.k), v(a.v), out(a.out), grad_out(a.grad_out);
+  const View4<T> grad_q(a.grad_q), grad_k(a.grad_k), grad_v(a.grad_v);
+  const float* const lse = a.lse.data<float>();
+  const CpuIsa isa = cpu_isa();
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (isa == CpuIsa::Amx) return backward_amx(a);
+  }
+  const AttentionTiles& tiles = tiles_for(isa);
+  const GemmKernel& gemm = gemm_for(isa);
+  const float scale = static_cast<float>(a.scale);
+  const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
+
+  parallel_for(N * Hk, [&](int64_t item) {
+    const int64_t n = item / Hk, hk = item % Hk;
+    float* qt = scratch(kQt, E * L);
+    float* qrows = scratch(kQRows, L * E);
+    float* dot = scratch(kDOutT, Ev * L);
+    float* dorows = scratch(kDOut, L * Ev);
+    float* dsum = scratch(kD, L);
+    float* dqt = scratch(kDQt, E * L);
+    float* dk = scratch_filled(kDK, S * E, 0.0f);
+    float* dv = scratch_filled(kDV, S * Ev, 0.0f);
+    float* p = scratch(kScores, kBc * kBr);
+    float* dp = scratch(kDScores, kBc * kBr);
+    float* pd = dropout.active() ? scratch(kDropped, kBc * kBr) : nullptr;
+    float* orow = scratch(kOut, Ev);
+    float* row = scratch(kRow, std::max(E, Ev));
+    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+      for (int64_t i = 0; i < L; ++i) {
+        float* qr = qrows + i * E;
+        load_row(q.row(n, h, i), q.s3, E, qr);
+        for (int64_t e = 0; e < E; ++e) qt[e * L + i] = qr[e] * scale;
+        float* dor = dorows + i * Ev;
+        load_row(grad_out.row(n, h, i), grad_out.s3, Ev, dor);
+        load_row(out.row(n, h, i), out.s3, Ev, orow);
+        float d = 0.0f;
+        for (int64_t e = 0; e < Ev; ++e) {
+          dot[e * L + i] = dor[e];
+          d += dor[e] * orow[e];
+        }
+        dsum[i] = d;
+      }
+      std::fill_n(dqt, E * L, 0.0f);
+      const float* lse_head = lse + (n * Hq + h) * L;
+      for (int64_t j0 = 0; j0 < S; j0 += kBc) {
+        const int64_t bc = std::min(kBc, S - j0);
+        const int rows = static_cast<int>(bc);
+        int64_t k_ld = 0, v_ld = 0;
+        const float* kt = rows_of(k, n, hk, j0, bc, E, kKeys, k_ld);
+        const float* vt = rows_of(v, n, hk, j0, bc, Ev, kValues, v_ld);
+        for (int64_t i0 = a.is_causal ? j0 / kBr * kBr : 0; i0 < L; i0 += kBr) {
+          const int64_t br = std::min(kBr, L - i0);
+          const int cols = static_cast<int>(br);
+          product(gemm, bc, br, E, kt, k_ld, 1, qt + i0, L, p, kBr, false);
+          if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, p, kBr);
+          tiles.probs(p, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), lse_head + i0);
+          product(gemm, bc, br, Ev, vt, v_ld, 1, dot + i0, L, dp, kBr, false);
+          const float* kept = p;
+          if (dropout.active()) {
+            dropout.apply(p, pd, kBr, rows, cols, n * Hq + h, i0, j0);
+            dropout.apply(dp, dp, kBr, rows, cols, n * Hq + h, i0, j0);
+            kept = pd;
+          }
+          product(gemm, bc, Ev, br, kept, kBr, 1, dorows + i0 * Ev, Ev, dv + j0 * Ev, Ev, true);
+          tiles.dscores(p, dp, kBr, rows, cols, dsum + i0);
+          product(gemm, bc, E, br, dp, kBr, 1, qrows + i0 * E, E, dk + j0 * E, E, true);
+          product(gemm, E, br, bc, kt, 1, k_ld, dp, kBr, dqt + i0, L, true);
+        }
+      }
+      for (int64_t i = 0; i < L; ++i) {
+        for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * L + i] * scale;
+        store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
+      }
+    }
+    for (int64_t j = 0; j < S; ++j) {
+      for (int64_t e = 0; e < E; ++e) row[e] = dk[j * E + e] * scale;
+      store_row(grad_k.row(n, hk, j), grad_k.s3, E, row);
+      store_row(grad_v.row(n, hk, j), grad_v.s3, Ev, dv + j * Ev);
+    }
+  });
+}
+
+template <class Fn>
+void visit_attention_dtype(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::Float32: return fn(float{});
+    case DType::BFloat16: return fn(BFloat16{});
+    case DType::Float16: return fn(Half{});
+    default: WEFT_FAIL("[scaled_dot_product_attention] internal: the fused kernel got ", dtype);
+  }
+}
+
+}  // namespace
+
+void cpu_attention_forward(const AttentionForward& a) {
+  visit_attention_dtype(a.q.dtype(), [&](auto tag) { forward_typed<decltype(tag)>(a); });
+}
+
+void cpu_attention_backward(const AttentionBackward& a) {
+  visit_attention_dtype(a.q.dtype(), [&](auto tag) { backward_typed<decltype(tag)>(a); });
+}
+
+const char* cpu_attention_kernel_name(DType dtype) {
+  const CpuIsa isa = cpu_isa();
+  return dtype == DType::BFloat16 && isa == CpuIsa::Amx ? "amx" : tiles_for(isa).name;
+}
+
+}  // namespace weft::detail

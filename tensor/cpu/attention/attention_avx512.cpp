@@ -1,0 +1,126 @@
+// AVX-512 tile kernels of the fused attention (contract: attention_tiles.h; ISA kernel unit: Note
+// [ISA kernel units] in tensor/cpu/simd.h). Sixteen queries per zmm; a tile is walked one block
+// of sixteen columns at a time, down its rows, so the per-query statistics stay in registers.
+// Ragged column blocks and the causal diagonal use lane masks.
+//
+// exp is Cephes' expf: x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two so r is exact), e^r from
+// a degree-6 polynomial, 2^n applied with vscalefps; within 2 ulp of std::exp. Arguments below
+// −87 give 0 (e^−87 ≈ 1.6e-38: a weight that small against the row's largest, which is 1, is
+// nothing), so −inf gives 0; NaN stays NaN.
+#include "tensor/cpu/attention/attention_tiles.h"
+#include "tensor/cpu/simd.h"
+
+namespace weft::detail {
+namespace {
+
+static inline __m512 exp_ps(__m512 x) {
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(_mm512_set1_ps(-87.0f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  return _mm512_mask_mov_ps(_mm512_scalef_ps(y, n), underflow, _mm512_setzero_ps());
+}
+
+// Lanes of the column block starting at c0 that the causal mask hides in row j.
+static inline __mmask16 hidden_lanes(int64_t diag, int64_t j, int64_t c0) { return lane_mask(diag + j - c0); }
+
+void softmax_step(float* s, int64_t ld, int rows, int cols, int64_t diag, float* m, float* l, float* alpha) {
+  const __m512 minus_inf = _mm512_set1_ps(-__builtin_inff());
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    const __mmask16 valid = lane_mask(cols - c0);
+    const __m512 m_old = _mm512_mask_loadu_ps(minus_inf, valid, m + c0);
+    __m512 most = m_old;
+    for (int64_t j = 0; j < rows; ++j) {
+      float* row = s + j * ld + c0;
+      __m512 x = _mm512_maskz_loadu_ps(valid, row);
+      const __mmask16 hidden = hidden_lanes(diag, j, c0);
+      if (hidden) {
+        x = _mm512_mask_mov_ps(x, hidden, minus_inf);
+        _mm512_mask_storeu_ps(row, valid, x);
+      }
+      most = _mm512_max_ps(most, x);
+    }
+    const __m512 base = _mm512_mask_mov_ps(most, _mm512_cmp_ps_mask(most, minus_inf, _CMP_EQ_OQ), _mm512_setzero_ps());
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < rows; ++j) {
+      float* row = s + j * ld + c0;
+      const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, row), base));
+      _mm512_mask_storeu_ps(row, valid, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    const __m512 a = exp_ps(_mm512_sub_ps(m_old, base));
+    _mm512_mask_storeu_ps(alpha + c0, valid, a);
+    _mm512_mask_storeu_ps(l + c0, valid, _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(valid, l + c0), sum));
+    _mm512_mask_storeu_ps(m + c0, valid, most);
+  }
+}
+
+void rescale(float* o, int64_t ld, int rows, int cols, const float* alpha) {
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    const __mmask16 valid = lane_mask(cols - c0);
+    const __m512 a = _mm512_maskz_loadu_ps(valid, alpha + c0);
+    for (int64_t d = 0; d < rows; ++d) {
+      float* row = o + d * ld + c0;
+      _mm512_mask_storeu_ps(row, valid, _mm512_mul_ps(a, _mm512_maskz_loadu_ps(valid, row)));
+    }
+  }
+}
+
+void probs(float* s, int64_t ld, int rows, int cols, int64_t diag, const float* lse) {
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    const __mmask16 valid = lane_mask(cols - c0);
+    const __m512 base = _mm512_maskz_loadu_ps(valid, lse + c0);
+    for (int64_t j = 0; j < rows; ++j) {
+      float* row = s + j * ld + c0;
+      const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, row), base));
+      _mm512_mask_storeu_ps(row, valid, _mm512_mask_mov_ps(e, hidden_lanes(diag, j, c0), _mm512_setzero_ps()));
+    }
+  }
+}
+
+void dscores(const float* p, float* dp, int64_t ld, int rows, int cols, const float* d) {
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    const __mmask16 valid = lane_mask(cols - c0);
+    const __m512 dv = _mm512_maskz_loadu_ps(valid, d + c0);
+    for (int64_t j = 0; j < rows; ++j) {
+      float* row = dp + j * ld + c0;
+      const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(valid, row), dv);
+      _mm512_mask_storeu_ps(row, valid, _mm512_mul_ps(_mm512_maskz_loadu_ps(valid, p + j * ld + c0), x));
+    }
+  }
+}
+
+}  // namespace
+
+void attention_pairs_avx512(const float* src, int64_t ld, int rows, int cols, int64_t pairs, uint16_t* dst) {
+  const int64_t panels = (cols + 31) / 32;
+  const __m512i low_words = _mm512_set1_epi32(0xFFFF);
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t q = 0; q < pairs; ++q) {
+      uint16_t* out = dst + (p * pairs + q) * 64;
+      for (int64_t half = 0; half < 2; ++half) {
+        const int64_t c0 = 32 * p + 16 * half;
+        const __mmask16 valid = lane_mask(cols - c0);
+        const int64_t r0 = 2 * q, r1 = 2 * q + 1;
+        const __m512 even = r0 < rows ? _mm512_maskz_loadu_ps(valid, src + r0 * ld + c0) : _mm512_setzero_ps();
+        const __m512 odd = r1 < rows ? _mm512_maskz_loadu_ps(valid, src + r1 * ld + c0) : _mm512_setzero_ps();
+        // Word pair j: the even row's bf16 low, the odd row's high.
+        const __m512i words = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(bf16_in_high_words_x16(even), 16), low_words),
+                                              _mm512_andnot_si512(low_words, bf16_in_high_words_x16(odd)));
+        _mm512_storeu_si512(out + 32 * half, words);
+      }
+    }
+}
+
+const AttentionTiles kAttentionTilesAvx512 = {"avx512", softmax_step, rescale, probs, dscores};
+
+}  // namespace weft::detail
