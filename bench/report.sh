@@ -50,6 +50,7 @@ benchmarks=(
   "gpt|bash bench/compare_gpt.sh --build-dir $build --config both"
   "tokenizer|bash bench/compare_tokenizer.sh --build-dir $build"
   "generate|bash bench/compare_generate.sh"
+  "fp8_weight|$build/bench/bench_fp8_weight"
   "load_safetensors|$build/bench/bench_load_safetensors"
   "checkpoint_load|$build/bench/bench_checkpoint_load"
 )

@@ -111,7 +111,7 @@ def contention(text):
 
 def quant(text):
     j = last(text, "bench", "quant_summary")
-    i8, gv = j["int8_gemm"], j["gemv_4bit"]
+    i8, gv, ex = j["int8_gemm"], j["gemv_4bit"], j["gemv_4bit_exact"]
     l4 = [j["linear4bit"][f"batch{b}"] for b in (1, 8, 32)]
     l4b = [j["linear4bit_bf16"][f"batch{b}"] for b in (1, 8, 32)]
     l8, ts = j["linear8bit"], j["train_step"]
@@ -122,6 +122,9 @@ def quant(text):
         ("NF4 GEMV, batch 1: " + " / ".join(f"{c['n']}×{c['k']}" for c in gv),
          each([c["gbps"] for c in gv], "{:.1f}") + " GB/s (" + each([c["of_memcpy"] for c in gv]) + " of memcpy)",
          "PyTorch fp32 linear", each([c["torch_fp32_over_weft"] for c in gv], "{:.1f}") + "×"),
+        ("exact 4-bit GEMV, batch 1: " + " / ".join(f"{c['n']}×{c['k']}" for c in ex),
+         each([c["gbps"] for c in ex], "{:.1f}") + " GB/s (int8 activations " + each([c["int8_gbps"] for c in ex], "{:.1f}") + ")",
+         "read-only stream of the same bytes", each([c["of_stream"] for c in ex])),
         ("Linear4bit NF4-dq 4096², batch 1 / 8 / 32, fp32 compute", each([c["weft_ms"] for c in l4], "{:.3f}") + " ms",
          "bitsandbytes " + each([c["bnb_ms"] for c in l4], "{:.3f}") + " ms", each([c["bnb_over_weft"] for c in l4]) + "×"),
         ("the same, bf16 compute", each([c["weft_ms"] for c in l4b], "{:.3f}") + " ms",
@@ -227,6 +230,15 @@ def checkpoint_load(text):
              f"{j['load_s']:.2f} s; {j['load_ratio']:.1f}", "—", "—")]
 
 
+def fp8_weight(text):
+    j = last(text, "bench", "fp8_weight")
+    cases = j["cases"]
+    return [("FP8 weight-only GEMV (`Fp8WeightLinear`), " + " / ".join(f"{c['out']}×{c['in']}" for c in cases),
+             each([c["gemv_gbs"] for c in cases], "{:.1f}") + " GB/s",
+             "read-only stream " + each([c["stream_gbs"] for c in cases], "{:.1f}") + " GB/s",
+             each([c["gemv_vs_stream"] for c in cases]))]
+
+
 def op_overhead(text):
     w, t = last(text, "impl", "weft"), last(text, "impl", "torch")
     modes = ("no_grad", "forward", "with_backward")
@@ -238,7 +250,7 @@ def op_overhead(text):
 
 ROWS = {"matmul": matmul, "matmul_fp64": matmul_fp64, "mlp": mlp, "mlp_fp64": mlp, "contention": contention,
         "quant": quant, "distributed": distributed, "gpt": gpt, "tokenizer": tokenizer, "generate": generate,
-        "attention": attention, "load_safetensors": load_safetensors, "checkpoint_load": checkpoint_load,
+        "attention": attention, "fp8_weight": fp8_weight, "load_safetensors": load_safetensors, "checkpoint_load": checkpoint_load,
         "op_overhead": op_overhead}
 
 
