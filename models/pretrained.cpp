@@ -145,12 +145,15 @@ PretrainedModel from_pretrained(const fs::path& dir, const PretrainedOptions& op
   PretrainedModel out;
   out.config = read_hf_config(dir);
   out.generation = read_hf_generation_config(dir);
-  std::string mode = options.quantize;
-  if (out.config.quantization) {
-    WEFT_CHECK(mode.empty() || mode == out.config.quantization->mode, "[from_pretrained] the checkpoint is stored in ",
-               out.config.quantization->mode, " and cannot be loaded as ", mode);
-    mode = out.config.quantization->mode;
-  }
+  // A folder that transformers saved after quantizing it with bitsandbytes stores its weights under
+  // bitsandbytes' keys. Its double-quantized statistics, as bitsandbytes 0.50 writes them through
+  // transformers on the CPU, do not decode to the weights they came from under weft's reading
+  // (tests/models/data/tiny_llama_nf4_bnb): refused, rather than run as garbage.
+  WEFT_CHECK(!out.config.quantization, "[from_pretrained] ", (dir / "config.json").string(), " has a bitsandbytes ",
+             "quantization_config (", out.config.quantization ? out.config.quantization->mode : "", "): loading weights ",
+             "that bitsandbytes quantized is not supported; load the float checkpoint with quantize = \"",
+             out.config.quantization ? out.config.quantization->mode : "", "\" instead");
+  const std::string mode = options.quantize;
   const nn::TensorDict weights = read_pretrained_weights(dir, out.config);
 
   {

@@ -15,7 +15,7 @@
 // through Fp8WeightLinear: E4M3 weights with a scale per tensor or per output row), each quantized
 // from the file's weights as it loads, so the float weights never sit in memory whole. Embeddings, norms
 // and the head stay in `dtype`. A checkpoint that transformers saved with a bitsandbytes
-// quantization_config loads as it is (its quantized tensors and statistics read directly).
+// quantization_config is refused, naming the float checkpoint and quantize mode to use instead.
 #pragma once
 
 #include <filesystem>

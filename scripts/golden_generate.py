@@ -9,6 +9,7 @@ Writes, under tests/models/data/ (small enough to commit):
   tiny_llama_nf4_bnb/  tiny_llama as transformers saves it after loading it with a bitsandbytes
                   4-bit quantization_config (NF4, double quantization): the packed weights and their
                   statistics under bitsandbytes' keys, and the quantization_config in config.json
+                  (which weft reads and refuses, naming the float checkpoint's way instead)
   generate_goldens.json  per model: the prompts, the logits of the first prompt (every position),
                   and transformers' greedy continuation of every prompt (generate(do_sample=False))
 

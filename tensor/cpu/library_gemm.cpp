@@ -75,6 +75,7 @@ bool cpu_gemm_library_available(GemmLibrary library) {
 GemmLibrary cpu_gemm_library() { return active_library.load(); }
 
 void set_cpu_gemm_library(GemmLibrary library) {
+  detail::check_enum(library, kNumGemmLibraries, "set_cpu_gemm_library", "GemmLibrary");
   WEFT_CHECK(library != GemmLibrary::Eigen || kHaveEigen,
              "[set_cpu_gemm_library] built without Eigen: configure with -DWEFT_EIGEN=ON");
   WEFT_CHECK(library != GemmLibrary::OpenBLAS || kHaveOpenBLAS, "[set_cpu_gemm_library] built without OpenBLAS: "
