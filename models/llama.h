@@ -75,6 +75,7 @@ struct LlamaStep {
 
 class LlamaAttentionImpl : public nn::Module {
  public:
+  using nn::Module::forward;  // the one-tensor forward of the base stays visible
   LlamaAttentionImpl(const LlamaConfig& config, int64_t layer);
   // x: (B, T, C) -> (B, T, C)
   Tensor forward(const Tensor& x, const LlamaStep& step);
@@ -108,6 +109,7 @@ WEFT_MODULE(LlamaMLP);
 
 class LlamaDecoderLayerImpl : public nn::Module {
  public:
+  using nn::Module::forward;  // the one-tensor forward of the base stays visible
   LlamaDecoderLayerImpl(const LlamaConfig& config, int64_t layer);
   Tensor forward(const Tensor& x, const LlamaStep& step);
 
@@ -121,6 +123,7 @@ WEFT_MODULE(LlamaDecoderLayer);
 // The body ("model." keys): ids (B, T) -> hidden states after the final norm (B, T, C).
 class LlamaModelImpl : public nn::Module {
  public:
+  using nn::Module::forward;  // the one-tensor forward of the base stays visible
   explicit LlamaModelImpl(const LlamaConfig& config);
   Tensor forward(const Tensor& ids, const Tensor& positions, KVCache* cache);
 

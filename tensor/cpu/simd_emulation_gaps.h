@@ -51,6 +51,11 @@ static inline simde__m512 maskz_loadu_ps(uint16_t k, const void* p) {
   for (int i = 0; i < 16; ++i) if (k >> i & 1) std::memcpy(&l[i], static_cast<const char*>(p) + 4 * i, 4);
   return from_lanes<simde__m512>(l);
 }
+static inline simde__m512 mask_loadu_ps(simde__m512 src, uint16_t k, const void* p) {
+  float l[16]; to_lanes(src, l);
+  for (int i = 0; i < 16; ++i) if (k >> i & 1) std::memcpy(&l[i], static_cast<const char*>(p) + 4 * i, 4);
+  return from_lanes<simde__m512>(l);
+}
 static inline void mask_storeu_ps(void* p, uint16_t k, simde__m512 v) {
   float l[16]; to_lanes(v, l);
   for (int i = 0; i < 16; ++i) if (k >> i & 1) std::memcpy(static_cast<char*>(p) + 4 * i, &l[i], 4);
@@ -215,6 +220,7 @@ static inline simde__m256i cvtepi32_epi16(simde__m512i v) {
 #define _mm512_reduce_max_ps weft_simd_emulation::reduce_max_ps
 #define _mm512_reduce_add_epi32 weft_simd_emulation::reduce_add_epi32
 #define _mm512_maskz_loadu_ps weft_simd_emulation::maskz_loadu_ps
+#define _mm512_mask_loadu_ps weft_simd_emulation::mask_loadu_ps
 #define _mm512_mask_storeu_ps weft_simd_emulation::mask_storeu_ps
 #define _mm512_maskz_loadu_pd weft_simd_emulation::maskz_loadu_pd
 #define _mm512_mask_storeu_pd weft_simd_emulation::mask_storeu_pd

@@ -97,7 +97,8 @@ TEST_CASE("save_pretrained writes the keys, shapes and config transformers wrote
     const auto saved = io::load_safetensors(dir.path() / "out" / "model.safetensors");
     CHECK(saved.metadata.at("format") == "pt");
     REQUIRE(saved.tensors.size() == original.tensors.size());
-    for (const auto& [key, t] : original.tensors) {
+    for (const auto& [name, t] : original.tensors) {
+      const std::string key = name;  // a structured binding cannot be captured (clang 14)
       CAPTURE(key);
       const Tensor* mine = saved.tensors.find(key);
       REQUIRE(mine != nullptr);
