@@ -122,7 +122,9 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data_ptr() const {
   const auto& t = initialized(impl_, "data_ptr");
-  return static_cast<char*>(t.storage->data()) + t.offset * static_cast<int64_t>(itemsize(t.dtype));
+  // An empty storage has no memory: a view into it (of offset > 0) has no address either.
+  char* base = static_cast<char*>(t.storage->data());
+  return base == nullptr ? nullptr : base + t.offset * static_cast<int64_t>(itemsize(t.dtype));
 }
 
 template <class T>
