@@ -45,7 +45,11 @@ typedef enum weft_dtype {
   WEFT_INT32 = 5,
   WEFT_INT8 = 6,
   WEFT_UINT8 = 7,
-  WEFT_BOOL = 8
+  WEFT_BOOL = 8,
+  /* Not dtypes: they make every int a value of weft_dtype (its size fixed for the ABI, and an
+   * out-of-range value from a caller something the library can check and refuse). */
+  WEFT_DTYPE_RANGE_MIN_ = -2147483647 - 1,
+  WEFT_DTYPE_RANGE_MAX_ = 2147483647
 } weft_dtype;
 
 typedef struct weft_tensor weft_tensor;
