@@ -106,10 +106,10 @@ double peak_rss_mb() {
 
 // Bytes of every parameter and buffer as stored (quantized weights at their packed size).
 size_t weight_bytes(const nn::Module& model) {
+  const nn::TensorDict sd = model.state_dict();
   size_t total = 0;
-  for (const auto& [name, t] : model.state_dict()) total += t.nbytes();
+  for (const auto& [name, t] : sd) total += t.nbytes();
   // A tied head is listed under two names and stored once.
-  const auto sd = model.state_dict();
   if (const Tensor* head = sd.find("lm_head.weight"))
     for (const char* embedding : {"transformer.wte.weight", "model.embed_tokens.weight"})
       if (const Tensor* e = sd.find(embedding); e != nullptr && e->data_ptr() == head->data_ptr()) total -= head->nbytes();
