@@ -60,7 +60,8 @@ if [ -x "$nvcc" ]; then
         -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCMAKE_CUDA_FLAGS_DEBUG= -DWEFT_CUDA=ON -DWEFT_CUDA_ARCHITECTURES=90 \
         -DCMAKE_CUDA_COMPILER="$0" -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF &&
         cmake --build build-cuda --target test_tensor test_fabric' "$nvcc"
-  stage "cuda tests" bash -c 'cd build-cuda/tests && ./test_tensor && ./test_fabric'
+  # The doc snippets and model tests read their data from WEFT_SOURCE_DIR, which CTest sets.
+  stage "cuda tests" env WEFT_SOURCE_DIR="$PWD" bash -c 'cd build-cuda/tests && ./test_tensor && ./test_fabric'
 else
   echo "no CUDA toolkit at $nvcc: the CUDA build is skipped"
 fi
