@@ -12,6 +12,7 @@ custom module); it is compiled, not run. A block whose first line is `// not com
 
 Usage: extract_snippets.py OUTPUT.cpp FILE.md...
 """
+import os
 import re
 import sys
 
@@ -63,6 +64,8 @@ def main():
             "",
         ]
     lines += ["}  // namespace", ""]
+    # The test cases are this file's own (CTest selects them with --source-file=*doc_snippets.cpp).
+    lines += [f'#line {len(lines) + 2} "{os.path.basename(out_path)}"']
     for n, (source, index, line, _) in enumerate(cases):
         lines += [
             f'TEST_CASE("{source} snippet {index} (line {line}) compiles and runs") {{',

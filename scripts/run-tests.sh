@@ -48,7 +48,7 @@ else stage "install dependencies" bash scripts/install-deps.sh; fi
 
 stage "build (Release, g++)" bash -c 'CC=gcc CXX=g++ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DWEFT_BUILD_BENCH=OFF && cmake --build build'
-stage "tests (Release)" ctest --test-dir build --output-on-failure
+stage "tests (Release)" ctest --test-dir build --output-on-failure -j2
 
 # The CUDA backend is compiled wherever a toolkit is installed (CI's machines have CUDA 13 at
 # /usr/local/cuda, but no GPU) and its test binary run: without a GPU its GPU cases report as
@@ -73,7 +73,7 @@ if $sanitize; then
         -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DWEFT_SANITIZE=ON -DWEFT_SIMD_EMULATION=ON \
         -DWEFT_FUZZ=ON -DWEFT_FUZZ_SECONDS="${FUZZ_SECONDS:-30}" -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF &&
         cmake --build build-sanitize'
-  stage "sanitizer tests + fuzzing" env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-sanitize --output-on-failure
+  stage "sanitizer tests + fuzzing" env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-sanitize --output-on-failure -j2
 fi
 if $tsan; then
   # Only the library and the threaded tests are built (tests/CMakeLists.txt); -O1 keeps
