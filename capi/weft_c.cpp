@@ -200,18 +200,10 @@ weft_status weft_generate(weft_model* model, const int64_t* prompt, size_t promp
     g.sampling.top_p = o.top_p;
     g.seed = o.seed;
     g.kv_dtype = o.kv_cache_bfloat16 ? kBFloat16 : kFloat32;
-    std::vector<int32_t> so_far;
-    size_t shown = 0;
+    models::TextStream stream(model->tokenizer);
     if (callback != nullptr)
       g.on_token = [&](int64_t, int64_t token) {
-        // The text this token completes: the decoded text grows; a trailing U+FFFD may be a
-        // character still missing bytes, so it waits for the next token.
-        so_far.push_back(static_cast<int32_t>(token));
-        std::string text = model->tokenizer.decode(so_far, true);
-        size_t end = text.size();
-        while (end >= 3 && text.compare(end - 3, 3, "\xEF\xBF\xBD") == 0) end -= 3;
-        const std::string piece = end > shown ? text.substr(shown, end - shown) : std::string();
-        shown = std::max(shown, end);
+        const std::string piece = stream.push(static_cast<int32_t>(token));
         return callback(token, piece.c_str(), user_data) != 0;
       };
     const auto result = models::generate(*model->pretrained.model, {std::vector<int64_t>(prompt, prompt + prompt_length)}, g);

@@ -13,4 +13,5 @@
 #include "models/pretrained.h"
 #include "models/rope.h"
 #include "models/sampling.h"
+#include "models/text_stream.h"
 #include "models/tokenizer.h"

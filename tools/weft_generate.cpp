@@ -188,15 +188,6 @@ std::string json_ids(const std::vector<int64_t>& ids) {
   return out + "]";
 }
 
-// The bytes of `text` that can be shown now: up to a trailing U+FFFD, which may be the start of a
-// character whose remaining bytes come with the next token.
-size_t printable_prefix(const std::string& text) {
-  static const std::string replacement = "\xEF\xBF\xBD";
-  size_t end = text.size();
-  while (end >= 3 && text.compare(end - 3, 3, replacement) == 0) end -= 3;
-  return end;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -220,18 +211,11 @@ int main(int argc, char** argv) {
     g.seed = o.seed;
     g.stop_tokens = o.stop;
     g.kv_dtype = o.kv_cache == "bfloat16" ? kBFloat16 : kFloat32;
-    std::vector<int32_t> completion;
-    size_t printed = 0;
+    models::TextStream stream(tokenizer);
     if (!o.json) {
       std::cout << *o.prompt << std::flush;
       g.on_token = [&](int64_t, int64_t token) {
-        completion.push_back(static_cast<int32_t>(token));
-        const std::string text = tokenizer.decode(completion, /*skip_special_tokens=*/true);
-        const size_t end = printable_prefix(text);
-        if (end > printed) {
-          std::cout << text.substr(printed, end - printed) << std::flush;
-          printed = end;
-        }
+        std::cout << stream.push(static_cast<int32_t>(token)) << std::flush;
         return true;
       };
     }
@@ -239,7 +223,7 @@ int main(int argc, char** argv) {
     const std::vector<int32_t> completion_ids(r.tokens[0].begin(), r.tokens[0].end());
     const std::string text = tokenizer.decode(completion_ids, /*skip_special_tokens=*/true);
     if (!o.json) {
-      std::cout << text.substr(std::min(printed, text.size())) << "\n";
+      std::cout << stream.finish() << "\n";
       return 0;
     }
     const double prefill_rate = static_cast<double>(r.prefill_tokens) / r.prefill_seconds;
