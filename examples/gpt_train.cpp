@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "char_text.h"
+#include "command_line.h"
 #include "option_checks.h"
 #include "weft.h"
 
@@ -95,7 +96,11 @@ struct Options {
   bool progress = true;
 };
 
-const char* kUsage = R"(usage: gpt_train [options]
+}  // namespace
+
+namespace weft::examples {
+const char* const kProgram = "gpt_train";
+const char* const kUsage = R"(usage: gpt_train [options]
   --data FILE            UTF-8 text to train on (default kjv.txt; scripts/train-gpt.sh makes it)
   --steps 2000           optimizer steps in total (a resumed run continues up to this)
   --batch-size 12        sequences per step (the global batch under several ranks)
@@ -136,39 +141,20 @@ const char* kUsage = R"(usage: gpt_train [options]
   --no-progress          no progress line
 )";
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::cerr << "gpt_train: " << message << "\n" << kUsage;
-  std::exit(2);
-}
+}  // namespace weft::examples
 
-// A flag whose value is well-formed but unusable: the message says what was expected.
-[[noreturn]] void option_error(const std::string& message) {
-  std::cerr << "gpt_train: " << message << "\n(gpt_train --help lists the options)\n";
-  std::exit(2);
-}
+namespace {
 
-template <class T>
-T parse_number(const std::string& flag, const std::string& text) {
-  std::istringstream is(text);
-  T value{};
-  // An unsigned read accepts "-1" as 2^64 - 1: a sign is refused before the read.
-  const bool negative_unsigned = std::is_unsigned_v<T> && text.find('-') != std::string::npos;
-  if (negative_unsigned || !(is >> value) || !is.eof() ||
-      (std::is_floating_point_v<T> && !std::isfinite(static_cast<double>(value))))
-    usage_error(flag + " expects " +
-                (std::is_floating_point_v<T> ? "a number"
-                 : std::is_unsigned_v<T>     ? "a non-negative whole number"
-                                             : "a whole number") +
-                ", got '" + text + "'");
-  return value;
-}
+using examples::option_error;
+using examples::parse_number;
+using examples::usage_error;
 
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
+      std::cout << examples::kUsage;
       std::exit(0);
     }
     if (flag == "--no-progress") {
@@ -177,9 +163,7 @@ Options parse(int argc, char** argv) {
     }
     if (flag.empty() || flag[0] != '-')
       usage_error("unexpected argument '" + flag + "': gpt_train takes options only (--help lists them)");
-    if (i + 1 >= argc)
-      usage_error(std::string(kUsage).find("\n  " + flag + " ") != std::string::npos ? flag + " needs a value"
-                                                                                   : "unknown option " + flag);
+    if (i + 1 >= argc) examples::missing_value_error(flag);
     const std::string value = argv[++i];
     if (flag == "--data") o.data = value;
     else if (flag == "--steps") o.steps = parse_number<int64_t>(flag, value);

@@ -54,6 +54,7 @@
 #include <thread>
 #include <vector>
 
+#include "command_line.h"
 #include "fashion_mnist.h"
 #include "option_checks.h"
 #include "weft.h"
@@ -85,7 +86,11 @@ struct Options {
   bool progress = true;
 };
 
-const char* kUsage = R"(usage: mlp_train [options]
+}  // namespace
+
+namespace weft::examples {
+const char* const kProgram = "mlp_train";
+const char* const kUsage = R"(usage: mlp_train [options]
   --hidden 512,512     hidden layer sizes (comma separated; empty for a linear model)
   --epochs 3           epochs to train in total (a resumed run continues up to this)
   --batch-size 128     mini-batch size
@@ -112,28 +117,13 @@ const char* kUsage = R"(usage: mlp_train [options]
   --no-progress        no per-step progress line
 )";
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::cerr << "mlp_train: " << message << "\n" << kUsage;
-  std::exit(2);
-}
+}  // namespace weft::examples
 
-// A flag whose value is well-formed but unusable: the message says what was expected.
-[[noreturn]] void option_error(const std::string& message) {
-  std::cerr << "mlp_train: " << message << "\n(mlp_train --help lists the options)\n";
-  std::exit(2);
-}
+namespace {
 
-template <class T>
-T parse_number(const std::string& flag, const std::string& text) {
-  std::istringstream is(text);
-  T value{};
-  // An unsigned read accepts "-1" as 2^64 - 1: a sign is refused before the read.
-  const bool negative_unsigned = std::is_unsigned_v<T> && text.find('-') != std::string::npos;
-  if (negative_unsigned || !(is >> value) || !is.eof())
-    usage_error(flag + " expects " + (std::is_unsigned_v<T> ? "a non-negative whole number" : "a number") + ", got '" +
-                text + "'");
-  return value;
-}
+using examples::option_error;
+using examples::parse_number;
+using examples::usage_error;
 
 std::vector<int64_t> parse_sizes(const std::string& text) {
   std::vector<int64_t> sizes;
@@ -146,23 +136,12 @@ std::vector<int64_t> parse_sizes(const std::string& text) {
   return sizes;
 }
 
-// The flags that take a value (parse() reads them); a flag at the end of the line is then either
-// one of these without its value, or unknown.
-bool takes_value(const std::string& flag) {
-  static const char* const kFlags[] = {"--hidden", "--epochs", "--batch-size", "--lr", "--seed", "--threads",
-                                       "--data-dir", "--checkpoint", "--resume", "--log", "--plot", "--precision",
-                                       "--gemm", "--strategy", "--devices", "--num-nodes", "--device"};
-  for (const char* f : kFlags)
-    if (flag == f) return true;
-  return false;
-}
-
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
+      std::cout << examples::kUsage;
       std::exit(0);
     }
     if (flag == "--no-progress") {
@@ -175,7 +154,7 @@ Options parse(int argc, char** argv) {
     }
     if (flag.empty() || flag[0] != '-')
       usage_error("unexpected argument '" + flag + "': mlp_train takes options only (--help lists them)");
-    if (i + 1 >= argc) usage_error(takes_value(flag) ? flag + " needs a value" : "unknown option " + flag);
+    if (i + 1 >= argc) examples::missing_value_error(flag);
     const std::string value = argv[++i];
     if (flag == "--hidden") o.hidden = parse_sizes(value);
     else if (flag == "--epochs") o.epochs = parse_number<int64_t>(flag, value);

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "command_line.h"
 #include "fashion_mnist.h"
 #include "weft.h"
 
@@ -51,7 +52,11 @@ struct Options {
   std::vector<std::string> modes = {"nf4", "nf4-dq", "fp4", "fp4-dq", "int8-training", "int8"};
 };
 
-const char* kUsage = R"(usage: quantize_mlp [options]
+}  // namespace
+
+namespace weft::examples {
+const char* const kProgram = "quantize_mlp";
+const char* const kUsage = R"(usage: quantize_mlp [options]
   --epochs 3            float32 training epochs (unless --model loads a model)
   --qlora-epochs 1      epochs of QLoRA fine-tuning of the nf4 model (0: skip)
   --batch-size 128      mini-batch size
@@ -66,38 +71,32 @@ const char* kUsage = R"(usage: quantize_mlp [options]
   --save-model FILE     save the trained float model
 )";
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::cerr << "quantize_mlp: " << message << "\n" << kUsage;
-  std::exit(2);
-}
+}  // namespace weft::examples
 
-template <class T>
-T number(const std::string& flag, const std::string& text) {
-  std::istringstream is(text);
-  T value{};
-  if (!(is >> value) || !is.eof()) usage_error(flag + " expects a number, got '" + text + "'");
-  return value;
-}
+namespace {
+
+using examples::parse_number;
+using examples::usage_error;
 
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
+      std::cout << examples::kUsage;
       std::exit(0);
     }
     if (i + 1 >= argc) usage_error(flag + " needs a value");
     const std::string value = argv[++i];
-    if (flag == "--epochs") o.epochs = number<int64_t>(flag, value);
-    else if (flag == "--qlora-epochs") o.qlora_epochs = number<int64_t>(flag, value);
-    else if (flag == "--batch-size") o.batch_size = number<int64_t>(flag, value);
-    else if (flag == "--lr") o.lr = number<double>(flag, value);
-    else if (flag == "--rank") o.rank = number<int64_t>(flag, value);
-    else if (flag == "--alpha") o.alpha = number<double>(flag, value);
-    else if (flag == "--seed") o.seed = number<uint64_t>(flag, value);
-    else if (flag == "--threads") o.threads = number<int>(flag, value);
-    else if (flag == "--train-limit") o.train_limit = number<int64_t>(flag, value);
+    if (flag == "--epochs") o.epochs = parse_number<int64_t>(flag, value);
+    else if (flag == "--qlora-epochs") o.qlora_epochs = parse_number<int64_t>(flag, value);
+    else if (flag == "--batch-size") o.batch_size = parse_number<int64_t>(flag, value);
+    else if (flag == "--lr") o.lr = parse_number<double>(flag, value);
+    else if (flag == "--rank") o.rank = parse_number<int64_t>(flag, value);
+    else if (flag == "--alpha") o.alpha = parse_number<double>(flag, value);
+    else if (flag == "--seed") o.seed = parse_number<uint64_t>(flag, value);
+    else if (flag == "--threads") o.threads = parse_number<int>(flag, value);
+    else if (flag == "--train-limit") o.train_limit = parse_number<int64_t>(flag, value);
     else if (flag == "--data-dir") o.data_dir = value;
     else if (flag == "--model") o.model = value;
     else if (flag == "--save-model") o.save_model = value;
