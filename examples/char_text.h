@@ -29,54 +29,23 @@ struct CharText {
 inline std::vector<char32_t> decode_utf8(const std::string& bytes, const std::string& what) {
   std::vector<char32_t> out;
   out.reserve(bytes.size());
-  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
-  const size_t n = bytes.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned char lead = s[i];
-    int length = 0;
-    char32_t cp = 0, min = 0;
-    if (lead < 0x80) length = 1, cp = lead;
-    else if ((lead & 0xE0) == 0xC0) length = 2, cp = lead & 0x1F, min = 0x80;
-    else if ((lead & 0xF0) == 0xE0) length = 3, cp = lead & 0x0F, min = 0x800;
-    else if ((lead & 0xF8) == 0xF0) length = 4, cp = lead & 0x07, min = 0x10000;
-    bool ok = length > 0 && i + static_cast<size_t>(length) <= n;
-    for (int k = 1; ok && k < length; ++k) {
-      ok = (s[i + static_cast<size_t>(k)] & 0xC0) == 0x80;
-      cp = (cp << 6) | (s[i + static_cast<size_t>(k)] & 0x3F);
-    }
-    // Overlong forms, UTF-16 surrogates and values past Unicode's end are not UTF-8 either.
-    ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    if (!ok) {
+  for (size_t i = 0; i < bytes.size();) {
+    const io::Utf8Step step = io::utf8_step(bytes, i);
+    if (!step.valid) {
       std::ostringstream byte;
-      byte << "0x" << std::hex << static_cast<int>(lead);
+      byte << "0x" << std::hex << static_cast<int>(static_cast<unsigned char>(bytes[i]));
       WEFT_FAIL("[", what, "] expected UTF-8 text, got an invalid byte sequence at byte offset ", i, " (byte ",
                 byte.str(), ")");
     }
-    out.push_back(cp);
-    i += static_cast<size_t>(length);
+    out.push_back(io::decode_utf8(bytes.data() + i, step.length));
+    i += step.length;
   }
   return out;
 }
 
 inline std::string encode_utf8(const std::vector<char32_t>& codepoints) {
   std::string out;
-  for (char32_t cp : codepoints) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
+  for (const char32_t cp : codepoints) io::append_utf8(out, cp);
   return out;
 }
 

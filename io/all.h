@@ -10,3 +10,4 @@
 #include "io/json.h"
 #include "io/input_file.h"
 #include "io/safetensors.h"
+#include "io/utf8.h"

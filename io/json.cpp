@@ -13,6 +13,7 @@
 
 #include "io/input_file.h"
 #include "io/safetensors_json.h"
+#include "io/utf8.h"
 #include "tensor/error.h"
 
 namespace weft::io {
@@ -189,7 +190,7 @@ class Parser {
       if (low < 0xDC00 || low > 0xDFFF) fail("a high surrogate \\u escape not followed by a low one");
       cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
     }
-    detail::append_utf8(out, cp);
+    append_utf8(out, cp);
   }
 
   std::string parse_string() {
@@ -262,7 +263,7 @@ class Parser {
 };
 
 JsonValue parse_with_prefix(std::string_view text, std::string prefix) {
-  if (!detail::is_valid_utf8(text)) WEFT_FAIL(prefix, "invalid JSON: the text is not valid UTF-8");
+  if (!is_valid_utf8(text)) WEFT_FAIL(prefix, "invalid JSON: the text is not valid UTF-8");
   return Parser(text, std::move(prefix)).document();
 }
 

@@ -23,6 +23,7 @@
 #include "io/atomic_file.h"
 #include "io/input_file.h"
 #include "io/safetensors_json.h"
+#include "io/utf8.h"
 #include "tensor/ops.h"
 #include "tensor/storage.h"
 
@@ -49,8 +50,8 @@ std::string header_bytes(const nn::TensorDict& tensors, const SafetensorsMetadat
     json += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [key, value] : metadata) {
-      WEFT_CHECK(detail::is_valid_utf8(key), "[save_safetensors] metadata key '", key, "' is not valid UTF-8");
-      WEFT_CHECK(detail::is_valid_utf8(value), "[save_safetensors] the value of metadata key '", key,
+      WEFT_CHECK(is_valid_utf8(key), "[save_safetensors] metadata key '", key, "' is not valid UTF-8");
+      WEFT_CHECK(is_valid_utf8(value), "[save_safetensors] the value of metadata key '", key,
                  "' is not valid UTF-8");
       if (!first) json += ',';
       first = false;
@@ -64,7 +65,7 @@ std::string header_bytes(const nn::TensorDict& tensors, const SafetensorsMetadat
   for (const auto& [name, t] : tensors) {
     WEFT_CHECK(name != "__metadata__",
                "[save_safetensors] a tensor cannot be named '__metadata__': the header reserves that key");
-    WEFT_CHECK(detail::is_valid_utf8(name), "[save_safetensors] tensor name '", name, "' is not valid UTF-8");
+    WEFT_CHECK(is_valid_utf8(name), "[save_safetensors] tensor name '", name, "' is not valid UTF-8");
     WEFT_CHECK(t.defined(), "[save_safetensors] tensor '", name, "' is undefined");
     WEFT_CHECK(!t.is_uninitialized(), "[save_safetensors] tensor '", name,
                "' is uninitialized (a lazy parameter before its first forward); run a forward pass first");

@@ -4,39 +4,11 @@
 
 #include <cstdio>
 
+#include "io/utf8.h"
 #include "tensor/error.h"
 
 namespace weft::io::detail {
 namespace {
-
-bool is_continuation(unsigned char c) { return (c & 0xC0) == 0x80; }
-
-// Length of the well-formed UTF-8 sequence starting at s[pos] (a byte >= 0x80), or 0 when it is
-// malformed: a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, or cut off.
-size_t utf8_sequence_length(std::string_view s, size_t pos) {
-  const auto b0 = static_cast<unsigned char>(s[pos]);
-  size_t length = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    length = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    length = 3;
-    if (b0 == 0xE0) lo = 0xA0;  // below is overlong
-    if (b0 == 0xED) hi = 0x9F;  // above are the UTF-16 surrogates
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    length = 4;
-    if (b0 == 0xF0) lo = 0x90;  // below is overlong
-    if (b0 == 0xF4) hi = 0x8F;  // above is past U+10FFFF
-  } else {
-    return 0;
-  }
-  if (s.size() - pos < length) return 0;
-  const auto b1 = static_cast<unsigned char>(s[pos + 1]);
-  if (b1 < lo || b1 > hi) return 0;
-  for (size_t i = 2; i < length; ++i)
-    if (!is_continuation(static_cast<unsigned char>(s[pos + i]))) return 0;
-  return length;
-}
 
 std::string hex_byte(unsigned char c) {
   char buf[8];
@@ -114,11 +86,11 @@ uint32_t JsonReader::read_hex4() {
 }
 
 void JsonReader::append_utf8_sequence(std::string& out) {
-  const size_t length = utf8_sequence_length(text_, pos_);
-  if (length == 0)
+  const Utf8Step step = utf8_step(text_, pos_);
+  if (!step.valid)
     fail("invalid UTF-8 sequence starting with byte " + hex_byte(static_cast<unsigned char>(text_[pos_])));
-  out.append(text_.substr(pos_, length));
-  pos_ += length;
+  out.append(text_.substr(pos_, step.length));
+  pos_ += step.length;
 }
 
 std::string JsonReader::read_string(std::string_view what) {
@@ -236,19 +208,6 @@ void JsonReader::expect_end() {
   if (pos_ != text_.size()) fail("unexpected " + describe_next() + " after the closing '}'");
 }
 
-bool is_valid_utf8(std::string_view s) {
-  for (size_t pos = 0; pos < s.size();) {
-    if (static_cast<unsigned char>(s[pos]) < 0x80) {
-      ++pos;
-      continue;
-    }
-    const size_t length = utf8_sequence_length(s, pos);
-    if (length == 0) return false;
-    pos += length;
-  }
-  return true;
-}
-
 void append_json_string(std::string& out, std::string_view s) {
   out += '"';
   for (const char ch : s) {
@@ -272,24 +231,6 @@ void append_json_string(std::string& out, std::string_view s) {
     }
   }
   out += '"';
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 }  // namespace weft::io::detail

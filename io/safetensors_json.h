@@ -53,12 +53,6 @@ class JsonReader {
   std::vector<bool> awaiting_first_member_;
 };
 
-// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
-bool is_valid_utf8(std::string_view s);
-
-// Appends the UTF-8 bytes of code point `cp` (at most U+10FFFF, not a surrogate).
-void append_utf8(std::string& out, uint32_t cp);
-
 // Appends `s` (valid UTF-8) as a JSON string literal: quotes, backslashes and control
 // characters escaped, everything else byte for byte.
 void append_json_string(std::string& out, std::string_view s);

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "models/char_class.h"
-#include "models/utf8.h"
+#include "io/utf8.h"
 
 namespace weft::models {
 namespace {
@@ -17,7 +17,7 @@ size_t trailing_whitespace_start(std::string_view text, size_t begin, size_t end
   while (end > begin) {
     size_t start = end - 1;
     while (start > begin && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
-    if (!is_whitespace(detail::decode_utf8(text.data() + start, end - start))) break;
+    if (!is_whitespace(io::decode_utf8(text.data() + start, end - start))) break;
     end = start;
   }
   return end;
@@ -26,8 +26,8 @@ size_t trailing_whitespace_start(std::string_view text, size_t begin, size_t end
 // Where the whitespace at the start of text[pos, ...) ends.
 size_t leading_whitespace_end(std::string_view text, size_t pos) {
   while (pos < text.size()) {
-    const detail::Utf8Step step = detail::utf8_step(text, pos);
-    if (!is_whitespace(detail::decode_utf8(text.data() + pos, step.length))) break;
+    const io::Utf8Step step = io::utf8_step(text, pos);
+    if (!is_whitespace(io::decode_utf8(text.data() + pos, step.length))) break;
     pos += step.length;
   }
   return pos;

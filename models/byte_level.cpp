@@ -3,7 +3,7 @@
 
 #include <array>
 
-#include "models/utf8.h"
+#include "io/utf8.h"
 
 namespace weft::models::detail {
 namespace {
@@ -37,9 +37,9 @@ std::optional<std::string> token_to_bytes(std::string_view token) {
   out.reserve(token.size());
   size_t pos = 0;
   while (pos < token.size()) {
-    const Utf8Step step = utf8_step(token, pos);
+    const io::Utf8Step step = io::utf8_step(token, pos);
     if (!step.valid) return std::nullopt;
-    const int b = char_to_byte(decode_utf8(token.data() + pos, step.length));
+    const int b = char_to_byte(io::decode_utf8(token.data() + pos, step.length));
     if (b < 0) return std::nullopt;
     out += static_cast<char>(b);
     pos += step.length;

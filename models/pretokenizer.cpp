@@ -4,7 +4,7 @@
 #include "models/pretokenizer.h"
 
 #include "models/char_class.h"
-#include "models/utf8.h"
+#include "io/utf8.h"
 
 namespace weft::models {
 namespace {
@@ -27,7 +27,7 @@ Char char_at(std::string_view s, size_t pos) {
   const auto b = static_cast<unsigned char>(s[pos]);
   if (b < 0x80) return {b, detail::char_class(b), 1};
   const size_t length = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-  const char32_t cp = detail::decode_utf8(s.data() + pos, length);
+  const char32_t cp = io::decode_utf8(s.data() + pos, length);
   return {cp, detail::non_ascii_char_class(cp), length};
 }
 

@@ -10,7 +10,7 @@
 
 #include "io/json.h"
 #include "models/tokenizer_impl.h"
-#include "models/utf8.h"
+#include "io/utf8.h"
 #include "tensor/error.h"
 
 namespace weft::models {
@@ -37,7 +37,7 @@ Tokenizer Tokenizer::from_json(std::string_view json, const std::string& origin)
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
-  const size_t invalid = detail::find_invalid_utf8(text);
+  const size_t invalid = io::find_invalid_utf8(text);
   WEFT_CHECK(invalid == std::string_view::npos, "[Tokenizer] encode: expected valid UTF-8 text, got an invalid "
              "sequence at byte ", invalid);
   std::vector<int32_t> ids;
@@ -67,7 +67,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
     if (skip_special_tokens && impl_->special[static_cast<size_t>(id)]) continue;
     bytes += impl_->bytes[static_cast<size_t>(id)];
   }
-  return detail::to_valid_utf8(bytes);
+  return io::to_valid_utf8(bytes);
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {

@@ -112,21 +112,3 @@ TEST_CASE("The byte-level alphabet is GPT-2's bytes_to_unicode") {
   CHECK(detail::token_to_bytes("<|x|>") == "<|x|>");
   CHECK(detail::token_to_bytes("\u65e5") == std::nullopt);
 }
-
-TEST_CASE("to_valid_utf8 replaces each maximal invalid subpart with one U+FFFD") {
-  const std::string r = "\xEF\xBF\xBD";
-  CHECK(detail::to_valid_utf8("abc") == "abc");
-  CHECK(detail::to_valid_utf8("\xE2\x82\xAC") == "\xE2\x82\xAC");  // €
-  CHECK(detail::to_valid_utf8("\xE2\x82") == r);                  // a cut-off sequence: one
-  CHECK(detail::to_valid_utf8("\xE2\x82" "a") == r + "a");
-  CHECK(detail::to_valid_utf8("\xF0\x9F\x98") == r);
-  CHECK(detail::to_valid_utf8("\xE0\x80") == r + r);              // E0 80 is overlong: two
-  CHECK(detail::to_valid_utf8("\xED\xA0\x80") == r + r + r);      // a surrogate: three
-  CHECK(detail::to_valid_utf8("\xF4\x90\x80\x80") == r + r + r + r);  // past U+10FFFF
-  CHECK(detail::to_valid_utf8("\xC0\xAF") == r + r);
-  CHECK(detail::to_valid_utf8("\x80\x80") == r + r);
-  CHECK(detail::to_valid_utf8("\xE1\x80\xE1") == r + r);
-  CHECK(detail::find_invalid_utf8("ab\xC3\xA9") == std::string_view::npos);
-  CHECK(detail::find_invalid_utf8("ab\xC3") == 2);
-  CHECK(detail::find_invalid_utf8("\xC3\xA9\xFF") == 2);
-}

@@ -15,7 +15,6 @@
 
 #include "models/all.h"
 #include "models/byte_level.h"
-#include "models/utf8.h"
 
 namespace tokenizer_test {
 
@@ -102,7 +101,7 @@ inline std::string generated_text(uint64_t seed, size_t size) {
       const Range r = pool->ranges[rng.next() % pool->ranges.size()];
       auto cp = static_cast<char32_t>(r.lo + rng.next() % (r.hi - r.lo + 1));
       if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;
-      weft::models::detail::append_utf8(out, cp);
+      weft::io::append_utf8(out, cp);
     }
   }
   return out;
@@ -172,7 +171,7 @@ struct TinyTokenizer {
     for (int b = 0; b < 256; ++b) {
       if (!all_bytes && (b == 'z' || b == 'q')) continue;  // the bytes the unk tests leave out
       std::string spelling;
-      weft::models::detail::append_utf8(spelling, weft::models::detail::byte_to_char(static_cast<uint8_t>(b)));
+      weft::io::append_utf8(spelling, weft::models::detail::byte_to_char(static_cast<uint8_t>(b)));
       if (spelling == "\"" || spelling == "\\") spelling = "\\" + spelling;
       vocab += (first ? "\"" : ",\"") + spelling + "\":" + std::to_string(b);
       first = false;

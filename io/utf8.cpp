@@ -1,9 +1,7 @@
 // UTF-8 stepping, decoding and lossy repair (see utf8.h).
-#include "models/utf8.h"
+#include "io/utf8.h"
 
-#include "io/safetensors_json.h"
-
-namespace weft::models::detail {
+namespace weft::io {
 
 Utf8Step utf8_step(std::string_view s, size_t pos) {
   const auto b0 = static_cast<unsigned char>(s[pos]);
@@ -44,7 +42,23 @@ char32_t decode_utf8(const char* p, size_t length) {
   }
 }
 
-void append_utf8(std::string& out, char32_t cp) { io::detail::append_utf8(out, static_cast<uint32_t>(cp)); }
+void append_utf8(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
 
 size_t find_invalid_utf8(std::string_view s) {
   size_t pos = 0;
@@ -76,4 +90,4 @@ std::string to_valid_utf8(std::string_view bytes) {
   return out;
 }
 
-}  // namespace weft::models::detail
+}  // namespace weft::io
