@@ -169,7 +169,7 @@ void Linear4bitImpl::load_own_state(nn::StateLoader& loader, const std::string& 
                  state.shape, ", the layer is (", out_features, ", ", in_features, ")");
       loader.defer([this, packed = packed.reshape({-1, 1}), state] { set_quantized(packed.clone(), state); });
     } catch (const Error& e) {
-      loader.error(e.what());
+      loader.error("'" + key + "': " + e.what());
     }
     return;
   }
