@@ -5,12 +5,14 @@ Loads tests/models/data/tiny_llama with transformers + BitsAndBytesConfig on the
 quantized model with save_pretrained (the bytes weft must adopt as they are), and writes:
 
   tiny_llama_nf4_bnb/   NF4, double quantization, compute dtype float32
-  tiny_llama_fp4_bnb/   FP4, no double quantization, compute dtype bfloat16
+  tiny_llama_fp4_bnb/   FP4, no double quantization, compute dtype float32
   tiny_llama_int8_bnb/  LLM.int8() (threshold 6.0), llm_int8_skip_modules ["down_proj"]: the MLP's
                         down projections stay float and, the list being explicit, transformers
                         quantizes lm_head too
   bnb_goldens.json      per folder: a prompt, the logits of every position, and the greedy
-                        continuation (generate(do_sample=False), 12 new tokens)
+                        continuation (generate(do_sample=False), 12 new tokens); for the NF4
+                        folder also "logits_bfloat16": the same prompt with bnb_4bit_compute_dtype
+                        bfloat16 (the compute dtype changes the product, not the stored bytes)
 
 Where the goldens come from:
   int8  transformers' quantized model itself (bitsandbytes' CPU LLM.int8() product).
@@ -49,7 +51,7 @@ FOLDERS = {
     "tiny_llama_nf4_bnb": BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
                                              bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.float32),
     "tiny_llama_fp4_bnb": BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="fp4",
-                                             bnb_4bit_use_double_quant=False, bnb_4bit_compute_dtype=torch.bfloat16),
+                                             bnb_4bit_use_double_quant=False, bnb_4bit_compute_dtype=torch.float32),
     "tiny_llama_int8_bnb": BitsAndBytesConfig(load_in_8bit=True, llm_int8_threshold=6.0,
                                               llm_int8_skip_modules=["down_proj"]),
 }
@@ -115,6 +117,8 @@ def main():
         model.save_pretrained(out)
         if config.load_in_4bit:
             goldens[name] = goldens_of(four_bit_reference(model, config.bnb_4bit_compute_dtype))
+            if name == "tiny_llama_nf4_bnb":
+                goldens[name]["logits_bfloat16"] = goldens_of(four_bit_reference(model, torch.bfloat16))["logits"]
         else:
             goldens[name] = goldens_of(model)
     with open(os.path.join(ROOT, "bnb_goldens.json"), "w") as f:
