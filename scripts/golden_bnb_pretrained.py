@@ -2,7 +2,8 @@
 """Makes the bitsandbytes-quantized Hugging Face folders of weft's loading tests, and their goldens.
 
 Loads tests/models/data/tiny_llama with transformers + BitsAndBytesConfig on the CPU, saves the
-quantized model with save_pretrained (the bytes weft must adopt as they are), and writes:
+quantized model with save_pretrained (the bytes weft must adopt as they are) beside tiny_llama's
+tokenizer.json, and writes:
 
   tiny_llama_nf4_bnb/   NF4, double quantization, compute dtype float32
   tiny_llama_fp4_bnb/   FP4, no double quantization, compute dtype float32
@@ -115,6 +116,7 @@ def main():
         out = os.path.join(ROOT, name)
         shutil.rmtree(out, ignore_errors=True)
         model.save_pretrained(out)
+        shutil.copy(os.path.join(FLOAT, "tokenizer.json"), out)  # so the folder runs through weft-generate
         if config.load_in_4bit:
             goldens[name] = goldens_of(four_bit_reference(model, config.bnb_4bit_compute_dtype))
             if name == "tiny_llama_nf4_bnb":
