@@ -14,8 +14,6 @@
 #include "../error_message.h"
 #include "../temp_dir.h"
 #include "models/all.h"
-#include "precision/quant/linear_4bit.h"
-#include "precision/quant/linear_8bit.h"
 
 using namespace weft;
 using namespace weft::models;
