@@ -118,7 +118,7 @@ TEST_CASE("bitsandbytes folders give the goldens' logits and greedy continuation
   }
 }
 
-TEST_CASE("bitsandbytes folders: bnb_4bit_compute_dtype bfloat16 computes the 4-bit products in bfloat16") {
+TEST_CASE("bitsandbytes folders: bnb_4bit_compute_dtype bfloat16 / float16 computes the 4-bit products in it") {
   // The NF4 folder with only its compute dtype changed (the stored bytes do not depend on it).
   // Both sides round x and every projection's output to bfloat16 (8 bits), but where
   // bitsandbytes also rounds the decoded W, weft's few-row product keeps it exact
@@ -147,6 +147,20 @@ TEST_CASE("bitsandbytes folders: bnb_4bit_compute_dtype bfloat16 computes the 4-
   CAPTURE(to_f32);
   CHECK(to_bf16 < 0.3);
   CHECK(to_f32 > 1e-2);
+
+  // float16 (11 bits) the same way: x and outputs rounded to float16, 8 times finer than bfloat16,
+  // so about 0.086 / 8 from the float32 golden (measured 0.013): under 0.05, above float32's 1e-5.
+  const fs::path half = dir.path() / "f16";
+  fs::copy(data_dir() / "tiny_llama_nf4_bnb", half, fs::copy_options::recursive);
+  config = read_text(half / "config.json");
+  std::ofstream(half / "config.json") << config.replace(config.find(from), from.size(), "\"bnb_4bit_compute_dtype\": \"float16\"");
+  PretrainedModel f16 = from_pretrained(half);
+  for (const auto& [name, m] : f16.model->named_modules())
+    if (const auto* layer = dynamic_cast<const Linear4bitImpl*>(m.get())) CHECK(layer->options().compute_dtype == kFloat16);
+  const double f16_to_f32 = max_logit_error(*f16.model, prompt, *g.find("logits"));
+  CAPTURE(f16_to_f32);
+  CHECK(f16_to_f32 < 0.05);
+  CHECK(f16_to_f32 > 1e-4);
 }
 
 TEST_CASE("bitsandbytes folders: the stored projections become weft's quantized layers, in the config's format") {
