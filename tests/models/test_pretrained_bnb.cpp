@@ -205,6 +205,18 @@ TEST_CASE("bitsandbytes folders: the stored projections become weft's quantized 
   }
   CHECK(eight_bit == 2 * 6 + 1);
   CHECK(dynamic_cast<LlamaForCausalLMImpl&>(*int8.model).lm_head->type_name() == "Linear8bitLt");
+
+  // llm_int8_threshold comes from the config.
+  test::TempDir dir;
+  const fs::path out = dir.path() / "t";
+  fs::copy(data_dir() / "tiny_llama_int8_bnb", out, fs::copy_options::recursive);
+  std::string config = read_text(out / "config.json");
+  const std::string from = "\"llm_int8_threshold\": 6.0";
+  REQUIRE(config.find(from) != std::string::npos);
+  std::ofstream(out / "config.json") << config.replace(config.find(from), from.size(), "\"llm_int8_threshold\": 2.5");
+  PretrainedModel low = from_pretrained(out);
+  for (const auto& [name, m] : low.model->named_modules())
+    if (const auto* layer = dynamic_cast<const Linear8bitLtImpl*>(m.get())) CHECK(layer->options().threshold == 2.5);
 }
 
 TEST_CASE("bitsandbytes folders: the loaded model holds the file's bytes, and saves them back unchanged") {
