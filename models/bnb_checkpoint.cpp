@@ -63,8 +63,8 @@ void check_4bit_layer(const nn::TensorDict& file, const std::string& module, con
   WEFT_CHECK(packed != nullptr, "comes without its packed codes '", weight_key, "'");
   const Shape expected{(state.shape[0] * state.shape[1] + 1) / 2, 1};
   WEFT_CHECK(packed->dtype() == kUInt8 && packed->shape() == expected, "describes a ", state.shape[0], "x",
-             state.shape[1], " weight, so '", weight_key, "' must be uint8 of shape ", expected, " (two 4-bit codes a byte), got ",
-             packed->shape(), " ", packed->dtype());
+             state.shape[1], " weight, so '", weight_key, "' must be uint8 of shape ", expected,
+             " (two 4-bit codes a byte), got ", packed->shape(), " ", packed->dtype());
 }
 
 void check_8bit_layer(const nn::TensorDict& file, const std::string& module) {
@@ -112,8 +112,8 @@ void check_bnb_weights(const nn::TensorDict& file, const HfQuantization& q, cons
   for (const std::string& module : quantized)
     for (const std::string& skip : q.skip_modules)
       if (skip_names(skip, module))
-        problems.push_back("'" + module + "' is stored quantized, but quantization_config.llm_int8_skip_modules names it ('" +
-                           skip + "'), which keeps it float");
+        problems.push_back("'" + module + "' is stored quantized, but quantization_config.llm_int8_skip_modules " +
+                           "names it ('" + skip + "'), which keeps it float");
   if (quantized.empty())
     problems.push_back(is_four_bit(q) ? "no tensor is a 4-bit quant_state ('<module>.weight.quant_state.bitsandbytes__" +
                                             quant_type_of(q) + "'): the weights are not stored quantized"
@@ -129,7 +129,8 @@ void check_bnb_weights(const nn::TensorDict& file, const HfQuantization& q, cons
 int64_t use_bnb_layers(nn::Module& model, const nn::TensorDict& file, const HfQuantization& q, DType dtype) {
   const TensorFrameGuard frame(TensorFrame{dtype, std::nullopt, true});
   precision::LayerConverters converters;
-  converters.linear = [&](const std::shared_ptr<nn::LinearImpl>& old, const std::string& name) -> std::shared_ptr<nn::Module> {
+  converters.linear = [&](const std::shared_ptr<nn::LinearImpl>& old,
+                          const std::string& name) -> std::shared_ptr<nn::Module> {
     const int64_t in = old->in_features, out = old->out_features;
     const bool bias = old->bias.defined();
     if (file.find(name + ".SCB") != nullptr) {

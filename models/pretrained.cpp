@@ -120,8 +120,9 @@ void adopt_or_load(nn::Module& model, const nn::TensorDict& weights) {
   };
   for (const auto& [name, t] : weights) {
     const auto it = handles.find(name);
-    if (it != handles.end() && !hooked.count(owner(name)) && !it->second.is_uninitialized() && it->second.dtype() == t.dtype() &&
-        it->second.shape() == t.shape() && it->second.device() == t.device() && t.is_contiguous())
+    if (it != handles.end() && !hooked.count(owner(name)) && !it->second.is_uninitialized() &&
+        it->second.dtype() == t.dtype() && it->second.shape() == t.shape() && it->second.device() == t.device() &&
+        t.is_contiguous())
       it->second.set_data(t);
   }
   // A tied name (lm_head.weight) whose tensor took the file's data with its first name is done too.

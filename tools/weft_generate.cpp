@@ -9,8 +9,9 @@
 // Without sampling flags it decodes greedily. --json prints, instead of the streamed text, one
 // JSON line: the prompt's and the completion's token ids, the completion, prefill and decode
 // speeds, the time to the first token, the peak resident memory, the quantization (--quantize's
-// mode, or the bitsandbytes folder's own: "nf4-dq", "int8", ...) and the CPU kernel level. Every flag is checked before the model is read, and a prompt that does not fit
-// in the model's positions (with --max-new-tokens) is an error, not a silent crop.
+// mode, or the bitsandbytes folder's own: "nf4-dq", "int8", ...) and the CPU kernel level. Every
+// flag is checked before the model is read, and a prompt that does not fit in the model's
+// positions (with --max-new-tokens) is an error, not a silent crop.
 #include <sys/resource.h>
 
 #include <algorithm>

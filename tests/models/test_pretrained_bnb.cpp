@@ -1,8 +1,8 @@
 // Folders that transformers saved after quantizing tiny_llama with bitsandbytes
-// (scripts/golden_bnb_pretrained.py): NF4 with double quantization, FP4 without it,
-// LLM.int8() with a skip list (and NF4 recomputed in bfloat16). They load as they are — the stored bytes in weft's quantized
-// layers — give the goldens' logits and greedy continuations, and every way a folder can
-// disagree with its quantization_config is refused naming the key.
+// (scripts/golden_bnb_pretrained.py): NF4 with double quantization, FP4 without it, LLM.int8()
+// with a skip list (and NF4 recomputed in bfloat16 and float16). They load as they are — the
+// stored bytes in weft's quantized layers — give the goldens' logits and greedy continuations,
+// and every way a folder can disagree with its quantization_config is refused naming the key.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -127,17 +127,14 @@ TEST_CASE("bitsandbytes folders: bnb_4bit_compute_dtype bfloat16 / float16 compu
   // from the reference's bfloat16 logits as those lie from its float32 ones (0.1, logits up to
   // ~9; measured 0.11): 0.3 bounds it. An ignored setting (float32 compute) would match the
   // float32 golden within 1e-5; bfloat16 lies measurably away from it (measured 0.086).
-  test::TempDir dir;
-  const fs::path out = dir.path() / "bf16";
-  fs::copy(data_dir() / "tiny_llama_nf4_bnb", out, fs::copy_options::recursive);
-  std::string config = read_text(out / "config.json");
   const std::string from = "\"bnb_4bit_compute_dtype\": \"float32\"";
-  REQUIRE(config.find(from) != std::string::npos);
-  std::ofstream(out / "config.json") << config.replace(config.find(from), from.size(), "\"bnb_4bit_compute_dtype\": \"bfloat16\"");
-  PretrainedModel loaded = from_pretrained(out);
+  test::TempDir bf16_dir, f16_dir;
+  PretrainedModel loaded = from_pretrained(
+      edited_copy(bf16_dir, "tiny_llama_nf4_bnb", {}, from, "\"bnb_4bit_compute_dtype\": \"bfloat16\""));
   int64_t bf16_layers = 0;
   for (const auto& [name, m] : loaded.model->named_modules())
-    if (const auto* layer = dynamic_cast<const Linear4bitImpl*>(m.get())) bf16_layers += layer->options().compute_dtype == kBFloat16;
+    if (const auto* layer = dynamic_cast<const Linear4bitImpl*>(m.get()))
+      bf16_layers += layer->options().compute_dtype == kBFloat16;
   CHECK(bf16_layers == 2 * 7);
   const io::JsonValue& g = *goldens().find("tiny_llama_nf4_bnb");
   const std::vector<int64_t> prompt = ints(*g.find("prompt"));
@@ -150,11 +147,8 @@ TEST_CASE("bitsandbytes folders: bnb_4bit_compute_dtype bfloat16 / float16 compu
 
   // float16 (11 bits) the same way: x and outputs rounded to float16, 8 times finer than bfloat16,
   // so about 0.086 / 8 from the float32 golden (measured 0.013): under 0.05, above float32's 1e-5.
-  const fs::path half = dir.path() / "f16";
-  fs::copy(data_dir() / "tiny_llama_nf4_bnb", half, fs::copy_options::recursive);
-  config = read_text(half / "config.json");
-  std::ofstream(half / "config.json") << config.replace(config.find(from), from.size(), "\"bnb_4bit_compute_dtype\": \"float16\"");
-  PretrainedModel f16 = from_pretrained(half);
+  PretrainedModel f16 = from_pretrained(
+      edited_copy(f16_dir, "tiny_llama_nf4_bnb", {}, from, "\"bnb_4bit_compute_dtype\": \"float16\""));
   for (const auto& [name, m] : f16.model->named_modules())
     if (const auto* layer = dynamic_cast<const Linear4bitImpl*>(m.get())) CHECK(layer->options().compute_dtype == kFloat16);
   const double f16_to_f32 = max_logit_error(*f16.model, prompt, *g.find("logits"));
@@ -208,13 +202,8 @@ TEST_CASE("bitsandbytes folders: the stored projections become weft's quantized 
 
   // llm_int8_threshold comes from the config.
   test::TempDir dir;
-  const fs::path out = dir.path() / "t";
-  fs::copy(data_dir() / "tiny_llama_int8_bnb", out, fs::copy_options::recursive);
-  std::string config = read_text(out / "config.json");
-  const std::string from = "\"llm_int8_threshold\": 6.0";
-  REQUIRE(config.find(from) != std::string::npos);
-  std::ofstream(out / "config.json") << config.replace(config.find(from), from.size(), "\"llm_int8_threshold\": 2.5");
-  PretrainedModel low = from_pretrained(out);
+  PretrainedModel low = from_pretrained(
+      edited_copy(dir, "tiny_llama_int8_bnb", {}, "\"llm_int8_threshold\": 6.0", "\"llm_int8_threshold\": 2.5"));
   for (const auto& [name, m] : low.model->named_modules())
     if (const auto* layer = dynamic_cast<const Linear8bitLtImpl*>(m.get())) CHECK(layer->options().threshold == 2.5);
 }
@@ -267,7 +256,8 @@ TEST_CASE("bitsandbytes folders that disagree with their quantization_config are
   };
 
   SUBCASE("config") {
-    CHECK(refusal("tiny_llama_nf4_bnb", {}, "\"bnb_4bit_quant_storage\": \"uint8\"", "\"bnb_4bit_quant_storage\": \"float32\"")
+    CHECK(refusal("tiny_llama_nf4_bnb", {}, "\"bnb_4bit_quant_storage\": \"uint8\"",
+                  "\"bnb_4bit_quant_storage\": \"float32\"")
               .find("quantization_config.bnb_4bit_quant_storage must be uint8 (two 4-bit codes a byte), got 'float32'") !=
           std::string::npos);
     CHECK(refusal("tiny_llama_nf4_bnb", {}, "\"bnb_4bit_compute_dtype\": \"float32\"",
@@ -328,7 +318,8 @@ TEST_CASE("bitsandbytes folders that disagree with their quantization_config are
           }).find("'model.layers.0.self_attn.q_proj.SCB' expected 32 float32 row scales (32,) for "
                   "'model.layers.0.self_attn.q_proj.weight', got (31,) float32") != std::string::npos);
     CHECK(refusal("tiny_llama_int8_bnb", [&](std::string& name, const Tensor& t) {
-            return name == "model.layers.0.self_attn.q_proj.weight_format" ? from_vector(std::vector<uint8_t>{1}, {}, DType::UInt8) : t;
+            const Tensor row_major_1 = from_vector(std::vector<uint8_t>{1}, {}, DType::UInt8);
+            return name == "model.layers.0.self_attn.q_proj.weight_format" ? row_major_1 : t;
           }).find("'model.layers.0.self_attn.q_proj.weight_format' must be 0 (row-major)") != std::string::npos);
     // Packed codes whose statistics are gone.
     CHECK(refusal("tiny_llama_nf4_bnb", [&](std::string& name, const Tensor& t) {
@@ -345,17 +336,22 @@ TEST_CASE("bitsandbytes folders that disagree with their quantization_config are
     CHECK(both.find("names quant type 'int4'") != std::string::npos);
     CHECK(both.find("'model.layers.1.mlp.up_proj.weight' must be uint8 of shape (1024, 1)") != std::string::npos);
   }
-  SUBCASE("a config that says quantized over float weights") {
-    CHECK(error_of([&] {
-            test::TempDir dir;
-            const fs::path out = dir.path() / "f";
-            fs::copy(data_dir() / "tiny_llama", out, fs::copy_options::recursive);
-            std::string config = read_text(out / "config.json");
-            config.insert(config.rfind('}'), ", \"quantization_config\": {\"quant_method\": \"bitsandbytes\", "
-                                            "\"load_in_8bit\": true}");
-            std::ofstream(out / "config.json") << config;
-            from_pretrained(out);
-          }).find("no tensor is an LLM.int8() row scale ('<module>.SCB'): the weights are not stored quantized") !=
-          std::string::npos);
+  SUBCASE("a quantization_config over float weights, or over GPT-2") {
+    auto with_int8_config = [](const char* folder) {
+      return error_of([&] {
+        test::TempDir dir;
+        const fs::path out = dir.path() / "f";
+        fs::copy(data_dir() / folder, out, fs::copy_options::recursive);
+        std::string config = read_text(out / "config.json");
+        config.insert(config.rfind('}'), ", \"quantization_config\": {\"quant_method\": \"bitsandbytes\", "
+                                        "\"load_in_8bit\": true}");
+        std::ofstream(out / "config.json") << config;
+        from_pretrained(out);
+      });
+    };
+    CHECK(with_int8_config("tiny_llama").find("no tensor is an LLM.int8() row scale ('<module>.SCB'): the weights are "
+                                              "not stored quantized") != std::string::npos);
+    CHECK(with_int8_config("tiny_gpt2").find("bitsandbytes-quantized folders load for LlamaForCausalLM, got "
+                                             "GPT2LMHeadModel") != std::string::npos);
   }
 }
