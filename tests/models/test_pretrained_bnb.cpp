@@ -313,6 +313,11 @@ TEST_CASE("bitsandbytes folders that disagree with their quantization_config are
             return name == kQProj + ".absmax" ? t.slice(0, 0, 15).contiguous() : t;
           }).find("'" + kQProj + "': [load_quant_state] expected 16 absmax values of dtype uint8, got 15 uint8") !=
           std::string::npos);
+    // The code table in another dtype (bitsandbytes writes float32).
+    CHECK(refusal("tiny_llama_fp4_bnb", [&](std::string& name, const Tensor& t) {
+            return name == kQProj + ".quant_map" ? t.to(kFloat16) : t;
+          }).find("'" + kQProj + "': [load_quant_state] quant_map is not the fp4 table bitsandbytes writes") !=
+          std::string::npos);
     CHECK(refusal("tiny_llama_int8_bnb", [&](std::string& name, const Tensor& t) {
             return name == "model.layers.0.self_attn.q_proj.SCB" ? t.slice(0, 0, 31).contiguous() : t;
           }).find("'model.layers.0.self_attn.q_proj.SCB' expected 32 float32 row scales (32,) for "
