@@ -126,7 +126,7 @@ void check_bnb_weights(const nn::TensorDict& file, const HfQuantization& q, cons
   throw Error(message);
 }
 
-int64_t use_bnb_layers(nn::Module& model, const nn::TensorDict& file, const HfQuantization& q, DType dtype) {
+void use_bnb_layers(nn::Module& model, const nn::TensorDict& file, const HfQuantization& q, DType dtype) {
   const TensorFrameGuard frame(TensorFrame{dtype, std::nullopt, true});
   precision::LayerConverters converters;
   converters.linear = [&](const std::shared_ptr<nn::LinearImpl>& old,
@@ -147,7 +147,7 @@ int64_t use_bnb_layers(nn::Module& model, const nn::TensorDict& file, const HfQu
     }
     return nullptr;
   };
-  return static_cast<int64_t>(precision::replace_layers(model, converters).size());
+  precision::replace_layers(model, converters);
 }
 
 }  // namespace weft::models

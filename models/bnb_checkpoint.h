@@ -29,7 +29,7 @@ namespace weft::models {
 void check_bnb_weights(const nn::TensorDict& file, const HfQuantization& quantization, const std::string& config_file);
 
 // Replaces every Linear of `model` whose weight `file` stores quantized by the matching quantized
-// layer (built in `dtype`, without drawing weights); returns how many were replaced.
-int64_t use_bnb_layers(nn::Module& model, const nn::TensorDict& file, const HfQuantization& quantization, DType dtype);
+// layer (built in `dtype`, without drawing weights).
+void use_bnb_layers(nn::Module& model, const nn::TensorDict& file, const HfQuantization& quantization, DType dtype);
 
 }  // namespace weft::models
