@@ -73,7 +73,9 @@ typedef struct weft_load_options {
   int bfloat16;          /* nonzero: bfloat16 weights and compute */
 } weft_load_options;
 
-/* Loads `dir` (config.json, model.safetensors or an index, tokenizer.json). options may be NULL. */
+/* Loads `dir` (config.json, model.safetensors or an index, tokenizer.json). options may be NULL.
+   A folder that transformers saved through bitsandbytes (4-bit or LLM.int8()) loads as stored;
+   options->quantize must then be NULL or "". */
 weft_status weft_model_load(const char* dir, const weft_load_options* options, weft_model** out);
 void weft_model_free(weft_model* model);
 int64_t weft_model_vocab_size(const weft_model* model);

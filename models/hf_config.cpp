@@ -152,19 +152,38 @@ std::optional<HfQuantization> read_quantization(const ConfigReader& r) {
   WEFT_CHECK(method == "bitsandbytes", "[from_pretrained] ", r.file(), ": quantization_config.quant_method '", method,
              "' is not supported (supported: bitsandbytes)");
   HfQuantization out;
-  const std::string compute = qr.string_or("bnb_4bit_compute_dtype", "float32");
-  WEFT_CHECK(compute == "float32" || compute == "bfloat16" || compute == "float16", "[from_pretrained] ", r.file(),
-             ": bnb_4bit_compute_dtype '", compute, "' is not supported");
-  out.compute_dtype = compute == "bfloat16" ? kBFloat16 : compute == "float16" ? kFloat16 : kFloat32;
-  if (qr.boolean_or("load_in_4bit", false)) {
+  const bool four = qr.boolean_or("load_in_4bit", false), eight = qr.boolean_or("load_in_8bit", false);
+  WEFT_CHECK(four != eight, "[from_pretrained] ", r.file(), ": a bitsandbytes quantization_config loads in 4 or 8 bits, ",
+             "expected exactly one of load_in_4bit and load_in_8bit to be true, got ", four ? "both" : "neither");
+  if (four) {
+    const std::string compute = qr.string_or("bnb_4bit_compute_dtype", "float32");
+    WEFT_CHECK(compute == "float32" || compute == "bfloat16" || compute == "float16", "[from_pretrained] ", r.file(),
+               ": quantization_config.bnb_4bit_compute_dtype must be float32, bfloat16 or float16, got '", compute, "'");
+    out.compute_dtype = compute == "bfloat16" ? kBFloat16 : compute == "float16" ? kFloat16 : kFloat32;
+    const std::string storage = qr.string_or("bnb_4bit_quant_storage", "uint8");
+    WEFT_CHECK(storage == "uint8", "[from_pretrained] ", r.file(), ": quantization_config.bnb_4bit_quant_storage must ",
+               "be uint8 (two 4-bit codes a byte), got '", storage, "'");
     const std::string type = qr.string_or("bnb_4bit_quant_type", "fp4");
-    WEFT_CHECK(type == "nf4" || type == "fp4", "[from_pretrained] ", r.file(), ": bnb_4bit_quant_type '", type,
-               "' is not supported (supported: nf4, fp4)");
+    WEFT_CHECK(type == "nf4" || type == "fp4", "[from_pretrained] ", r.file(),
+               ": quantization_config.bnb_4bit_quant_type must be nf4 or fp4, got '", type, "'");
     out.mode = type + (qr.boolean_or("bnb_4bit_use_double_quant", false) ? "-dq" : "");
   } else {
-    WEFT_CHECK(qr.boolean_or("load_in_8bit", false), "[from_pretrained] ", r.file(),
-               ": a bitsandbytes quantization_config loads in 4 or 8 bits, but neither load_in_4bit nor load_in_8bit is true");
+    WEFT_CHECK(!qr.boolean_or("llm_int8_has_fp16_weight", false), "[from_pretrained] ", r.file(),
+               ": quantization_config.llm_int8_has_fp16_weight must be false (int8 inference weights), got true");
+    out.int8_threshold = qr.number_or("llm_int8_threshold", 6.0);
+    WEFT_CHECK(out.int8_threshold >= 0, "[from_pretrained] ", r.file(),
+               ": quantization_config.llm_int8_threshold must be >= 0, got ", out.int8_threshold);
     out.mode = "int8";
+  }
+  if (const JsonValue* skip = qr.find("llm_int8_skip_modules")) {
+    WEFT_CHECK(skip->is_array(), "[from_pretrained] ", r.file(),
+               ": quantization_config.llm_int8_skip_modules must be a list of module names or null, got ",
+               skip->kind_name());
+    for (const JsonValue& name : skip->as_array()) {
+      WEFT_CHECK(name.is_string(), "[from_pretrained] ", r.file(),
+                 ": quantization_config.llm_int8_skip_modules must hold module names, got a ", name.kind_name());
+      out.skip_modules.push_back(name.as_string());
+    }
   }
   return out;
 }

@@ -23,10 +23,13 @@ namespace weft::models {
 enum class HfArchitecture { GPT2, Llama };
 const char* hf_architecture_name(HfArchitecture a);  // "GPT2LMHeadModel", "LlamaForCausalLM"
 
-// A bitsandbytes quantization_config as transformers writes it.
+// A bitsandbytes quantization_config as transformers writes it: the folder's projections are
+// stored quantized (models/bnb_checkpoint.h says which and how they load).
 struct HfQuantization {
-  std::string mode;          // "nf4", "nf4-dq", "fp4", "fp4-dq" or "int8"
-  DType compute_dtype = kFloat32;
+  std::string mode;                       // "nf4", "nf4-dq", "fp4", "fp4-dq" or "int8"
+  DType compute_dtype = kFloat32;         // bnb_4bit_compute_dtype: the 4-bit layers' product
+  double int8_threshold = 6.0;            // llm_int8_threshold: LLM.int8()'s outlier threshold
+  std::vector<std::string> skip_modules;  // llm_int8_skip_modules: what transformers left float
 };
 
 struct HfConfig {

@@ -149,6 +149,11 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& config_) : config(
   reset_parameters();
 }
 
+void LlamaForCausalLMImpl::on_child_replaced(const std::string& name, const std::shared_ptr<nn::Module>& module) {
+  // A quantized head (a bitsandbytes folder whose llm_int8_skip_modules left lm_head out) is a Linear.
+  if (name == "lm_head") lm_head = std::dynamic_pointer_cast<nn::LinearImpl>(module);
+}
+
 void LlamaForCausalLMImpl::reset_parameters(double initializer_range) {
   NoGradGuard no_grad;
   for (const auto& [name, module] : named_modules()) {

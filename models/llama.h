@@ -143,6 +143,7 @@ class LlamaForCausalLMImpl : public CausalLM {
   Tensor forward_cached(const Tensor& ids, KVCache& cache, bool last_only = false) override;
   // Draws every weight again: Linear and Embedding N(0, initializer_range), biases 0, norms 1.
   void reset_parameters(double initializer_range = 0.02);
+  void on_child_replaced(const std::string& name, const std::shared_ptr<nn::Module>& module) override;
 
   LlamaConfig config;
   LlamaModel model{nullptr};

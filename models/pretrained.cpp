@@ -7,6 +7,7 @@
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "io/safetensors.h"
+#include "models/bnb_checkpoint.h"
 #include "precision/bitsandbytes_precision.h"
 #include "precision/fp8/fp8_weight_linear.h"
 #include "tensor/error.h"
@@ -98,14 +99,30 @@ std::shared_ptr<CausalLM> build(const HfConfig& config) {
 // copy-on-write view of the mapped file (io/safetensors.h) — so the model's memory is the file's
 // pages, shared by every process that loads the file. The rest (other dtypes, quantized layers'
 // weights) are converted by load_state_dict.
+// A module whose entries in the file are more than its tensors (a quantized layer: packed codes
+// plus statistics under "weight.absmax", "SCB", ...) loads through its own hook, which must see
+// all of them: its tensors are never adopted, or the hook would find the codes gone and keep the
+// statistics it was built with (bitsandbytes folders' packed uint8 weights have the parameter's
+// dtype and shape, so they would otherwise be adopted).
 void adopt_or_load(nn::Module& model, const nn::TensorDict& weights) {
   std::map<std::string, Tensor> handles;
   for (auto& [name, t] : model.named_parameters()) handles.emplace(name, t);
   for (auto& [name, t] : model.named_buffers()) handles.emplace(name, t);
+  std::set<std::string> hooked;  // module names under which the file holds keys that are no tensor's
+  for (const auto& [name, t] : weights) {
+    if (handles.count(name)) continue;
+    for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1))
+      hooked.insert(name.substr(0, dot));
+  }
+  auto owner = [](const std::string& name) {
+    const size_t dot = name.rfind('.');
+    return dot == std::string::npos ? std::string() : name.substr(0, dot);
+  };
   for (const auto& [name, t] : weights) {
     const auto it = handles.find(name);
-    if (it != handles.end() && !it->second.is_uninitialized() && it->second.dtype() == t.dtype() &&
-        it->second.shape() == t.shape() && it->second.device() == t.device() && t.is_contiguous())
+    if (it != handles.end() && !hooked.count(owner(name)) && !it->second.is_uninitialized() &&
+        it->second.dtype() == t.dtype() && it->second.shape() == t.shape() && it->second.device() == t.device() &&
+        t.is_contiguous())
       it->second.set_data(t);
   }
   // A tied name (lm_head.weight) whose tensor took the file's data with its first name is done too.
@@ -145,23 +162,29 @@ PretrainedModel from_pretrained(const fs::path& dir, const PretrainedOptions& op
   PretrainedModel out;
   out.config = read_hf_config(dir);
   out.generation = read_hf_generation_config(dir);
-  // A folder that transformers saved after quantizing it with bitsandbytes stores its weights under
-  // bitsandbytes' keys. Its double-quantized statistics, as bitsandbytes 0.50 writes them through
-  // transformers on the CPU, do not decode to the weights they came from under weft's reading
-  // (tests/models/data/tiny_llama_nf4_bnb): refused, rather than run as garbage.
-  WEFT_CHECK(!out.config.quantization, "[from_pretrained] ", (dir / "config.json").string(), " has a bitsandbytes ",
-             "quantization_config (", out.config.quantization ? out.config.quantization->mode : "", "): loading weights ",
-             "that bitsandbytes quantized is not supported; load the float checkpoint with quantize = \"",
-             out.config.quantization ? out.config.quantization->mode : "", "\" instead");
+  // A folder that transformers saved after quantizing it with bitsandbytes: its projections load
+  // as weft's quantized layers, taking the stored bytes as they are (models/bnb_checkpoint.h).
+  const std::optional<HfQuantization>& stored = out.config.quantization;
+  const std::string config_file = (dir / "config.json").string();
+  if (stored) {
+    WEFT_CHECK(options.quantize.empty(), "[from_pretrained] ", config_file, " has a bitsandbytes quantization_config (",
+               stored->mode, "): the weights are already quantized, so quantize = \"", options.quantize,
+               "\" cannot apply; load without quantize");
+    WEFT_CHECK(out.config.architecture == HfArchitecture::Llama, "[from_pretrained] ", config_file,
+               ": bitsandbytes-quantized folders load for LlamaForCausalLM, got ",
+               hf_architecture_name(out.config.architecture));
+  }
   const std::string mode = options.quantize;
   const nn::TensorDict weights = read_pretrained_weights(dir, out.config);
+  if (stored) check_bnb_weights(weights, *stored, config_file);
 
   {
     // Built without drawing initial weights (the file's replace them), in the requested dtype,
-    // and with its projections as quantized layers when asked.
+    // its projections as quantized layers when asked or as a bitsandbytes folder stores them.
     TensorFrameGuard frame(TensorFrame{options.dtype, std::nullopt, true});
     if (mode.empty()) {
       out.model = build(out.config);
+      if (stored) use_bnb_layers(*out.model, weights, *stored, options.dtype);
     } else if (const auto granularity = precision::fp8_weight_granularity_of(mode)) {
       precision::Context context = precision::fp8_weight_init_context(*granularity, options.dtype);
       out.model = build(out.config);

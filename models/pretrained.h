@@ -14,8 +14,11 @@
 // fp4, fp4-dq through Linear4bit; int8 through LLM.int8()'s Linear8bitLt; fp8 and fp8-channel
 // through Fp8WeightLinear: E4M3 weights with a scale per tensor or per output row), each quantized
 // from the file's weights as it loads, so the float weights never sit in memory whole. Embeddings, norms
-// and the head stay in `dtype`. A checkpoint that transformers saved with a bitsandbytes
-// quantization_config is refused, naming the float checkpoint and quantize mode to use instead.
+// and the head stay in `dtype`. A Llama folder that transformers saved with a bitsandbytes
+// quantization_config (4-bit nf4/fp4, with or without double quantization, or 8-bit LLM.int8())
+// loads as it is: the projections it stores quantized become Linear4bit / Linear8bitLt holding the
+// stored bytes, in the config's compute dtype and threshold, after every tensor is checked against
+// the config (models/bnb_checkpoint.h); `quantize` is then an error (the weights are quantized).
 #pragma once
 
 #include <filesystem>

@@ -6,10 +6,6 @@ Writes, under tests/models/data/ (small enough to commit):
   tiny_llama/     LlamaForCausalLM (vocab 300, 2 layers, 4 heads / 2 KV heads, 32 wide, MLP 64,
                   llama3 rope scaling, untied head)
   tiny_llama_tied/ LlamaForCausalLM (tied embeddings, linear rope scaling, attention biases, 1 KV head)
-  tiny_llama_nf4_bnb/  tiny_llama as transformers saves it after loading it with a bitsandbytes
-                  4-bit quantization_config (NF4, double quantization): the packed weights and their
-                  statistics under bitsandbytes' keys, and the quantization_config in config.json
-                  (which weft reads and refuses, naming the float checkpoint's way instead)
   generate_goldens.json  per model: the prompts, the logits of the first prompt (every position),
                   and transformers' greedy continuation of every prompt (generate(do_sample=False))
 
@@ -20,8 +16,9 @@ folders also run end to end through weft-generate and the C API. The weights are
 drawn with a larger spread than a trained model's initialisation (initializer_range 0.4) so that
 greedy choices are far from ties and float32 rounding cannot flip them. eos_token_id is 0.
 
-Needs torch, transformers and safetensors, and bitsandbytes and accelerate for the 4-bit folder
-(scripts only; CI never runs this):
+The bitsandbytes-quantized folders made from tiny_llama come from scripts/golden_bnb_pretrained.py.
+
+Needs torch, transformers and safetensors (scripts only; CI never runs this):
     /work/venv/bin/python scripts/golden_generate.py
 """
 import json
@@ -61,17 +58,6 @@ def tokenizer():
     return t
 
 
-def save_bitsandbytes_nf4():
-    """tiny_llama loaded through bitsandbytes' 4-bit config and saved as transformers does. (Its CPU
-    forward cannot run this model: bitsandbytes' CPU kernel needs rows of at least one block, 64.)"""
-    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
-    config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                                bnb_4bit_compute_dtype=torch.float32)
-    model = AutoModelForCausalLM.from_pretrained(os.path.join(ROOT, "tiny_llama"), quantization_config=config,
-                                                 device_map="cpu")
-    model.save_pretrained(os.path.join(ROOT, "tiny_llama_nf4_bnb"))
-
-
 def main():
     goldens = {}
     tok = tokenizer()
@@ -100,7 +86,6 @@ def main():
                          "greedy": continuations, "new_tokens": NEW_TOKENS, "text_prompt": TEXT_PROMPT,
                          "text_prompt_ids": text_ids, "text_completion_ids": completion,
                          "text_completion": tok.decode(completion, skip_special_tokens=True)}
-    save_bitsandbytes_nf4()
     with open(os.path.join(ROOT, "generate_goldens.json"), "w") as f:
         json.dump(goldens, f)
         f.write("\n")

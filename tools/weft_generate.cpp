@@ -8,9 +8,10 @@
 //
 // Without sampling flags it decodes greedily. --json prints, instead of the streamed text, one
 // JSON line: the prompt's and the completion's token ids, the completion, prefill and decode
-// speeds, the time to the first token, the peak resident memory, the quantization and the CPU
-// kernel level. Every flag is checked before the model is read, and a prompt that does not fit
-// in the model's positions (with --max-new-tokens) is an error, not a silent crop.
+// speeds, the time to the first token, the peak resident memory, the quantization (--quantize's
+// mode, or the bitsandbytes folder's own: "nf4-dq", "int8", ...) and the CPU kernel level. Every
+// flag is checked before the model is read, and a prompt that does not fit in the model's
+// positions (with --max-new-tokens) is an error, not a silent crop.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -64,7 +65,9 @@ void print_help() {
                "  --top-p P              sample among the likeliest tokens whose probability reaches P, 0 < P <= 1\n"
                "  --seed S               the sampling generator's seed (default 0)\n"
                "  --quantize MODE        nf4, nf4-dq, fp4, fp4-dq, int8, fp8 (E4M3, a scale per tensor) or\n"
-               "                         fp8-channel (a scale per output row): quantized on load\n"
+               "                         fp8-channel (a scale per output row): quantized on load; a folder\n"
+               "                         that transformers saved through bitsandbytes loads as stored, and\n"
+               "                         refuses --quantize\n"
                "  --dtype D              float32 (default) or bfloat16 weights and compute\n"
                "  --kv-cache D           float32 (default) or bfloat16 keys and values\n"
                "  --stop ID              a token id that ends the text (repeatable), besides the model's eos\n"
@@ -226,6 +229,9 @@ int main(int argc, char** argv) {
       std::cout << stream.finish() << "\n";
       return 0;
     }
+    const std::string quantization = !o.quantize.empty()                ? o.quantize
+                                     : pretrained.config.quantization ? pretrained.config.quantization->mode
+                                                                      : "none";
     const double prefill_rate = static_cast<double>(r.prefill_tokens) / r.prefill_seconds;
     const double decode_rate = r.decode_tokens > 0 ? static_cast<double>(r.decode_tokens) / r.decode_seconds : 0.0;
     std::printf(
@@ -237,7 +243,7 @@ int main(int argc, char** argv) {
         json_ids(r.tokens[0]).c_str(), json_string(text).c_str(), static_cast<long long>(r.prefill_tokens),
         static_cast<long long>(r.decode_tokens), prefill_rate, decode_rate, load_seconds * 1e3,
         (load_seconds + r.prefill_seconds) * 1e3, peak_rss_mb(), static_cast<double>(r.kv_cache_bytes) / 1048576.0,
-        o.quantize.empty() ? "none" : o.quantize.c_str(), o.dtype.c_str(), std::string(cpu_isa_name(cpu_isa())).c_str(),
+        quantization.c_str(), o.dtype.c_str(), std::string(cpu_isa_name(cpu_isa())).c_str(),
         num_threads());
   } catch (const Error& e) {
     std::cerr << "weft-generate: " << e.what() << "\n";

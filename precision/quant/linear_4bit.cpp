@@ -165,11 +165,11 @@ void Linear4bitImpl::load_own_state(nn::StateLoader& loader, const std::string& 
     try {
       const Tensor packed = codes->contiguous();
       QuantState state = load_quant_state(loader, key + ".", packed);
-      WEFT_CHECK(state.shape == Shape({out_features, in_features}), "[Linear4bit] '", key, "' holds a weight of shape ",
-                 state.shape, ", the layer is (", out_features, ", ", in_features, ")");
+      WEFT_CHECK(state.shape == Shape({out_features, in_features}), "[Linear4bit] the quant_state describes a weight of ",
+                 "shape ", state.shape, ", the layer is (", out_features, ", ", in_features, ")");
       loader.defer([this, packed = packed.reshape({-1, 1}), state] { set_quantized(packed.clone(), state); });
-    } catch (const Error& e) {
-      loader.error(e.what());
+    } catch (const Error& e) {  // named by the key, as the loader's other errors are
+      loader.error("'" + key + "': " + e.what());
     }
     return;
   }

@@ -159,6 +159,38 @@ static void test_model(const char* data_dir) {
   free(goldens);
 }
 
+/* A folder that transformers saved through bitsandbytes (NF4, double quantization) loads as
+   stored and continues its prompt as the golden says; asking to quantize it again is refused. */
+static void test_bnb_model(const char* data_dir) {
+  char path[4096], goldens_path[4096];
+  snprintf(path, sizeof path, "%s/tiny_llama_nf4_bnb", data_dir);
+  snprintf(goldens_path, sizeof goldens_path, "%s/bnb_goldens.json", data_dir);
+  char* goldens = read_file(goldens_path);
+  CHECK(goldens != NULL);
+  if (goldens == NULL) return;
+  int64_t prompt[16], want[16], out[16];
+  const size_t prompt_n = golden_ids(goldens, "tiny_llama_nf4_bnb", "prompt", prompt, 16);
+  const size_t want_n = golden_ids(goldens, "tiny_llama_nf4_bnb", "greedy", want, 16);
+  CHECK(prompt_n == 8 && want_n == 12);
+  weft_model* model = NULL;
+  weft_load_options load = {sizeof(weft_load_options), NULL, 0};
+  CHECK(weft_model_load(path, &load, &model) == WEFT_OK);
+  if (model != NULL) {
+    weft_generate_options options;
+    weft_generate_options_init(&options);
+    options.max_new_tokens = (int64_t)want_n;
+    size_t generated = 0;
+    CHECK(weft_generate(model, prompt, prompt_n, &options, NULL, NULL, out, 16, &generated) == WEFT_OK);
+    CHECK(generated == want_n && memcmp(out, want, want_n * sizeof(int64_t)) == 0);
+    weft_model_free(model);
+  }
+  weft_load_options requantize = {sizeof(weft_load_options), "int8", 0};
+  model = NULL;
+  CHECK(weft_model_load(path, &requantize, &model) == WEFT_ERROR && model == NULL);
+  CHECK(strstr(weft_last_error(), "the weights are already quantized") != NULL);
+  free(goldens);
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_c_api DATA_DIR\n");
@@ -167,6 +199,7 @@ int main(int argc, char** argv) {
   test_refusals();
   test_tensors();
   test_model(argv[1]);
+  test_bnb_model(argv[1]);
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -240,13 +240,3 @@ TEST_CASE("a sharded checkpoint (model.safetensors.index.json) loads as the sing
   NoGradGuard no_grad;
   CHECK(equal(from_pretrained(out).model->forward(ids), from_pretrained(llama).model->forward(ids)));
 }
-
-TEST_CASE("a checkpoint transformers saved through bitsandbytes' 4-bit config is refused, naming the way out") {
-  // Its quantization_config is read and named; its weights are not run (pretrained.cpp says why).
-  const HfConfig config = read_hf_config(data_dir() / "tiny_llama_nf4_bnb");
-  REQUIRE(config.quantization.has_value());
-  CHECK(config.quantization->mode == "nf4-dq");
-  CHECK(error_of([&] { from_pretrained(data_dir() / "tiny_llama_nf4_bnb"); })
-            .find("has a bitsandbytes quantization_config (nf4-dq): loading weights that bitsandbytes quantized is not "
-                  "supported; load the float checkpoint with quantize = \"nf4-dq\" instead") != std::string::npos);
-}
