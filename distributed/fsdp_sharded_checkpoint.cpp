@@ -161,6 +161,7 @@ std::string joined(const std::set<std::string>& parts) {
 void FullyShardedDataParallelImpl::save_sharded(const std::filesystem::path& folder, const optim::Optimizer* optimizer,
                                                 const std::map<std::string, std::string>& metadata) {
   State& s = *state_;
+  s.refuse_byte_storage("save_sharded");
   const int rank = pg_->rank(), world = pg_->size();
   for (const auto& [key, value] : metadata)
     WEFT_CHECK(!layout_key(key), "[FullyShardedDataParallel.save_sharded] the metadata key '", key,
@@ -243,6 +244,7 @@ void FullyShardedDataParallelImpl::save_sharded(const std::filesystem::path& fol
 std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(const std::filesystem::path& folder,
                                                                               optim::Optimizer* optimizer) {
   const char* op = "[FullyShardedDataParallel.load_sharded]";
+  state_->refuse_byte_storage("load_sharded");
   const int saved_world = saved_world_size(folder);
 
   // Reassemble every parameter (and optimizer tensor) whole from the pieces of all files. Every

@@ -20,8 +20,8 @@ struct FullyShardedDataParallelImpl::State : std::enable_shared_from_this<State>
   FSDPOptions options;
   DType param_dtype_override = kFloat32;  // valid when options.mixed_precision is set
   std::vector<std::unique_ptr<detail::FlatParam>> units;  // only units that hold parameters
-  std::vector<nn::Module*> unit_modules;                   // the module of each unit
-  int root_unit = -1;                                      // the root's unit, if it holds parameters
+  std::vector<nn::Module*> unit_modules;                   // the module of each unit (several may share one)
+  std::vector<size_t> root_units;                          // the root's units (none when it holds no parameters)
   // The other state-dict names of a tied parameter -> its entry's fqn (Note [Tied parameters in FSDP]).
   std::map<std::string, std::string> tied_alias;
   std::vector<std::pair<nn::Module*, std::vector<size_t>>> hooks;  // forward hooks to remove at the end
@@ -42,6 +42,7 @@ struct FullyShardedDataParallelImpl::State : std::enable_shared_from_this<State>
   bool finish_queued = false;
   std::vector<size_t> reduce_order;  // units whose reduction is in flight, in issue order
 
+  bool is_root(size_t u) const;
   bool frees_after_forward(size_t u) const;
   void pre_forward(size_t u);
   Tensor post_forward(size_t u, const Tensor& output);
@@ -53,6 +54,9 @@ struct FullyShardedDataParallelImpl::State : std::enable_shared_from_this<State>
   void post_backward(size_t u);
   void finish_backward();
   void reshard_all();
+  // Throws for a model with 4-bit byte storage (Note [Frozen byte storage]): `what` (a checkpoint
+  // operation) does not handle it.
+  void refuse_byte_storage(const char* what) const;
   // The unit of an optimizer's parameter (a shard), or -1.
   int unit_of_shard(const Tensor& param) const;
 };

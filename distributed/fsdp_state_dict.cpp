@@ -65,6 +65,14 @@ Locator::Locator(const FullyShardedDataParallelImpl::State& s, const optim::Opti
 
 }  // namespace detail
 
+void FullyShardedDataParallelImpl::State::refuse_byte_storage(const char* what) const {
+  for (const auto& unit : units)
+    WEFT_CHECK(!unit->byte_storage(), "[FullyShardedDataParallel.", what, "] unit '", unit->name(), "' holds the "
+               "frozen 4-bit weights of Linear4bit layers ('", unit->entries()[0].fqn, "', ...), which ", what,
+               " does not handle; save full_state_dict() instead, and load a checkpoint into the model before "
+               "wrapping it in FullyShardedDataParallel");
+}
+
 using detail::gather_flat;
 using detail::Locator;
 using detail::slice_shard;
@@ -77,9 +85,16 @@ nn::TensorDict FullyShardedDataParallelImpl::full_state_dict() {
   State& s = *state_;
   NoGradGuard no_grad;
   std::unordered_map<std::string, Tensor> params;
+  std::vector<std::string> quantized;  // "<layer>.weight." of every 4-bit layer
   for (const auto& unit : s.units) {
     const Tensor flat = gather_flat(*pg_, *unit, unit->shard().detach());
-    for (const auto& e : unit->entries()) params[e.fqn] = flat.narrow(0, e.offset, e.numel).view(e.shape).clone();
+    for (size_t k = 0; k < unit->entries().size(); ++k) {
+      const std::string& fqn = unit->entries()[k].fqn;
+      params[fqn] = unit->entry_view(flat, k).clone();
+      if (unit->byte_storage() && unit->entries()[k].dtype == kUInt8 && fqn.size() >= 6 &&
+          fqn.compare(fqn.size() - 6, 6, "weight") == 0)
+        quantized.push_back(fqn + ".");
+    }
   }
   nn::TensorDict out;
   for (const auto& [name, t] : module_->state_dict()) {
@@ -91,6 +106,9 @@ nn::TensorDict FullyShardedDataParallelImpl::full_state_dict() {
     }
     for (const auto& b : s.buffers)
       if (b.fqn == name) out.insert(name, b.tensor.to(b.original_dtype).clone());
+    // A 4-bit layer's code tables and format (quant_map, quant_state.*) are never sharded.
+    for (const std::string& prefix : quantized)
+      if (name.rfind(prefix, 0) == 0) out.insert(name, t.clone());
   }
   return out;
 }
@@ -123,6 +141,7 @@ nn::TensorDict canonical_tied_names(const AliasMap& tied_alias, const nn::Tensor
 
 void FullyShardedDataParallelImpl::check_full_state_dict(const nn::TensorDict& given) const {
   const State& s = *state_;
+  s.refuse_byte_storage("load_full_state_dict");
   std::string problems;
   const auto problem = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
   const nn::TensorDict state = canonical_tied_names(s.tied_alias, given, problems);
@@ -143,6 +162,7 @@ void FullyShardedDataParallelImpl::check_full_state_dict(const nn::TensorDict& g
 }
 
 void FullyShardedDataParallelImpl::load_full_state_dict(const nn::TensorDict& given) {
+  state_->refuse_byte_storage("load_full_state_dict");
   check_full_state_dict(given);
   State& s = *state_;
   std::string agreed;  // check_full_state_dict found every alias consistent
