@@ -123,10 +123,10 @@ FullyShardedDataParallelImpl::FullyShardedDataParallelImpl(std::shared_ptr<nn::M
 
   // Note [Frozen byte storage] (flat_param.h): the Linear4bit layers whose weight a unit owns give
   // it a byte-storage FlatParam of their packed codes and statistics.
-  std::unordered_map<const weft::detail::TensorImpl*, std::pair<std::string, const precision::quant::Linear4bitImpl*>>
+  std::unordered_map<const weft::detail::TensorImpl*, std::pair<std::string, precision::quant::Linear4bitImpl*>>
       quantized;  // packed weight -> (the layer's dotted name, the layer)
   for (const auto& [mname, m] : module_->named_modules())
-    if (const auto* layer = dynamic_cast<const precision::quant::Linear4bitImpl*>(m.get()))
+    if (auto* layer = dynamic_cast<precision::quant::Linear4bitImpl*>(m.get()))
       quantized[layer->weight.impl()] = {mname, layer};
 
   const std::vector<std::vector<std::string>> tied = nn::tied_groups(module_->state_dict());
@@ -153,6 +153,7 @@ FullyShardedDataParallelImpl::FullyShardedDataParallelImpl(std::shared_ptr<nn::M
       const auto q = quantized.find(p.impl());
       if (q != quantized.end()) {
         const std::string prefix = q->second.first.empty() ? "" : q->second.first + ".";
+        s.quantized_layers.emplace_back(prefix, q->second.second);
         for (const auto& [name, t] : q->second.second->sharded_storage())
           storage.push_back({prefix + name, t, t.shape(), t.numel(), 0, t.dtype()});
         continue;

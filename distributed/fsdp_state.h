@@ -12,6 +12,7 @@
 
 #include "distributed/flat_param.h"
 #include "distributed/fsdp.h"
+#include "precision/quant/linear_4bit.h"
 
 namespace weft::distributed {
 
@@ -31,6 +32,9 @@ struct FullyShardedDataParallelImpl::State : std::enable_shared_from_this<State>
     DType original_dtype;
   };
   std::vector<Buffer> buffers;
+  // The Linear4bit layers whose bytes a unit holds (Note [Frozen byte storage]), by state-dict
+  // prefix ("h.0.attn.c_attn.base_layer."): their code tables and format stay with the layer.
+  std::vector<std::pair<std::string, precision::quant::Linear4bitImpl*>> quantized_layers;
   std::vector<const nn::Module*> managed;
 
   // iteration state (Note [FSDP unit lifecycle])
@@ -54,9 +58,20 @@ struct FullyShardedDataParallelImpl::State : std::enable_shared_from_this<State>
   void post_backward(size_t u);
   void finish_backward();
   void reshard_all();
-  // Throws for a model with 4-bit byte storage (Note [Frozen byte storage]): `what` (a checkpoint
-  // operation) does not handle it.
+  // Throws for a model with 4-bit byte storage (Note [Frozen byte storage]): `what` (a sharded
+  // checkpoint operation) does not handle it.
   void refuse_byte_storage(const char* what) const;
+  // A 4-bit layer's replicated state-dict key (code tables, format JSON), never sharded.
+  bool is_quant_format_key(const std::string& name) const;
+  // A byte-storage entry that is no state-dict key but computed from others (the decoded absmax),
+  // and its value from a full state dict.
+  bool is_derived(const std::string& fqn) const;
+  Tensor derived_value(const std::string& fqn, const nn::TensorDict& state) const;
+  // A 4-bit layer's format as a full state dict gives it (its quant_state JSON parsed over the
+  // layer's own), or nullopt when the dict has no JSON for it.
+  std::optional<precision::quant::QuantState> loaded_format(const std::string& prefix,
+                                                            const precision::quant::Linear4bitImpl& layer,
+                                                            const nn::TensorDict& state) const;
   // The unit of an optimizer's parameter (a shard), or -1.
   int unit_of_shard(const Tensor& param) const;
 };

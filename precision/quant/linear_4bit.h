@@ -79,6 +79,10 @@ class Linear4bitImpl : public nn::LinearImpl {
   // kernels read, which is not saved). The handles are the layer's own tensors, so pointing them
   // at other storage moves the layer's data. The format's code tables stay with the layer.
   std::vector<std::pair<std::string, Tensor>> sharded_storage() const;
+  // Sets the mean subtracted from the absmax before nesting (QuantState::offset, saved in the
+  // format JSON): FSDP loads a full state dict into the sharded statistics and the decoded absmax
+  // itself, and the layer's format then takes the loaded offset.
+  void set_nested_offset(float offset) { state_.offset = offset; }
 
  private:
   void set_quantized(const Tensor& packed, const QuantState& state);

@@ -64,6 +64,13 @@ nn::TensorDict base_storage(const nn::Module& net, int64_t* bytes) {
   return out;
 }
 
+// `dict` with `value` under `key`.
+nn::TensorDict replaced(const nn::TensorDict& dict, const std::string& key, const Tensor& value) {
+  nn::TensorDict out;
+  for (const auto& [name, t] : dict) out.insert(name, name == key ? value : t);
+  return out;
+}
+
 distributed::FSDPOptions qlora_options(const std::string& policy) {
   distributed::FSDPOptions o;
   // "lora": every LoRA layer a unit (its frozen bias, its adapters and its 4-bit bytes are three
@@ -197,15 +204,38 @@ TEST_CASE("QLoRA under FSDP at 2 ranks: the NF4 base sharded as frozen bytes, th
     }
 }
 
-TEST_CASE("FSDP over 4-bit layers: checkpoints it cannot handle and int8 layers are refused, by name") {
+TEST_CASE("FSDP over 4-bit layers: the full state dict round-trips; sharded checkpoints and int8 layers are refused") {
   auto pg = test::solo_group();
+  const test::Batch b = batch();
   nn::Sequential net = make_qlora_mlp(42, true);
   FullyShardedDataParallel fsdp(net, pg, qlora_options("lora"));
   const nn::TensorDict full = fsdp->full_state_dict();
   CHECK(full.find("0.base_layer.weight.quant_state.bitsandbytes__nf4") != nullptr);
+  CHECK(full.find("0.base_layer.weight.nested_absmax") != nullptr);
   CHECK(full.find("0.base_layer.weight.block_absmax") == nullptr);  // decoded, never saved
-  CHECK_THROWS_WITH_AS(fsdp->load_full_state_dict(full),
-                       doctest::Contains("holds the frozen 4-bit weights of Linear4bit layers"), Error);
+  const Tensor out = fsdp(b.x).detach();
+
+  // Another model (other weights, so other bytes and statistics) takes the first one's state.
+  nn::Sequential other = make_qlora_mlp(7, true);
+  FullyShardedDataParallel fsdp2(other, pg, qlora_options("lora"));
+  CHECK(!equal(fsdp2(b.x).detach(), out));
+  fsdp2->load_full_state_dict(full);
+  CHECK(equal(fsdp2(b.x).detach(), out));  // the decoded absmax was rebuilt from the loaded statistics
+  const nn::TensorDict loaded = fsdp2->full_state_dict();
+  for (const auto& [key, t] : full) {
+    CAPTURE(key);
+    CHECK(equal(loaded.at(key), t));
+  }
+  // The format of a wrapped model is fixed: its bytes are laid out for it.
+  const nn::TensorDict other_format =
+      replaced(full, "2.base_layer.weight.quant_map", full.at("2.base_layer.weight.quant_map") * 2.0);
+  CHECK_THROWS_WITH_AS(fsdp2->load_full_state_dict(other_format),
+                       doctest::Contains("'2.base_layer.weight.quant_map' differs from the model's"), Error);
+  const nn::TensorDict wrong_dtype = replaced(full, "0.base_layer.weight", full.at("0.base_layer.weight").to(kInt8));
+  CHECK_THROWS_WITH_AS(fsdp2->load_full_state_dict(wrong_dtype),
+                       doctest::Contains("'0.base_layer.weight' is int8, the model's 4-bit layer holds uint8"), Error);
+  CHECK(equal(fsdp2(b.x).detach(), out));  // a refused load changed nothing
+
   const auto folder = std::filesystem::temp_directory_path() / ("weft_qlora_sharded_" + std::to_string(getpid()));
   CHECK_THROWS_WITH_AS(fsdp->save_sharded(folder), doctest::Contains("save_sharded does not handle"), Error);
   CHECK(!std::filesystem::exists(folder));
