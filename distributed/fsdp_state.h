@@ -58,9 +58,6 @@ struct FullyShardedDataParallelImpl::State : std::enable_shared_from_this<State>
   void post_backward(size_t u);
   void finish_backward();
   void reshard_all();
-  // Throws for a model with 4-bit byte storage (Note [Frozen byte storage]): `what` (a sharded
-  // checkpoint operation) does not handle it.
-  void refuse_byte_storage(const char* what) const;
   // A 4-bit layer's replicated state-dict key (code tables, format JSON), never sharded.
   bool is_quant_format_key(const std::string& name) const;
   // A byte-storage entry that is no state-dict key but computed from others (the decoded absmax),

@@ -110,14 +110,6 @@ Tensor FullyShardedDataParallelImpl::State::derived_value(const std::string& fqn
   WEFT_FAIL("[FullyShardedDataParallel] '", fqn, "' is not a decoded absmax");
 }
 
-void FullyShardedDataParallelImpl::State::refuse_byte_storage(const char* what) const {
-  for (const auto& unit : units)
-    WEFT_CHECK(!unit->byte_storage(), "[FullyShardedDataParallel.", what, "] unit '", unit->name(), "' holds the "
-               "frozen 4-bit weights of Linear4bit layers ('", unit->entries()[0].fqn, "', ...), which ", what,
-               " does not handle; use full_state_dict() and load_full_state_dict() (Fabric: state_dict_type "
-               "\"full\")");
-}
-
 using detail::gather_flat;
 using detail::Locator;
 using detail::slice_shard;
