@@ -159,10 +159,10 @@ FullyShardedDataParallelImpl::FullyShardedDataParallelImpl(std::shared_ptr<nn::M
         continue;
       }
       WEFT_CHECK(is_floating(p.dtype()), op, " '", fqn, "' is a ", p.dtype(), " parameter; FSDP shards floating "
-                 "parameters and the packed weights of Linear4bit layers (a ", unit_specs[u].first->type_name(),
-                 " holds it)");
+                 "parameters and the packed weights of Linear4bit layers");
+      const Tensor& param = p;  // a structured binding cannot be captured (C++20 as clang 14 reads it)
       auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
-        return g[0].param.dtype() == p.dtype() && g[0].param.requires_grad() == p.requires_grad();
+        return g[0].param.dtype() == param.dtype() && g[0].param.requires_grad() == param.requires_grad();
       });
       if (group == groups.end()) group = groups.insert(groups.end(), std::vector<detail::FlatParamEntry>{});
       group->push_back({fqn, p, p.shape(), p.numel(), 0, p.dtype()});

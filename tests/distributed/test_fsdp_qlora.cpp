@@ -178,7 +178,8 @@ TEST_CASE("QLoRA under FSDP at 2 ranks: the NF4 base sharded as frozen bytes, th
       for (const nn::TensorDict* r : {&r0, &r1}) {
         // Every key of the model's state dict, bitsandbytes' 4-bit keys among them.
         for (const auto& [key, t] : expected) {
-          CAPTURE(key);
+          const std::string name = key;  // CAPTURE cannot take a structured binding (clang 14)
+          CAPTURE(name);
           const Tensor* got = r->find(key);
           REQUIRE(got != nullptr);
           REQUIRE(got->dtype() == t.dtype());
@@ -193,7 +194,8 @@ TEST_CASE("QLoRA under FSDP at 2 ranks: the NF4 base sharded as frozen bytes, th
         // The base's bytes after training are the bytes the model had before wrapping.
         for (const auto& [key, t] : *r)
           if (key.rfind("before.", 0) == 0) {
-            CAPTURE(key);
+            const std::string name = key;
+            CAPTURE(name);
             CHECK(equal(r->at(key.substr(7)), t));
           }
       }
@@ -203,7 +205,8 @@ TEST_CASE("QLoRA under FSDP at 2 ranks: the NF4 base sharded as frozen bytes, th
         FullyShardedDataParallel one(other, pg, qlora_options(policy));
         one->load_sharded(run.dir / "sharded");
         for (const auto& [key, t] : one->full_state_dict()) {
-          CAPTURE(key);
+          const std::string name = key;
+          CAPTURE(name);
           CHECK(equal(t, r0.at(key)));
         }
         const test::Batch b = batch();
@@ -247,7 +250,8 @@ TEST_CASE("FSDP over 4-bit layers: the full state dict round-trips, another form
   CHECK(equal(fsdp2(b.x).detach(), out));  // the decoded absmax was rebuilt from the loaded statistics
   const nn::TensorDict loaded = fsdp2->full_state_dict();
   for (const auto& [key, t] : full) {
-    CAPTURE(key);
+    const std::string name = key;
+    CAPTURE(name);
     CHECK(equal(loaded.at(key), t));
   }
   // The format of a wrapped model is fixed: its bytes are laid out for it.
