@@ -37,7 +37,8 @@ FlatParam::FlatParam(ByteStorageTag, std::string name, std::vector<FlatParamEntr
 
 std::unique_ptr<FlatParam> FlatParam::byte_storage(std::string name, std::vector<FlatParamEntry> entries, int rank,
                                                    int world, bool sharded) {
-  return std::unique_ptr<FlatParam>(new FlatParam(ByteStorageTag{}, std::move(name), std::move(entries), rank, world, sharded));
+  return std::unique_ptr<FlatParam>(
+      new FlatParam(ByteStorageTag{}, std::move(name), std::move(entries), rank, world, sharded));
 }
 
 void FlatParam::init(int64_t align) {

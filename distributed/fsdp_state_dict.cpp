@@ -1,7 +1,10 @@
 // FullyShardedDataParallel's full state dicts: the model's and the optimizer's, gathered from the
 // shards and unflattened to the original parameters' names and shapes, and loaded back into the
 // shards of any world size. Optimizer state that is aligned with a shard (a (shard_numel) tensor,
-// as Adam's moments) is cut like the parameters; anything else is replicated.
+// as Adam's moments) is cut like the parameters; anything else is replicated. A 4-bit layer's
+// bytes (Note [Frozen byte storage] in flat_param.h) come back in their own dtypes and
+// bitsandbytes' keys, its code tables and format from the layer itself; loading rebuilds the
+// decoded absmax from the loaded statistics.
 #include <cctype>
 #include <cstdint>
 #include <unordered_map>
@@ -124,7 +127,8 @@ nn::TensorDict FullyShardedDataParallelImpl::full_state_dict() {
   std::unordered_map<std::string, Tensor> params;
   for (const auto& unit : s.units) {
     const Tensor flat = gather_flat(*pg_, *unit, unit->shard().detach());
-    for (size_t k = 0; k < unit->entries().size(); ++k) params[unit->entries()[k].fqn] = unit->entry_view(flat, k).clone();
+    for (size_t k = 0; k < unit->entries().size(); ++k)
+      params[unit->entries()[k].fqn] = unit->entry_view(flat, k).clone();
   }
   nn::TensorDict out;
   for (const auto& [name, t] : module_->state_dict()) {
@@ -234,7 +238,8 @@ void FullyShardedDataParallelImpl::load_full_state_dict(const nn::TensorDict& gi
     if (unit->can_free()) unit->reshard();  // the next forward gathers the new values
   }
   for (auto& b : s.buffers) b.tensor.copy_(state.at(b.fqn));
-  for (const auto& [prefix, layer] : s.quantized_layers) layer->set_nested_offset(s.loaded_format(prefix, *layer, state)->offset);
+  for (const auto& [prefix, layer] : s.quantized_layers)
+    layer->set_nested_offset(s.loaded_format(prefix, *layer, state)->offset);
 }
 
 optim::OptimizerState FullyShardedDataParallelImpl::full_optim_state_dict(const optim::Optimizer& optimizer) {
