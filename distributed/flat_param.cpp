@@ -18,24 +18,50 @@ FlatParam::FlatParam(std::string name, std::vector<FlatParamEntry> entries, int 
       compute_dtype_(compute_dtype),
       reduce_dtype_(reduce_dtype),
       grad_dtype_(grad_dtype) {
+  init(1);
+}
+
+FlatParam::FlatParam(ByteStorageTag, std::string name, std::vector<FlatParamEntry> entries, int rank, int world,
+                     bool sharded)
+    : name_(std::move(name)),
+      entries_(std::move(entries)),
+      rank_(rank),
+      world_(sharded ? world : 1),
+      sharded_(sharded),
+      bytes_(true),
+      compute_dtype_(kUInt8),
+      reduce_dtype_(kUInt8),
+      grad_dtype_(kUInt8) {
+  init(kByteStorageAlign);
+}
+
+std::unique_ptr<FlatParam> FlatParam::byte_storage(std::string name, std::vector<FlatParamEntry> entries, int rank,
+                                                   int world, bool sharded) {
+  return std::unique_ptr<FlatParam>(
+      new FlatParam(ByteStorageTag{}, std::move(name), std::move(entries), rank, world, sharded));
+}
+
+void FlatParam::init(int64_t align) {
   WEFT_CHECK(!entries_.empty(), "[FullyShardedDataParallel] unit '", name_, "' has no parameters");
-  const DType master = entries_[0].param.dtype();
-  requires_grad_ = entries_[0].param.requires_grad();
-  std::vector<Tensor> params;
+  requires_grad_ = !bytes_ && entries_[0].param.requires_grad();
+  std::vector<Tensor> values;
   for (auto& e : entries_) {
-    e.offset = numel_;
-    numel_ += e.numel;
-    params.push_back(e.param);
+    e.dtype = e.param.dtype();
+    e.shape = e.param.shape();
+    e.numel = e.param.numel() * (bytes_ ? static_cast<int64_t>(itemsize(e.dtype)) : 1);
+    e.offset = (numel_ + align - 1) / align * align;
+    numel_ = e.offset + e.numel;
+    values.push_back(e.param);
   }
   padded_ = (numel_ + world_ - 1) / world_ * world_;
   shard_numel_ = padded_ / world_;
   shard_offset_ = sharded_ ? rank_ * shard_numel_ : 0;
-  load_shard_from_full(flatten_into_buffer(params, master));
+  load_shard_from_full(flatten(values));
   shard_.requires_grad_(requires_grad_);
   grad_seen_.assign(entries_.size(), false);
   reset_grads();
 
-  full_aliases_shard_ = !sharded_ && compute_dtype_ == master;
+  full_aliases_shard_ = !sharded_ && compute_dtype_ == master_dtype();
   if (full_aliases_shard_) {
     full_ = shard_.detach();
     unsharded_ = true;
@@ -43,8 +69,29 @@ FlatParam::FlatParam(std::string name, std::vector<FlatParamEntry> entries, int 
   } else {
     full_ = empty({padded_}, TensorOptions(compute_dtype_));
     full_.storage()->resize_(0);
-    for (auto& e : entries_) e.param.set_data(empty({0}, TensorOptions(compute_dtype_)));
+    empty_params();
   }
+}
+
+Tensor FlatParam::flatten(const std::vector<Tensor>& values) const {
+  WEFT_CHECK(values.size() == entries_.size(), "[FullyShardedDataParallel] unit '", name_, "' expected ",
+             entries_.size(), " tensors, got ", values.size());
+  if (!bytes_) return flatten_into_buffer(values, entries_[0].dtype);
+  Tensor flat = zeros({numel_}, TensorOptions(kUInt8));
+  for (size_t k = 0; k < entries_.size(); ++k) {
+    const FlatParamEntry& e = entries_[k];
+    WEFT_CHECK(values[k].dtype() == e.dtype && values[k].shape() == e.shape, "[FullyShardedDataParallel] '", e.fqn,
+               "' expected ", e.dtype, " ", e.shape, ", got ", values[k].dtype(), " ", values[k].shape());
+    if (e.numel > 0) flat.narrow(0, e.offset, e.numel).copy_(values[k].contiguous().reshape({-1}).view(kUInt8));
+  }
+  return flat;
+}
+
+Tensor FlatParam::entry_view(const Tensor& flat, size_t k) const {
+  const FlatParamEntry& e = entries_[k];
+  Tensor part = flat.narrow(0, e.offset, e.numel);
+  if (bytes_) part = part.view(e.dtype);
+  return part.view(e.shape);
 }
 
 void FlatParam::load_shard_from_full(const Tensor& flat) {
@@ -58,7 +105,11 @@ void FlatParam::load_shard_from_full(const Tensor& flat) {
 }
 
 void FlatParam::point_params_at_full() {
-  for (auto& e : entries_) e.param.set_data(full_.narrow(0, e.offset, e.numel).view(e.shape));
+  for (size_t k = 0; k < entries_.size(); ++k) entries_[k].param.set_data(entry_view(full_, k));
+}
+
+void FlatParam::empty_params() {
+  for (auto& e : entries_) e.param.set_data(empty({0}, TensorOptions(bytes_ ? e.dtype : compute_dtype_)));
 }
 
 void FlatParam::start_gather(ProcessGroup& pg) {
@@ -94,7 +145,7 @@ void FlatParam::reshard() {
     gather_work_.reset();
     gather_input_ = Tensor();
   }
-  for (auto& e : entries_) e.param.set_data(empty({0}, TensorOptions(compute_dtype_)));
+  empty_params();
   full_.storage()->resize_(0);
   unsharded_ = false;
 }

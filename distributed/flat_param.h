@@ -23,6 +23,14 @@
 // is resized to zero bytes when the unit is resharded (the original parameters then become empty
 // tensors) and back when it is gathered. Under NO_SHARD without a dtype change, `full` is the
 // shard itself and is never freed.
+//
+// Note [Frozen byte storage]: a unit's 4-bit weights (QLoRA's frozen base: Linear4bit's packed
+// uint8 codes and its block statistics, float32 or uint8) are one FlatParam of raw bytes, as
+// PyTorch's FSDP keeps bitsandbytes' weights when bnb_4bit_quant_storage is uint8. Each entry is
+// the bytes of one tensor, at an offset aligned to kByteStorageAlign so that its view in its own
+// dtype is aligned; the gaps and the tail padding are zero. The buffer is sharded and gathered like
+// any other, never cast (the compute dtype is uint8 under every mixed precision), never reduced
+// and never given a gradient: it has no optimizer state.
 #pragma once
 
 #include <memory>
@@ -38,15 +46,22 @@ struct FlatParamEntry {
   std::string fqn;  // dotted name in the wrapped module's state_dict
   Tensor param;     // the original parameter (its handle, shared with the layer)
   Shape shape;
-  int64_t numel = 0;
+  int64_t numel = 0;   // in the flat buffer's elements (bytes in a byte-storage unit)
   int64_t offset = 0;  // in the flat buffer
+  DType dtype = kFloat32;  // of the original tensor (a byte-storage unit views its bytes as it)
 };
+
+// Bytes between the starts of two entries of a byte-storage unit (a cache line).
+inline constexpr int64_t kByteStorageAlign = 64;
 
 class FlatParam {
  public:
   // Flattens `entries` (their current values, which must be rank 0's: the caller broadcast them).
   FlatParam(std::string name, std::vector<FlatParamEntry> entries, int rank, int world, bool sharded,
             DType compute_dtype, DType reduce_dtype, DType grad_dtype);
+  // A frozen byte-storage unit (Note [Frozen byte storage]) over `entries` of any dtypes.
+  static std::unique_ptr<FlatParam> byte_storage(std::string name, std::vector<FlatParamEntry> entries, int rank,
+                                                 int world, bool sharded);
 
   const std::string& name() const { return name_; }
   const std::vector<FlatParamEntry>& entries() const { return entries_; }
@@ -55,6 +70,7 @@ class FlatParam {
   int64_t shard_numel() const { return shard_numel_; }
   int64_t shard_offset() const { return shard_offset_; }  // of this rank's shard in the flat buffer
   bool sharded() const { return sharded_; }
+  bool byte_storage() const { return bytes_; }
   bool requires_grad() const { return requires_grad_; }
   const Tensor& shard() const { return shard_; }
   DType master_dtype() const { return shard_.dtype(); }
@@ -87,15 +103,26 @@ class FlatParam {
 
   // Copies `flat` (numel or padded elements, master dtype) into the shard, zero padding.
   void load_shard_from_full(const Tensor& flat);
+  // `values` (one per entry, in entry order) as the unit's flat buffer in the master dtype: cast
+  // and concatenated, or their bytes at the entries' offsets in a byte-storage unit.
+  Tensor flatten(const std::vector<Tensor>& values) const;
+  // Entry k's part of a flat buffer (a view), in the entry's shape and dtype.
+  Tensor entry_view(const Tensor& flat, size_t k) const;
 
  private:
+  struct ByteStorageTag {};
+  FlatParam(ByteStorageTag, std::string name, std::vector<FlatParamEntry> entries, int rank, int world, bool sharded);
+  // Lays out the entries, builds the shard from their values and frees them (both constructors).
+  void init(int64_t align);
   void point_params_at_full();
+  void empty_params();
 
   std::string name_;
   std::vector<FlatParamEntry> entries_;
   int rank_;
   int world_;
   bool sharded_;
+  bool bytes_ = false;
   bool requires_grad_ = false;
   int64_t numel_ = 0;
   int64_t padded_ = 0;

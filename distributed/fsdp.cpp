@@ -14,6 +14,7 @@
 #include "nn/lazy.h"
 #include "nn/tied_state.h"
 #include "optim/clip_grad.h"
+#include "precision/quant/linear_4bit.h"
 #include "tensor/autograd.h"
 #include "tensor/enum_check.h"
 #include "tensor/error.h"
@@ -120,35 +121,20 @@ FullyShardedDataParallelImpl::FullyShardedDataParallelImpl(std::shared_ptr<nn::M
     }
   }
 
+  // Note [Frozen byte storage] (flat_param.h): the Linear4bit layers whose weight a unit owns give
+  // it a byte-storage FlatParam of their packed codes and statistics.
+  std::unordered_map<const weft::detail::TensorImpl*, std::pair<std::string, precision::quant::Linear4bitImpl*>>
+      quantized;  // packed weight -> (the layer's dotted name, the layer)
+  for (const auto& [mname, m] : module_->named_modules())
+    if (auto* layer = dynamic_cast<precision::quant::Linear4bitImpl*>(m.get()))
+      quantized[layer->weight.impl()] = {mname, layer};
+
   const std::vector<std::vector<std::string>> tied = nn::tied_groups(module_->state_dict());
   const bool sharded = options_.sharding_strategy != ShardingStrategy::NoShard;
-  for (size_t u = 0; u < unit_specs.size(); ++u) {
-    std::vector<detail::FlatParamEntry> entries;
-    for (const auto& [fqn, p] : module_->named_parameters())
-      if (owner[p.impl()] == u) entries.push_back({fqn, p, p.shape(), p.numel(), 0});
-    if (entries.empty()) continue;
-    for (const auto& e : entries) {
-      WEFT_CHECK(e.param.dtype() == entries[0].param.dtype() && is_floating(e.param.dtype()), op, " unit '",
-                 unit_specs[u].second, "' holds parameters of dtypes ", entries[0].param.dtype(), " and ",
-                 e.param.dtype(), "; a unit's parameters must share one floating dtype (wrap them separately)");
-      WEFT_CHECK(e.param.requires_grad() == entries[0].param.requires_grad(), op, " unit '", unit_specs[u].second,
-                 "' mixes frozen parameters ('", (e.param.requires_grad() ? entries[0].fqn : e.fqn),
-                 "') with trainable ones; wrap them in separate units");
-    }
-    const DType master = entries[0].param.dtype();
-    const DType compute = options_.mixed_precision ? options_.mixed_precision->param_dtype : master;
-    const DType reduce = options_.mixed_precision ? options_.mixed_precision->reduce_dtype : compute;
-    const DType grad = options_.mixed_precision && options_.mixed_precision->keep_low_precision_grads ? reduce : master;
-    // Rank 0's values are the model (PyTorch's sync_module_states).
-    {
-      std::vector<Tensor> params;
-      for (const auto& e : entries) params.push_back(e.param);
-      broadcast_coalesced(*pg_, params, 0);
-    }
-    if (u == 0) s.root_unit = static_cast<int>(s.units.size());
-    s.units.push_back(std::make_unique<detail::FlatParam>(unit_specs[u].second, std::move(entries), pg_->rank(),
-                                                         pg_->size(), sharded, compute, reduce, grad));
-    s.unit_modules.push_back(unit_specs[u].first);
+  const auto add_unit = [&](size_t spec, std::unique_ptr<detail::FlatParam> unit) {
+    if (spec == 0) s.root_units.push_back(s.units.size());
+    s.units.push_back(std::move(unit));
+    s.unit_modules.push_back(unit_specs[spec].first);
     for (const auto& group : tied)
       for (const auto& e : s.units.back()->entries())
         if (std::find(group.begin(), group.end(), e.fqn) != group.end())
@@ -156,6 +142,50 @@ FullyShardedDataParallelImpl::FullyShardedDataParallelImpl(std::shared_ptr<nn::M
             if (name != e.fqn) s.tied_alias[name] = e.fqn;
     register_parameter("_flat_param_" + std::to_string(s.units.size() - 1), s.units.back()->shard(),
                        s.units.back()->requires_grad());
+  };
+  for (size_t u = 0; u < unit_specs.size(); ++u) {
+    // A unit's parameters become one FlatParam per (dtype, requires_grad), in order of first
+    // appearance (a LoRA layer's frozen base and trained adapters are two), plus its 4-bit storage.
+    std::vector<detail::FlatParamEntry> storage;
+    std::vector<std::vector<detail::FlatParamEntry>> groups;
+    for (const auto& [fqn, p] : module_->named_parameters()) {
+      if (owner[p.impl()] != u) continue;
+      const auto q = quantized.find(p.impl());
+      if (q != quantized.end()) {
+        const std::string prefix = q->second.first.empty() ? "" : q->second.first + ".";
+        s.quantized_layers.emplace_back(prefix, q->second.second);
+        for (const auto& [name, t] : q->second.second->sharded_storage())
+          storage.push_back({prefix + name, t, t.shape(), t.numel(), 0, t.dtype()});
+        continue;
+      }
+      WEFT_CHECK(is_floating(p.dtype()), op, " '", fqn, "' is a ", p.dtype(), " parameter; FSDP shards floating "
+                 "parameters and the packed weights of Linear4bit layers");
+      const Tensor& param = p;  // a structured binding cannot be captured (C++20 as clang 14 reads it)
+      auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+        return g[0].param.dtype() == param.dtype() && g[0].param.requires_grad() == param.requires_grad();
+      });
+      if (group == groups.end()) group = groups.insert(groups.end(), std::vector<detail::FlatParamEntry>{});
+      group->push_back({fqn, p, p.shape(), p.numel(), 0, p.dtype()});
+    }
+    for (auto& entries : groups) {
+      const DType master = entries[0].param.dtype();
+      const DType compute = options_.mixed_precision ? options_.mixed_precision->param_dtype : master;
+      const DType reduce = options_.mixed_precision ? options_.mixed_precision->reduce_dtype : compute;
+      const DType grad = options_.mixed_precision && options_.mixed_precision->keep_low_precision_grads ? reduce : master;
+      // Rank 0's values are the model (PyTorch's sync_module_states).
+      std::vector<Tensor> params;
+      for (const auto& e : entries) params.push_back(e.param);
+      broadcast_coalesced(*pg_, params, 0);
+      add_unit(u, std::make_unique<detail::FlatParam>(unit_specs[u].second, std::move(entries), pg_->rank(),
+                                                      pg_->size(), sharded, compute, reduce, grad));
+    }
+    if (!storage.empty()) {
+      std::vector<Tensor> tensors;
+      for (const auto& e : storage) tensors.push_back(e.param);
+      broadcast_coalesced(*pg_, tensors, 0);
+      add_unit(u, detail::FlatParam::byte_storage(unit_specs[u].second, std::move(storage), pg_->rank(), pg_->size(),
+                                                  sharded));
+    }
   }
 
   // Buffers: rank 0's, in buffer_dtype; never sharded.
@@ -173,7 +203,7 @@ FullyShardedDataParallelImpl::FullyShardedDataParallelImpl(std::shared_ptr<nn::M
   // post-accumulate hook on every original parameter.
   std::weak_ptr<State> weak = state_;
   for (size_t u = 0; u < s.units.size(); ++u) {
-    if (static_cast<int>(u) != s.root_unit) {
+    if (!s.is_root(u)) {
       nn::Module* m = s.unit_modules[u];
       const size_t pre = m->register_forward_pre_hook([weak, u](nn::Module&) {
         if (auto st = weak.lock()) st->pre_forward(u);
@@ -211,7 +241,11 @@ FullyShardedDataParallelImpl::~FullyShardedDataParallelImpl() {
 // ---- the unit lifecycle ----
 
 bool FullyShardedDataParallelImpl::State::frees_after_forward(size_t u) const {
-  return options.sharding_strategy == ShardingStrategy::FullShard && static_cast<int>(u) != root_unit;
+  return options.sharding_strategy == ShardingStrategy::FullShard && !is_root(u);
+}
+
+bool FullyShardedDataParallelImpl::State::is_root(size_t u) const {
+  return std::find(root_units.begin(), root_units.end(), u) != root_units.end();
 }
 
 void FullyShardedDataParallelImpl::State::pre_forward(size_t u) {
@@ -305,7 +339,7 @@ Tensor FullyShardedDataParallelImpl::forward(const Tensor& input) {
   if (!s.order_recorded && s.iterations > 0) s.order_recorded = true;
   ++s.iterations;
   s.sync_this_backward = s.sync_enabled;
-  if (s.root_unit >= 0) s.pre_forward(static_cast<size_t>(s.root_unit));
+  for (size_t u : s.root_units) s.pre_forward(u);
   Tensor x = input;
   if (options_.mixed_precision && x.defined() && x.is_floating_point())
     x = x.to(options_.mixed_precision->param_dtype);
@@ -314,7 +348,8 @@ Tensor FullyShardedDataParallelImpl::forward(const Tensor& input) {
     s.reshard_all();  // no backward will follow
     return out;
   }
-  return s.hook_backward(s.root_unit, out);
+  // The root's units stay gathered through backward: one identity node queues the end-of-backward work.
+  return s.hook_backward(-1, out);
 }
 
 FullyShardedDataParallelImpl::NoSyncGuard::NoSyncGuard(FullyShardedDataParallelImpl& fsdp)
@@ -364,7 +399,7 @@ void FullyShardedDataParallelImpl::shard_grad_scaler(precision::GradScaler& scal
 std::vector<FullyShardedDataParallelImpl::UnitInfo> FullyShardedDataParallelImpl::units() const {
   std::vector<UnitInfo> out;
   for (const auto& u : state_->units)
-    out.push_back({u->name(), u->numel(), u->padded_numel(), u->shard_numel(), u->unsharded()});
+    out.push_back({u->name(), u->numel(), u->padded_numel(), u->shard_numel(), u->unsharded(), u->byte_storage()});
   return out;
 }
 

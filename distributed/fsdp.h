@@ -10,11 +10,24 @@
 //   opt.step();                                           // on this rank's shards only
 //
 // Units. The auto-wrap policy picks submodules that become their own unit; the root is a unit
-// too and owns every parameter no other unit took. Each unit's parameters are flattened into one
-// FlatParam (flat_param.h), right-padded to a multiple of the world size; rank r keeps slice r,
+// too and owns every parameter no other unit took. A unit's parameters are flattened into one
+// FlatParam (flat_param.h) per dtype and requires_grad (so a LoRA layer's frozen base and its
+// trained adapters are two), right-padded to a multiple of the world size; rank r keeps slice r,
 // the shard, as a parameter of this module in the parameters' own dtype: that is what the
-// optimizer updates (fp32 master shards under mixed precision). Outside forward and backward a
-// unit's original parameters are empty tensors.
+// optimizer updates (fp32 master shards under mixed precision; build it from the shards that
+// require grad). Outside forward and backward a unit's original parameters are empty tensors.
+//
+// QLoRA-FSDP. The Linear4bit layers (precision/quant/linear_4bit.h) a unit owns add one more
+// FlatParam: their packed uint8 codes and block statistics as frozen raw bytes (Note [Frozen byte
+// storage] in flat_param.h), sharded and gathered with the unit, never cast, reduced or given
+// gradients or optimizer state, as PyTorch's FSDP shards bitsandbytes' weights stored as uint8.
+// Each rank holds 1/W of the base's bytes at rest and in forward (each unit freed after its
+// forward); in backward a frozen FlatParam (bytes or frozen floats) stays gathered from its unit's
+// pre-backward to the end of backward, since no gradient of its own says when its backward is done
+// (PyTorch hooks the unit's inputs for that; weft's module hooks do not see them). full_state_dict() returns the layers' keys in
+// bitsandbytes' layout and load_full_state_dict() takes them back (the code tables and format must
+// be the model's own: the bytes are laid out for them); sharded checkpoints cut them by bytes and
+// load at any world size. Other non-floating parameters (Linear8bitLt's int8 weights) are refused.
 //
 // Tied parameters (one tensor registered by several modules, as a GPT's embedding and LM head)
 // are kept once, in the innermost unit that holds every module using them (Note [Tied parameters
@@ -160,9 +173,11 @@ class FullyShardedDataParallelImpl : public nn::Module {
     int64_t padded_numel = 0;    // numel rounded up to a multiple of the world size
     int64_t shard_numel = 0;
     bool unsharded = false;      // the full parameters are materialised right now
+    bool byte_storage = false;   // frozen 4-bit weights as bytes (numel counts bytes)
   };
   std::vector<UnitInfo> units() const;
   // The shard of unit `i` (a parameter of this module) and its padding, for invariant checks.
+  // Several units may share a module (and its name): one per dtype and requires_grad.
   Tensor shard(size_t unit) const;
   int64_t shard_padding(size_t unit) const;
 

@@ -11,6 +11,10 @@
 // after every rank has written its file, swaps it with <folder> in one atomic rename, so a save
 // that dies half way never replaces the previous checkpoint; a folder without COMPLETE is refused.
 // Every file records its rank and the world size ("__rank__", "__world_size__"), checked on load.
+// A 4-bit layer's tensors (Note [Frozen byte storage] in flat_param.h) are cut by bytes: their
+// pieces are uint8, "__start__.<name>" counts bytes, and "__bytes__.<name>" names the tensor's
+// dtype; rank 0 keeps the layer's code tables and format JSON whole, as buffers. The decoded
+// absmax is not saved: loading rebuilds it from the statistics.
 //
 // A save never deletes what weft did not write: <folder> (and <folder>.partial) must be absent,
 // an empty folder, or a folder holding only the files above (an earlier checkpoint); anything
@@ -41,8 +45,8 @@ namespace {
 constexpr const char* kOptimizerPrefix = "__optimizer__.";
 constexpr const char* kComplete = kShardedCompleteFile;
 // Metadata keys of the layout itself; every other key is the caller's.
-constexpr const char* kLayoutKeys[] = {"__shape__.", "__start__.", "__buffer__.", "__optimizer__.", "__world_size__",
-                                       "__rank__"};
+constexpr const char* kLayoutKeys[] = {"__shape__.", "__start__.", "__buffer__.", "__bytes__.", "__optimizer__.",
+                                       "__world_size__", "__rank__"};
 
 bool layout_key(const std::string& key) {
   for (const char* prefix : kLayoutKeys)
@@ -184,8 +188,10 @@ void FullyShardedDataParallelImpl::save_sharded(const std::filesystem::path& fol
                        const std::function<std::string(const std::string&)>& name_of) {
     const int64_t lo = unit.shard_offset(), hi = lo + unit.shard_numel();
     for (const auto& e : unit.entries()) {
+      if (s.is_derived(e.fqn)) continue;
       const std::string name = name_of(e.fqn);
       meta["__shape__." + name] = shape_text(e.shape);
+      if (unit.byte_storage()) meta["__bytes__." + name] = dtype_name(e.dtype);
       const int64_t a = std::max(e.offset, lo), b = std::min(e.offset + e.numel, hi);
       if (b <= a) continue;
       tensors.insert(name, aligned.narrow(0, a - lo, b - a));
@@ -193,11 +199,17 @@ void FullyShardedDataParallelImpl::save_sharded(const std::filesystem::path& fol
     }
   };
   for (const auto& unit : s.units) cut(*unit, unit->shard().detach(), [](const std::string& fqn) { return fqn; });
-  if (rank == 0)
+  if (rank == 0) {
     for (const auto& b : s.buffers) {
       tensors.insert(b.fqn, b.tensor.to(b.original_dtype));
       meta["__buffer__." + b.fqn] = "1";
     }
+    for (const auto& [name, t] : module_->state_dict())
+      if (s.is_quant_format_key(name)) {
+        tensors.insert(name, t);
+        meta["__buffer__." + name] = "1";
+      }
+  }
   if (optimizer != nullptr) {
     const detail::Locator where(s, optimizer);
     const optim::OptimizerState st = optimizer->state_dict();
@@ -250,8 +262,13 @@ std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(co
   // of another model (or a damaged one) is refused by parameter names and shapes and never sizes
   // an allocation.
   std::map<std::string, Shape> model_shapes;  // parameter fqn -> shape
+  std::map<std::string, DType> byte_dtypes;   // a 4-bit layer's tensor, cut by bytes -> its dtype
   for (const auto& unit : state_->units)
-    for (const auto& e : unit->entries()) model_shapes[e.fqn] = e.shape;
+    for (const auto& e : unit->entries()) {
+      if (state_->is_derived(e.fqn)) continue;
+      model_shapes[e.fqn] = e.shape;
+      if (unit->byte_storage()) byte_dtypes[e.fqn] = e.dtype;
+    }
   std::map<std::string, Tensor> whole;      // name -> flattened tensor
   std::map<std::string, int64_t> covered;   // name -> elements seen
   std::map<std::string, Shape> shapes;      // every name a file records a shape for
@@ -310,8 +327,19 @@ std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(co
         continue;
       }
       WEFT_CHECK(t.dim() == 1, op, " '", name, "' in ", path, " is a piece of ", t.dim(), " dimensions; expected 1");
+      // A 4-bit layer's tensor comes in bytes of the dtype the model holds.
+      const auto as_bytes = byte_dtypes.find(name);
+      const auto said_bytes = file.metadata.find("__bytes__." + name);
+      WEFT_CHECK((as_bytes != byte_dtypes.end()) == (said_bytes != file.metadata.end()) &&
+                     (as_bytes == byte_dtypes.end() ||
+                      (said_bytes->second == dtype_name(as_bytes->second) && t.dtype() == kUInt8)),
+                 op, " '", name, "' in ", path, " is ", said_bytes == file.metadata.end() ? "not " : "",
+                 "cut by bytes", said_bytes == file.metadata.end() ? "" : " of " + said_bytes->second,
+                 "; the model holds it ", as_bytes == byte_dtypes.end() ? "as elements" : "as 4-bit layer bytes of ",
+                 as_bytes == byte_dtypes.end() ? "" : dtype_name(as_bytes->second));
+      const int64_t item = as_bytes == byte_dtypes.end() ? 1 : static_cast<int64_t>(itemsize(as_bytes->second));
       Tensor& w = whole[name];
-      if (!w.defined()) w = zeros({weft::detail::shape_numel(recorded->second)}, TensorOptions(t.dtype()));
+      if (!w.defined()) w = zeros({weft::detail::shape_numel(recorded->second) * item}, TensorOptions(t.dtype()));
       const int64_t at = parse_count(start->second, "__start__." + name, path);
       WEFT_CHECK(at + t.numel() <= w.numel(), op, " '", name, "' has a piece past its end in rank ", r, "'s file");
       w.narrow(0, at, t.numel()).copy_(t);
@@ -330,6 +358,7 @@ std::map<std::string, std::string> FullyShardedDataParallelImpl::load_sharded(co
   nn::TensorDict model_state;
   for (const auto& [name, w] : whole) {
     if (name.rfind(kOptimizerPrefix, 0) == 0) optim_state.tensors.insert(name.substr(std::string(kOptimizerPrefix).size()), w.view(shapes[name]));
+    else if (byte_dtypes.count(name)) model_state.insert(name, w.view(byte_dtypes[name]).view(shapes[name]));
     else model_state.insert(name, w.view(shapes[name]));
   }
   for (const auto& [name, b] : buffers) model_state.insert(name, b);

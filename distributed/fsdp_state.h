@@ -12,6 +12,7 @@
 
 #include "distributed/flat_param.h"
 #include "distributed/fsdp.h"
+#include "precision/quant/linear_4bit.h"
 
 namespace weft::distributed {
 
@@ -20,8 +21,8 @@ struct FullyShardedDataParallelImpl::State : std::enable_shared_from_this<State>
   FSDPOptions options;
   DType param_dtype_override = kFloat32;  // valid when options.mixed_precision is set
   std::vector<std::unique_ptr<detail::FlatParam>> units;  // only units that hold parameters
-  std::vector<nn::Module*> unit_modules;                   // the module of each unit
-  int root_unit = -1;                                      // the root's unit, if it holds parameters
+  std::vector<nn::Module*> unit_modules;                   // the module of each unit (several may share one)
+  std::vector<size_t> root_units;                          // the root's units (none when it holds no parameters)
   // The other state-dict names of a tied parameter -> its entry's fqn (Note [Tied parameters in FSDP]).
   std::map<std::string, std::string> tied_alias;
   std::vector<std::pair<nn::Module*, std::vector<size_t>>> hooks;  // forward hooks to remove at the end
@@ -31,6 +32,9 @@ struct FullyShardedDataParallelImpl::State : std::enable_shared_from_this<State>
     DType original_dtype;
   };
   std::vector<Buffer> buffers;
+  // The Linear4bit layers whose bytes a unit holds (Note [Frozen byte storage]), by state-dict
+  // prefix ("h.0.attn.c_attn.base_layer."): their code tables and format stay with the layer.
+  std::vector<std::pair<std::string, precision::quant::Linear4bitImpl*>> quantized_layers;
   std::vector<const nn::Module*> managed;
 
   // iteration state (Note [FSDP unit lifecycle])
@@ -42,6 +46,7 @@ struct FullyShardedDataParallelImpl::State : std::enable_shared_from_this<State>
   bool finish_queued = false;
   std::vector<size_t> reduce_order;  // units whose reduction is in flight, in issue order
 
+  bool is_root(size_t u) const;
   bool frees_after_forward(size_t u) const;
   void pre_forward(size_t u);
   Tensor post_forward(size_t u, const Tensor& output);
@@ -53,6 +58,17 @@ struct FullyShardedDataParallelImpl::State : std::enable_shared_from_this<State>
   void post_backward(size_t u);
   void finish_backward();
   void reshard_all();
+  // A 4-bit layer's replicated state-dict key (code tables, format JSON), never sharded.
+  bool is_quant_format_key(const std::string& name) const;
+  // A byte-storage entry that is no state-dict key but computed from others (the decoded absmax),
+  // and its value from a full state dict.
+  bool is_derived(const std::string& fqn) const;
+  Tensor derived_value(const std::string& fqn, const nn::TensorDict& state) const;
+  // A 4-bit layer's format as a full state dict gives it (its quant_state JSON parsed over the
+  // layer's own), or nullopt when the dict has no JSON for it.
+  std::optional<precision::quant::QuantState> loaded_format(const std::string& prefix,
+                                                            const precision::quant::Linear4bitImpl& layer,
+                                                            const nn::TensorDict& state) const;
   // The unit of an optimizer's parameter (a shard), or -1.
   int unit_of_shard(const Tensor& param) const;
 };

@@ -1,7 +1,10 @@
 // FullyShardedDataParallel's full state dicts: the model's and the optimizer's, gathered from the
 // shards and unflattened to the original parameters' names and shapes, and loaded back into the
 // shards of any world size. Optimizer state that is aligned with a shard (a (shard_numel) tensor,
-// as Adam's moments) is cut like the parameters; anything else is replicated.
+// as Adam's moments) is cut like the parameters; anything else is replicated. A 4-bit layer's
+// bytes (Note [Frozen byte storage] in flat_param.h) come back in their own dtypes and
+// bitsandbytes' keys, its code tables and format from the layer itself; loading rebuilds the
+// decoded absmax from the loaded statistics.
 #include <cctype>
 #include <cstdint>
 #include <unordered_map>
@@ -9,6 +12,7 @@
 #include "distributed/coalesce.h"
 #include "distributed/fsdp_state.h"
 #include "io/safetensors.h"
+#include "precision/quant/quant_state.h"
 #include "tensor/autograd.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -65,6 +69,50 @@ Locator::Locator(const FullyShardedDataParallelImpl::State& s, const optim::Opti
 
 }  // namespace detail
 
+namespace {
+constexpr const char* kDecodedAbsmax = "weight.block_absmax";
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+}  // namespace
+
+bool FullyShardedDataParallelImpl::State::is_quant_format_key(const std::string& name) const {
+  for (const auto& [prefix, layer] : quantized_layers)
+    if (starts_with(name, prefix + "weight.") && name != prefix + "weight.absmax" &&
+        name != prefix + "weight.nested_absmax" && name != prefix + kDecodedAbsmax)
+      return true;
+  return false;
+}
+
+bool FullyShardedDataParallelImpl::State::is_derived(const std::string& fqn) const {
+  for (const auto& [prefix, layer] : quantized_layers)
+    if (fqn == prefix + kDecodedAbsmax) return true;
+  return false;
+}
+
+std::optional<precision::quant::QuantState> FullyShardedDataParallelImpl::State::loaded_format(
+    const std::string& prefix, const precision::quant::Linear4bitImpl& layer, const nn::TensorDict& state) const {
+  for (const auto& [name, t] : state)
+    if (starts_with(name, prefix + "weight.quant_state.")) {
+      const Tensor bytes = t.to(kUInt8).contiguous();
+      precision::quant::QuantState q = layer.quant_state();
+      precision::quant::parse_quant_state_json(
+          std::string(reinterpret_cast<const char*>(bytes.data<uint8_t>()), static_cast<size_t>(bytes.numel())), q);
+      return q;
+    }
+  return std::nullopt;
+}
+
+Tensor FullyShardedDataParallelImpl::State::derived_value(const std::string& fqn, const nn::TensorDict& state) const {
+  for (const auto& [prefix, layer] : quantized_layers)
+    if (fqn == prefix + kDecodedAbsmax) {
+      // The format with the loaded offset; the tensors from `state`.
+      precision::quant::QuantState q = loaded_format(prefix, *layer, state).value();
+      q.absmax = state.at(prefix + "weight.absmax");
+      q.nested_absmax = state.at(prefix + "weight.nested_absmax");
+      return precision::quant::block_absmax(q);
+    }
+  WEFT_FAIL("[FullyShardedDataParallel] '", fqn, "' is not a decoded absmax");
+}
+
 using detail::gather_flat;
 using detail::Locator;
 using detail::slice_shard;
@@ -79,7 +127,8 @@ nn::TensorDict FullyShardedDataParallelImpl::full_state_dict() {
   std::unordered_map<std::string, Tensor> params;
   for (const auto& unit : s.units) {
     const Tensor flat = gather_flat(*pg_, *unit, unit->shard().detach());
-    for (const auto& e : unit->entries()) params[e.fqn] = flat.narrow(0, e.offset, e.numel).view(e.shape).clone();
+    for (size_t k = 0; k < unit->entries().size(); ++k)
+      params[unit->entries()[k].fqn] = unit->entry_view(flat, k).clone();
   }
   nn::TensorDict out;
   for (const auto& [name, t] : module_->state_dict()) {
@@ -91,6 +140,7 @@ nn::TensorDict FullyShardedDataParallelImpl::full_state_dict() {
     }
     for (const auto& b : s.buffers)
       if (b.fqn == name) out.insert(name, b.tensor.to(b.original_dtype).clone());
+    if (s.is_quant_format_key(name)) out.insert(name, t.clone());
   }
   return out;
 }
@@ -128,8 +178,40 @@ void FullyShardedDataParallelImpl::check_full_state_dict(const nn::TensorDict& g
   const nn::TensorDict state = canonical_tied_names(s.tied_alias, given, problems);
   std::unordered_map<std::string, Shape> expected;
   for (const auto& unit : s.units)
-    for (const auto& e : unit->entries()) expected[e.fqn] = e.shape;
+    for (const auto& e : unit->entries()) {
+      if (s.is_derived(e.fqn)) continue;
+      expected[e.fqn] = e.shape;
+      const Tensor* t = state.find(e.fqn);
+      if (unit->byte_storage() && t != nullptr && t->dtype() != e.dtype)
+        problem(weft::detail::cat("'", e.fqn, "' is ", t->dtype(), ", the model's 4-bit layer holds ", e.dtype));
+    }
   for (const auto& b : s.buffers) expected[b.fqn] = b.tensor.shape();
+  // A 4-bit layer's code tables and format: a wrapped model's bytes are laid out for them, so
+  // they must be the model's own, but for the nesting offset (a statistic of the weights).
+  for (const auto& [name, t] : module_->state_dict()) {
+    if (!s.is_quant_format_key(name)) continue;
+    const Tensor* given_t = state.find(name);
+    expected[name] = given_t != nullptr ? given_t->shape() : t.shape();
+    if (given_t == nullptr) continue;
+    bool same = given_t->dtype() == t.dtype();
+    if (same && name.find(".quant_state.") != std::string::npos) {
+      for (const auto& [prefix, layer] : s.quantized_layers) {
+        if (!starts_with(name, prefix + "weight.quant_state.")) continue;
+        try {
+          const precision::quant::QuantState& mine = layer->quant_state();
+          const precision::quant::QuantState theirs = s.loaded_format(prefix, *layer, state).value();
+          same = theirs.type == mine.type && theirs.blocksize == mine.blocksize && theirs.shape == mine.shape &&
+                 theirs.dtype == mine.dtype && theirs.nested == mine.nested &&
+                 theirs.nested_blocksize == mine.nested_blocksize && theirs.nested_dtype == mine.nested_dtype;
+        } catch (const Error& e) {
+          problem("'" + name + "': " + e.what());
+        }
+      }
+    } else {
+      same = same && given_t->shape() == t.shape() && equal(*given_t, t);
+    }
+    if (!same) problem("'" + name + "' differs from the model's: the 4-bit format of a wrapped model cannot change");
+  }
   for (const auto& [name, shape] : expected) {
     const Tensor* t = state.find(name);
     if (t == nullptr) problem("missing '" + name + "'");
@@ -150,11 +232,14 @@ void FullyShardedDataParallelImpl::load_full_state_dict(const nn::TensorDict& gi
   NoGradGuard no_grad;
   for (auto& unit : s.units) {
     std::vector<Tensor> values;
-    for (const auto& e : unit->entries()) values.push_back(state.at(e.fqn));
-    unit->load_shard_from_full(flatten_into_buffer(values, unit->master_dtype()));
+    for (const auto& e : unit->entries())
+      values.push_back(s.is_derived(e.fqn) ? s.derived_value(e.fqn, state) : state.at(e.fqn));
+    unit->load_shard_from_full(unit->flatten(values));
     if (unit->can_free()) unit->reshard();  // the next forward gathers the new values
   }
   for (auto& b : s.buffers) b.tensor.copy_(state.at(b.fqn));
+  for (const auto& [prefix, layer] : s.quantized_layers)
+    layer->set_nested_offset(s.loaded_format(prefix, *layer, state)->offset);
 }
 
 optim::OptimizerState FullyShardedDataParallelImpl::full_optim_state_dict(const optim::Optimizer& optimizer) {

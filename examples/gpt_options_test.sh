@@ -93,7 +93,6 @@ refuses "--plot draws the CSV log, which --log '' turned off" --log "" --plot pl
 refuses "--finetune: 'none.safetensors': cannot open: No such file or directory" --finetune none.safetensors
 refuses "--quantize expects nf4, nf4-dq, fp4 or fp4-dq, got 'int3'" --finetune none.safetensors --quantize int3
 refuses "--lora-rank expects at least 1, got 0" --finetune none.safetensors --lora-rank 0
-refuses "--finetune trains in one process or under --strategy ddp" --finetune none.safetensors --strategy fsdp
 refuses "--finetune computes in the 4-bit plugin's bfloat16; expected no --precision, got 'bf16-mixed'" \
   --finetune none.safetensors --precision bf16-mixed
 

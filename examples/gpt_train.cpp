@@ -25,8 +25,9 @@
 // QLoRA: --finetune CHECKPOINT --quantize nf4 --lora-rank 8 loads a model this program trained,
 // freezes its linear layers as 4-bit NF4 (the bitsandbytes plugin; the tied embedding / LM head
 // stays in float), adds LoRA adapters to them and trains only the adapters, reporting the
-// validation loss before and after. It runs in one process or under ddp (each rank holds the
-// whole 4-bit model); Fabric's fsdp does not take the 4-bit plugin.
+// validation loss before and after. It runs in one process, under ddp (each rank holds the
+// whole 4-bit model) or under fsdp (QLoRA-FSDP: every LoRA layer a unit whose 4-bit base is
+// sharded as frozen bytes beside its trained adapters, distributed/fsdp.h).
 //
 // Output: a progress line, the losses at every evaluation, a CSV log (a row per step), a PNG plot
 // of the train and validation losses (gnuplot), a generated sample, and one JSON line.
@@ -311,10 +312,6 @@ Plan check_options(const Options& o) {
       option_error("--finetune computes in the 4-bit plugin's bfloat16; expected no --precision, got '" + o.precision +
                    "'");
     if (o.device != "cpu") option_error("--finetune runs on the cpu; expected no --device");
-    // Fabric's fsdp strategy takes the precisions of FSDP's dtype table, not the 4-bit plugin.
-    if (o.strategy == "fsdp")
-      option_error("--finetune trains in one process or under --strategy ddp; fsdp cannot shard the 4-bit plugin's "
-                   "layers, got --strategy fsdp");
   }
 
   // Paths: the text, the checkpoint to read, the files to write.
@@ -719,6 +716,8 @@ void print_sample(const fabric::Fabric& fabric, const std::string& text) {
 int finetune(const Options& o, const Plan& plan) {
   fabric::FabricOptions options = fabric_options(o);
   options.precision.reset();
+  // Under fsdp every LoRA layer is a unit (its 4-bit base, its adapters), every LayerNorm one too.
+  options.auto_wrap_policy = distributed::module_type_auto_wrap_policy({"LoraLinear", "LayerNorm"});
   // The LM head is the token embedding (tied, not a Linear): it stays in float, without an adapter.
   auto plugin = std::make_shared<precision::BitsandbytesPrecision>(o.quantize);
   options.plugin = plugin;
@@ -733,11 +732,11 @@ int finetune(const Options& o, const Plan& plan) {
   plugin->convert_module(*net);
   const std::vector<std::string> adapted =
       precision::quant::apply_lora(*net, {o.lora_rank, o.lora_alpha, 0.0, kFloat32});
-  const fabric::FabricModule model = fabric.setup_module(net);
-  const fabric::FabricOptimizer optimizer = fabric.setup_optimizer(make_adamw(model, o));
-  int64_t adapter_values = 0;
+  int64_t adapter_values = 0;  // counted before fsdp moves the parameters into its shards
   for (const Tensor& p : net->parameters())
     if (p.requires_grad()) adapter_values += p.numel();
+  const fabric::FabricModule model = fabric.setup_module(net);
+  const fabric::FabricOptimizer optimizer = fabric.setup_optimizer(make_adamw(model, o));
   fabric.print("QLoRA: " + std::to_string(adapted.size()) + " linears frozen as " + o.quantize + ", rank-" +
                std::to_string(o.lora_rank) + " adapters (" + std::to_string(adapter_values) + " trainable values)");
 

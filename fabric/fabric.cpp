@@ -6,6 +6,7 @@
 #include "io/checkpoint.h"
 #include "optim/clip_grad.h"
 #include "optim/optimizer.h"
+#include "precision/bitsandbytes_precision.h"
 #include "precision/make_precision.h"
 #include "precision/mixed_precision.h"
 #include "tensor/autograd.h"
@@ -97,9 +98,15 @@ Fabric::Fabric(FabricOptions options)
   so.name = options.strategy == "auto" ? (processes_ > 1 ? "ddp" : "single_device") : options.strategy;
   WEFT_CHECK(so.name != "single_device" || processes_ == 1, "[Fabric] strategy 'single_device' runs one process, "
              "got devices=", options.devices, " and num_nodes=", options.num_nodes, "; use 'ddp' or 'fsdp'");
-  WEFT_CHECK(so.name != "fsdp" || !options.plugin, "[Fabric] The FSDP strategy can only work with the "
-             "`FSDPPrecision` plugin, found ", options.plugin ? options.plugin->precision() : "", " plugin; pass the "
-             "precision as a string (its FSDP dtype table comes from precision::FSDPPrecision)");
+  // QLoRA-FSDP: the 4-bit plugin's frozen layers shard as bytes (distributed/fsdp.h), its int8
+  // layers do not; with it FSDP keeps every floating parameter in its own dtype (32-true's table).
+  const auto* bnb = dynamic_cast<const precision::BitsandbytesPrecision*>(options.plugin.get());
+  const bool four_bit = bnb != nullptr && bnb->bnb_mode().rfind("int8", 0) != 0;
+  WEFT_CHECK(so.name != "fsdp" || !options.plugin || four_bit, "[Fabric] The FSDP strategy can only work with the "
+             "`FSDPPrecision` plugin, found ", options.plugin ? options.plugin->precision() : "", " plugin",
+             bnb != nullptr ? " '" + bnb->bnb_mode() + "'" : "", "; pass the precision as a string (its FSDP dtype "
+             "table comes from precision::FSDPPrecision), or a 4-bit BitsandbytesPrecision (nf4, nf4-dq, fp4, fp4-dq) "
+             "for QLoRA");
   plugin_ = choose_plugin(options, accelerator_);
   // A plugin built by hand for another device type would autocast nothing the model runs.
   if (const auto* mixed = dynamic_cast<const precision::MixedPrecision*>(plugin_.get()))

@@ -68,7 +68,9 @@ void Linear4bitImpl::set_compute_dtype(std::optional<DType> dtype) {
 
 void Linear4bitImpl::set_quantized(const Tensor& packed, const QuantState& state) {
   state_ = state;
-  block_absmax_ = block_absmax(state_);
+  // Without nesting the kernels read the absmax itself: one tensor, so a sharded copy is one too.
+  if (!state_.nested) state_.absmax = state_.absmax.contiguous();
+  block_absmax_ = state_.nested ? block_absmax(state_) : state_.absmax;
   Tensor w = weight;
   if (w.requires_grad()) w.requires_grad_(false);
   w.set_data(packed);
@@ -88,6 +90,15 @@ int64_t Linear4bitImpl::weight_bytes() const {
   int64_t bytes = static_cast<int64_t>(weight.nbytes() + state_.absmax.nbytes());
   if (state_.nested) bytes += static_cast<int64_t>(state_.nested_absmax.nbytes()) + 4;
   return bytes;
+}
+
+std::vector<std::pair<std::string, Tensor>> Linear4bitImpl::sharded_storage() const {
+  std::vector<std::pair<std::string, Tensor>> out{{"weight", weight}, {"weight.absmax", state_.absmax}};
+  if (state_.nested) {
+    out.emplace_back("weight.nested_absmax", state_.nested_absmax);
+    out.emplace_back("weight.block_absmax", block_absmax_);
+  }
+  return out;
 }
 
 std::string Linear4bitImpl::extra_repr() const {

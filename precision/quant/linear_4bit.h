@@ -32,6 +32,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/linear.h"
 #include "nn/module_holder.h"
@@ -71,6 +73,16 @@ class Linear4bitImpl : public nn::LinearImpl {
   void set_compute_dtype(std::optional<DType> dtype);
   // Bytes of the quantized weight: packed codes plus statistics.
   int64_t weight_bytes() const;
+  // The tensors FSDP shards as frozen bytes (Note [Frozen byte storage] in distributed/flat_param.h),
+  // named as in the state dict: "weight" (the packed codes), "weight.absmax", under double
+  // quantization "weight.nested_absmax" and "weight.block_absmax" (the decoded float32 absmax the
+  // kernels read, which is not saved). The handles are the layer's own tensors, so pointing them
+  // at other storage moves the layer's data. The format's code tables stay with the layer.
+  std::vector<std::pair<std::string, Tensor>> sharded_storage() const;
+  // Sets the mean subtracted from the absmax before nesting (QuantState::offset, saved in the
+  // format JSON): FSDP loads a full state dict into the sharded statistics and the decoded absmax
+  // itself, and the layer's format then takes the loaded offset.
+  void set_nested_offset(float offset) { state_.offset = offset; }
 
  private:
   void set_quantized(const Tensor& packed, const QuantState& state);

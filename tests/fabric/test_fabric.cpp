@@ -10,6 +10,7 @@
 
 #include "precision/plugin_test_helpers.h"
 #include "fabric/all.h"
+#include "precision/bitsandbytes_precision.h"
 
 using namespace weft;
 using testing::contains;
@@ -104,6 +105,15 @@ TEST_CASE("Fabric construction: strategies by name, one precision source (T6, T1
   fsdp_plugin.plugin = std::make_shared<precision::Precision>();
   CHECK(contains(error_of([&] { Fabric{fsdp_plugin}; }), "The FSDP strategy can only work with the `FSDPPrecision` "
                                                           "plugin, found 32-true plugin"));
+  // QLoRA-FSDP: the 4-bit plugin shards (distributed/fsdp.h); its int8 layers do not.
+  FabricOptions fsdp_nf4;
+  fsdp_nf4.strategy = "fsdp";
+  fsdp_nf4.plugin = std::make_shared<precision::BitsandbytesPrecision>("nf4-dq");
+  CHECK(Fabric{fsdp_nf4}.strategy().name() == "fsdp");
+  FabricOptions fsdp_int8 = fsdp_nf4;
+  fsdp_int8.plugin = std::make_shared<precision::BitsandbytesPrecision>("int8");
+  CHECK(contains(error_of([&] { Fabric{fsdp_int8}; }), "can only work with the `FSDPPrecision` plugin, found 32-true "
+                                                        "plugin 'int8'; pass the precision as a string"));
   FabricOptions fsdp_double = with_precision("64-true");
   fsdp_double.strategy = "fsdp";
   CHECK(contains(error_of([&] { Fabric{fsdp_double}; }), "is not supported in FSDP"));
