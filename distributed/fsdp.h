@@ -24,10 +24,10 @@
 // Each rank holds 1/W of the base's bytes at rest and in forward (each unit freed after its
 // forward); in backward a frozen FlatParam (bytes or frozen floats) stays gathered from its unit's
 // pre-backward to the end of backward, since no gradient of its own says when its backward is done
-// (PyTorch hooks the unit's inputs for that; weft's module hooks do not see them). full_state_dict() returns the layers' keys in
-// bitsandbytes' layout and load_full_state_dict() takes them back (the code tables and format must
-// be the model's own: the bytes are laid out for them); sharded checkpoints cut them by bytes and
-// load at any world size. Other non-floating parameters (Linear8bitLt's int8 weights) are refused.
+// (PyTorch hooks the unit's inputs for that; weft's module hooks do not see them).
+// full_state_dict() returns the layers' keys in bitsandbytes' layout and load_full_state_dict()
+// takes them back (the code tables and format must be the model's own: the bytes are laid out for
+// them); sharded checkpoints cut them by bytes and load at any world size. Other non-floating parameters (Linear8bitLt's int8 weights) are refused.
 //
 // Tied parameters (one tensor registered by several modules, as a GPT's embedding and LM head)
 // are kept once, in the innermost unit that holds every module using them (Note [Tied parameters
