@@ -30,14 +30,9 @@ __m256 tanh8(__m256 u) {
   p = _mm256_add_ps(set(0.5f), _mm256_mul_ps(m, p));
   p = _mm256_add_ps(set(1.0f), _mm256_mul_ps(m, p));
   p = _mm256_add_ps(set(1.0f), _mm256_mul_ps(m, p));
-  // 2^−k from k's bits: factor b is 1 − c_b·bit_b, multiplied in the reference's order.
-  const float c[5] = {0.5f, 0.75f, 0.9375f, 0.99609375f, 0.999984741f};
-  __m256 scale = set(1.0f);
-  for (int b = 0; b < 5; ++b) {
-    const __m256 bit = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(k, b), _mm256_set1_epi32(1)));
-    const __m256 factor = _mm256_sub_ps(set(1.0f), _mm256_mul_ps(set(c[b]), bit));
-    scale = b == 0 ? factor : _mm256_mul_ps(scale, factor);
-  }
+  // 2^−k: the reference multiplies the factors 1 − c_b·bit_b of k's bits, each an exact power of
+  // two (c_b = 1 − 2^−(2^b) in float), so their product is exactly 2^−k, made here from its exponent.
+  const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(127), k), 23));
   const __m256 e = _mm256_mul_ps(p, scale);
   const __m256 t = _mm256_div_ps(_mm256_sub_ps(set(1.0f), e), _mm256_add_ps(set(1.0f), e));
   // copysign(t, u): t ≥ 0, so u's sign bit or'ed in.

@@ -32,14 +32,9 @@ __m512 tanh16(__m512 u) {
   p = _mm512_add_ps(set(0.5f), _mm512_mul_ps(m, p));
   p = _mm512_add_ps(set(1.0f), _mm512_mul_ps(m, p));
   p = _mm512_add_ps(set(1.0f), _mm512_mul_ps(m, p));
-  // 2^−k from k's bits: factor b is 1 − c_b·bit_b, multiplied in the reference's order.
-  const float c[5] = {0.5f, 0.75f, 0.9375f, 0.99609375f, 0.999984741f};
-  __m512 scale = set(1.0f);
-  for (int b = 0; b < 5; ++b) {
-    const __m512 bit = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(k, b), _mm512_set1_epi32(1)));
-    const __m512 factor = _mm512_sub_ps(set(1.0f), _mm512_mul_ps(set(c[b]), bit));
-    scale = b == 0 ? factor : _mm512_mul_ps(scale, factor);
-  }
+  // 2^−k: the reference multiplies the factors 1 − c_b·bit_b of k's bits, each an exact power of
+  // two (c_b = 1 − 2^−(2^b) in float), so their product is exactly 2^−k, made here from its exponent.
+  const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127), k), 23));
   const __m512 e = _mm512_mul_ps(p, scale);
   const __m512 t = _mm512_div_ps(_mm512_sub_ps(set(1.0f), e), _mm512_add_ps(set(1.0f), e));
   // copysign(t, u): t ≥ 0, so u's sign bit or'ed in.
