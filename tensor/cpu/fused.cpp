@@ -1,7 +1,8 @@
 // CPU kernels of the tensor floor's fused features (tensor/fused_kernels.h): cross-entropy,
 // layer norm, dropout and linear. Rows are widened as they are read (tensor/cpu/rows.h); sums
 // accumulate in double, as the CPU reductions do, so results agree with the composite ops to
-// the last bits of the compute type.
+// the last bits of the compute type (the order of a double sum of float values moves its
+// float result only when it lies within a double rounding of a float's halfway point).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,6 +19,21 @@ namespace {
 // The dtype row statistics (lse, mean, rstd) are kept in: float64 for float64 rows, else float32.
 template <class S>
 using Stat = std::conditional_t<std::is_same_v<S, double>, double, float>;
+
+// Row sums in double over four interleaved partial sums, added pairwise at the end: one running
+// sum is a chain of dependent additions, four latencies per value (a GPT step's layer norms
+// spent most of their time in it). f(c) gives the value at column c.
+constexpr int64_t kPartialSums = 4;
+
+template <class F>
+double row_sum(int64_t cols, const F& f) {
+  double part[kPartialSums] = {0, 0, 0, 0};
+  int64_t c = 0;
+  for (; c + kPartialSums <= cols; c += kPartialSums)
+    for (int64_t j = 0; j < kPartialSums; ++j) part[j] += f(c + j);
+  for (; c < cols; ++c) part[c % kPartialSums] += f(c);
+  return (part[0] + part[1]) + (part[2] + part[3]);
+}
 
 void check_targets(const Tensor& target, int64_t classes, int64_t ignore_index) {
   const int64_t* t = target.data<int64_t>();
@@ -105,11 +121,11 @@ void cpu_layer_norm_forward(const LayerNormForward& a) {
       std::vector<C> in_buffer, out_buffer;
       const C* row = row_values(x, r, cols, in_buffer);
       C* out = row_target(y, r, cols, out_buffer);
-      double sum = 0;
-      for (int64_t c = 0; c < cols; ++c) sum += row[c];
+      const double sum = row_sum(cols, [&](int64_t c) { return static_cast<double>(row[c]); });
       const C mean = static_cast<C>(sum / static_cast<double>(cols));
-      double squares = 0;
-      for (int64_t c = 0; c < cols; ++c) squares += static_cast<double>(row[c] - mean) * static_cast<double>(row[c] - mean);
+      const double squares = row_sum(cols, [&](int64_t c) {
+        return static_cast<double>(row[c] - mean) * static_cast<double>(row[c] - mean);
+      });
       const C var = static_cast<C>(squares / static_cast<double>(cols));
       const C rstd = C(1) / std::sqrt(var + static_cast<C>(a.eps));
       for (int64_t c = 0; c < cols; ++c) {
@@ -144,12 +160,11 @@ void cpu_layer_norm_backward(const LayerNormBackward& a) {
         const C* dyr = row_values(dy, r, cols, dy_buffer);
         C* out = row_target(dx, r, cols, out_buffer);
         const C mu = static_cast<C>(mean[r]), inv = static_cast<C>(rstd[r]);
-        double sum_g = 0, sum_gx = 0;
-        for (int64_t c = 0; c < cols; ++c) {
-          const C g = w ? dyr[c] * w[c] : dyr[c];
-          sum_g += g;
-          sum_gx += static_cast<double>(g) * static_cast<double>((xr[c] - mu) * inv);
-        }
+        const auto g_at = [&](int64_t c) { return w ? dyr[c] * w[c] : dyr[c]; };
+        const double sum_g = row_sum(cols, [&](int64_t c) { return static_cast<double>(g_at(c)); });
+        const double sum_gx = row_sum(cols, [&](int64_t c) {
+          return static_cast<double>(g_at(c)) * static_cast<double>((xr[c] - mu) * inv);
+        });
         const C mean_g = static_cast<C>(sum_g / static_cast<double>(cols));
         const C mean_gx = static_cast<C>(sum_gx / static_cast<double>(cols));
         for (int64_t c = 0; c < cols; ++c) {
