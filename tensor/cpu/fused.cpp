@@ -3,6 +3,7 @@
 // accumulate in double, as the CPU reductions do, so results agree with the composite ops to
 // the last bits of the compute type (the order of a double sum of float values moves its
 // float result only when it lies within a double rounding of a float's halfway point).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -237,7 +238,11 @@ void cpu_linear(const LinearLaunch& a) {
       const size_t row_bytes = static_cast<size_t>(out_features) * itemsize(a.out.dtype());
       const auto* bias = static_cast<const char*>(a.bias.data_ptr());
       auto* out = static_cast<char*>(a.out.data_ptr());
-      for (int64_t r = 0; r < rows; ++r) std::memcpy(out + static_cast<size_t>(r) * row_bytes, bias, row_bytes);
+      const int64_t parts = rows * out_features >= kParallelGrain ? std::min<int64_t>(num_threads(), rows) : 1;
+      parallel_for_if(parts > 1, parts, [&](int64_t part) {
+        for (int64_t r = rows * part / parts; r < rows * (part + 1) / parts; ++r)
+          std::memcpy(out + static_cast<size_t>(r) * row_bytes, bias, row_bytes);
+      });
     } else {
       cpu_backend().copy(make_view(a.bias, {1, rows, out_features}, {0, 0, a.bias.stride(0)}, a.bias.offset()), out3);
     }
