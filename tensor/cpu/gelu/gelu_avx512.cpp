@@ -20,7 +20,10 @@ __m512 set(float v) { return _mm512_set1_ps(v); }
 __m512 tanh16(__m512 u) {
   const __m512i magnitude = _mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32(0x7fffffff));
   const __m512 y = _mm512_mul_ps(set(2.0f), _mm512_castsi512_ps(_mm512_min_epu32(magnitude, _mm512_set1_epi32(0x41100000))));
-  const __m512i k = _mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(y, set(1.44269504f)), set(0.5f)));
+  // k = (int)(y·log2 e + ½), truncated: rounded toward zero first, then converted exactly (SIMDe
+  // has no truncating conversion).
+  const __m512 k_real = _mm512_add_ps(_mm512_mul_ps(y, set(1.44269504f)), set(0.5f));
+  const __m512i k = _mm512_cvtps_epi32(_mm512_roundscale_ps(k_real, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
   const __m512 kf = _mm512_cvtepi32_ps(k);
   const __m512 r = _mm512_sub_ps(_mm512_sub_ps(y, _mm512_mul_ps(kf, set(0.693145752f))), _mm512_mul_ps(kf, set(1.42860677e-6f)));
   const __m512 m = _mm512_sub_ps(_mm512_setzero_ps(), r);
@@ -60,14 +63,16 @@ __m512 backward16(__m512 g, __m512 x) {
   return _mm512_mul_ps(g, _mm512_add_ps(_mm512_mul_ps(set(0.5f), _mm512_add_ps(set(1.0f), t)), slope));
 }
 
-// 16 lanes (fewer under `mask`) at element i of float32 or bfloat16 storage, as float32.
+// 16 lanes (fewer under `mask`) at element i of float32 or bfloat16 storage, as float32. bfloat16
+// goes through the 32-lane word loads and stores (the mask's 16 bits widened), which SIMDe has.
 __m512 load(const void* base, int64_t i, __mmask16 mask, bool bf16) {
-  if (bf16) return bf16_to_float_x16(_mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(base) + i));
+  if (bf16)
+    return bf16_to_float_x16(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(base) + i)));
   return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(base) + i);
 }
 
 void store(void* base, int64_t i, __mmask16 mask, bool bf16, __m512 v) {
-  if (bf16) _mm256_mask_storeu_epi16(static_cast<uint16_t*>(base) + i, mask, float_to_bf16_x16(v));
+  if (bf16) _mm512_mask_storeu_epi16(static_cast<uint16_t*>(base) + i, mask, _mm512_castsi256_si512(float_to_bf16_x16(v)));
   else _mm512_mask_storeu_ps(static_cast<float*>(base) + i, mask, v);
 }
 
