@@ -9,6 +9,9 @@
 
 #include <unordered_map>
 
+#include "tensor/autograd_region.h"
+#include "tensor/backend.h"
+
 #include "tensor/autocast_state.h"
 #include "tensor/ops.h"
 
@@ -59,6 +62,38 @@ class FunctionNode final : public Node {
   const char* name_;
   BackwardFn fn_;
 };
+
+// A region view's Node (tensor/autograd_region.h).
+class RegionViewNode final : public Node {
+ public:
+  RegionViewNode(const char* name, std::function<Tensor(const Tensor&)> region)
+      : name_(name), region_(std::move(region)) {}
+
+  // The gradient of the whole input: zeros, with the view's gradient in its region.
+  std::vector<Tensor> apply(const Tensor& grad_output) override {
+    Tensor input_grad = zeros(inputs[0].shape, TensorOptions(grad_output.dtype()).device(grad_output.device()));
+    Tensor target = region_(input_grad);
+    detail::backend(grad_output.device()).copy(grad_output, target);
+    return {input_grad};
+  }
+  // Adds the view's gradient into the region of `input_grad`, a gradient of the whole input that
+  // only the engine holds.
+  void add_into(const Tensor& grad_output, Tensor& input_grad) const { region_(input_grad).add_(grad_output); }
+
+  std::string name() const override { return std::string(name_) + "Backward"; }
+
+ private:
+  const char* name_;
+  std::function<Tensor(const Tensor&)> region_;
+};
+
+// Whether the engine's gradient buffer for an input may be added to in place: the engine holds
+// the only reference to it and to its memory, and it has the input's geometry (a rule may return
+// one tensor for two inputs, as add does, or a saved tensor's storage; those are left alone).
+bool owned_buffer(const Tensor& buffer, const Node::Input& input) {
+  return buffer.impl_ptr().use_count() == 1 && buffer.storage().use_count() == 1 && buffer.is_contiguous() &&
+         !buffer.requires_grad() && buffer.shape() == input.shape && buffer.dtype() == input.dtype;
+}
 
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return nullptr;
@@ -163,6 +198,16 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
   impl->requires_grad = true;
 }
 
+void record_region_view(const char* name, Tensor& output, const Tensor& input,
+                        std::function<Tensor(const Tensor&)> region) {
+  if (!needs_grad({&input})) return;
+  auto node = std::make_shared<RegionViewNode>(name, std::move(region));
+  node->inputs.push_back(Node::Input{gradient_edge(input), input.shape(), input.dtype()});
+  auto* impl = output.impl();
+  impl->grad_fn = std::move(node);
+  impl->requires_grad = true;
+}
+
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   WEFT_CHECK(root.defined(), "[backward] called on an undefined tensor");
   WEFT_CHECK(root.requires_grad(),
@@ -207,7 +252,14 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     ready.pop_back();
     Tensor grad = std::move(buffers[n]);
     buffers.erase(n);
-    std::vector<Tensor> grads = n->apply(grad);
+    std::vector<Tensor> grads;
+    auto* view = dynamic_cast<RegionViewNode*>(n);
+    const auto waiting = view && view->inputs[0].next ? buffers.find(view->inputs[0].next.get()) : buffers.end();
+    if (waiting != buffers.end() && owned_buffer(waiting->second, view->inputs[0]) &&
+        grad.dtype() == view->inputs[0].dtype)
+      view->add_into(grad, waiting->second);
+    else
+      grads = n->apply(grad);
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       const auto& in = n->inputs[i];
       if (!in.next) continue;
@@ -216,6 +268,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
         Tensor g = adapt_gradient(grads[i], in, *n);
         auto it = buffers.find(next);
         if (it == buffers.end()) buffers.emplace(next, std::move(g));
+        else if (owned_buffer(it->second, in) && g.shape() == in.shape && g.dtype() == in.dtype) it->second.add_(g);
         else it->second = add(it->second, g);
       }
       if (--pending[next] == 0) {

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "tensor/autocast_state.h"
+#include "tensor/fused_kernels.h"
 #include "tensor/init_context.h"
 #include "tensor/op_helpers.h"
 #include "tensor/ops.h"
@@ -294,12 +295,36 @@ Tensor relu(const Tensor& x) {
   }
   return out;
 }
+// The tanh GELU's forward (grad undefined) or gradient on the device's fused kernel
+// (tensor/fused_kernels.h) when it has one for these tensors; an undefined tensor otherwise.
+Tensor fused_gelu_tanh(const Tensor& x, const Tensor& grad) {
+  detail::GeluTanhKernel* kernel = detail::gelu_tanh_kernels().find(x.device().type);
+  const bool takes = kernel && (x.dtype() == DType::Float32 || x.dtype() == DType::BFloat16) && x.is_contiguous() &&
+                     (!grad.defined() || (grad.dtype() == x.dtype() && grad.shape() == x.shape() && grad.is_contiguous()));
+  if (!takes) return Tensor();
+  Tensor out = detail::make_tensor(x.shape(), x.dtype(), x.device());
+  kernel({x.detach(), grad.defined() ? grad.detach() : Tensor(), out});
+  return out;
+}
+
 Tensor gelu(const Tensor& x, bool tanh_approximation) {
   const auto op = tanh_approximation ? UnaryOp::GeluTanh : UnaryOp::Gelu;
   const auto rule = tanh_approximation ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward;
-  return floating_unary(op, x, "gelu", "Gelu", [rule](const Tensor& g, const Tensor& v, const Tensor&) {
+  auto backward = [rule](const Tensor& g, const Tensor& v, const Tensor&) {
+    if (rule == BinaryOp::GeluTanhBackward)
+      if (Tensor fused = fused_gelu_tanh(v, g); fused.defined()) return fused;
     return fused_backward(rule, g, v);
-  });
+  };
+  detail::check_defined(x, "gelu");
+  if (Tensor fused = tanh_approximation ? fused_gelu_tanh(x, Tensor()) : Tensor(); fused.defined()) {
+    if (autograd::needs_grad({&x})) {
+      autograd::record("Gelu", fused, {x}, [sx = SavedTensor(x), backward](const Tensor& g) {
+        return std::vector<Tensor>{backward(g, sx.unpack(), Tensor())};
+      });
+    }
+    return fused;
+  }
+  return floating_unary(op, x, "gelu", "Gelu", backward);
 }
 Tensor silu(const Tensor& x) {
   return floating_unary(UnaryOp::Silu, x, "silu", "Silu", [](const Tensor& g, const Tensor& v, const Tensor&) {

@@ -39,4 +39,9 @@ KernelRegistry<LinearKernel>& linear_kernels() {
   return registry;
 }
 
+KernelRegistry<GeluTanhKernel>& gelu_tanh_kernels() {
+  static KernelRegistry<GeluTanhKernel> registry("gelu_tanh", &cpu_gelu_tanh, nullptr);
+  return registry;
+}
+
 }  // namespace weft::detail

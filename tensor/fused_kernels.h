@@ -81,6 +81,19 @@ struct LinearLaunch {
 using LinearKernel = void(const LinearLaunch&);
 KernelRegistry<LinearKernel>& linear_kernels();
 
+// ---- the tanh GELU and its gradient ----
+// Forward (grad undefined): out = gelu_tanh(x); backward: out = grad · gelu_tanh'(x), the
+// elementwise ops' formulas (UnaryOp::GeluTanh, BinaryOp::GeluTanhBackward) with their rounding.
+// x, grad and out contiguous, one dtype, float32 or bfloat16; the op front-end takes the
+// elementwise ops for anything else, and on a device without this kernel (the CUDA slot is empty:
+// the elementwise ops there are already one fused pass).
+struct GeluTanhLaunch {
+  Tensor x, grad;
+  Tensor out;
+};
+using GeluTanhKernel = void(const GeluTanhLaunch&);
+KernelRegistry<GeluTanhKernel>& gelu_tanh_kernels();
+
 // The CUDA kernels (tensor/cuda/fused.cu, tensor/cuda/cuda_linear.cpp); null in a build without
 // CUDA (Note [Linking kernels by reference] in tensor/kernel_registry.h).
 extern CrossEntropyForwardKernel* const cuda_cross_entropy_forward;

@@ -3,6 +3,7 @@
 // expand needs none because the engine sums broadcast gradients (Note [Gradient shape and dtype]).
 #include <numeric>
 
+#include "tensor/autograd_region.h"
 #include "tensor/op_helpers.h"
 #include "tensor/ops.h"
 
@@ -58,19 +59,6 @@ std::optional<Shape> view_strides(const Shape& old_shape, const Shape& old_strid
   }
   if (view_d != -1) return std::nullopt;
   return strides;
-}
-
-// Records a view's backward: the gradient is written into the `region` of a zero tensor shaped
-// like the input, where `region` applies the same view to that zero tensor.
-template <class Region>
-void record_region_view(const char* name, Tensor& out, const Tensor& x, Region region) {
-  if (!autograd::needs_grad({&x})) return;
-  autograd::record(name, out, {x}, [shape = x.shape(), region](const Tensor& g) {
-    Tensor gi = zeros(shape, TensorOptions(g.dtype()).device(g.device()));
-    Tensor target = region(gi);
-    detail::backend(g.device()).copy(g, target);
-    return std::vector<Tensor>{gi};
-  });
 }
 
 void record_reshape_view(const char* name, Tensor& out, const Tensor& x) {
@@ -205,7 +193,7 @@ Tensor Tensor::slice(int64_t dim_in, int64_t start, int64_t end, int64_t step) c
   shape[static_cast<size_t>(d)] = (end - start + step - 1) / step;
   strides[static_cast<size_t>(d)] *= step;
   Tensor out = detail::make_view(*this, shape, strides, offset() + start * stride(d));
-  record_region_view("Slice", out, *this, [d, start, end, step](const Tensor& t) { return t.slice(d, start, end, step); });
+  autograd::record_region_view("Slice", out, *this, [d, start, end, step](const Tensor& t) { return t.slice(d, start, end, step); });
   return out;
 }
 
@@ -226,7 +214,7 @@ Tensor Tensor::select(int64_t dim_in, int64_t index) const {
   shape.erase(shape.begin() + d);
   strides.erase(strides.begin() + d);
   Tensor out = detail::make_view(*this, shape, strides, offset() + index * stride(d));
-  record_region_view("Select", out, *this, [d, index](const Tensor& t) { return t.select(d, index); });
+  autograd::record_region_view("Select", out, *this, [d, index](const Tensor& t) { return t.select(d, index); });
   return out;
 }
 

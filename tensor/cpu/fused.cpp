@@ -1,8 +1,11 @@
 // CPU kernels of the tensor floor's fused features (tensor/fused_kernels.h): cross-entropy,
 // layer norm, dropout and linear. Rows are widened as they are read (tensor/cpu/rows.h); sums
 // accumulate in double, as the CPU reductions do, so results agree with the composite ops to
-// the last bits of the compute type.
+// the last bits of the compute type (the order of a double sum of float values moves its
+// float result only when it lies within a double rounding of a float's halfway point).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -17,6 +20,21 @@ namespace {
 // The dtype row statistics (lse, mean, rstd) are kept in: float64 for float64 rows, else float32.
 template <class S>
 using Stat = std::conditional_t<std::is_same_v<S, double>, double, float>;
+
+// Row sums in double over four interleaved partial sums, added pairwise at the end: one running
+// sum is a chain of dependent additions, four latencies per value (a GPT step's layer norms
+// spent most of their time in it). f(c) gives the value at column c.
+constexpr int64_t kPartialSums = 4;
+
+template <class F>
+double row_sum(int64_t cols, const F& f) {
+  double part[kPartialSums] = {0, 0, 0, 0};
+  int64_t c = 0;
+  for (; c + kPartialSums <= cols; c += kPartialSums)
+    for (int64_t j = 0; j < kPartialSums; ++j) part[j] += f(c + j);
+  for (; c < cols; ++c) part[c % kPartialSums] += f(c);
+  return (part[0] + part[1]) + (part[2] + part[3]);
+}
 
 void check_targets(const Tensor& target, int64_t classes, int64_t ignore_index) {
   const int64_t* t = target.data<int64_t>();
@@ -104,11 +122,11 @@ void cpu_layer_norm_forward(const LayerNormForward& a) {
       std::vector<C> in_buffer, out_buffer;
       const C* row = row_values(x, r, cols, in_buffer);
       C* out = row_target(y, r, cols, out_buffer);
-      double sum = 0;
-      for (int64_t c = 0; c < cols; ++c) sum += row[c];
+      const double sum = row_sum(cols, [&](int64_t c) { return static_cast<double>(row[c]); });
       const C mean = static_cast<C>(sum / static_cast<double>(cols));
-      double squares = 0;
-      for (int64_t c = 0; c < cols; ++c) squares += static_cast<double>(row[c] - mean) * static_cast<double>(row[c] - mean);
+      const double squares = row_sum(cols, [&](int64_t c) {
+        return static_cast<double>(row[c] - mean) * static_cast<double>(row[c] - mean);
+      });
       const C var = static_cast<C>(squares / static_cast<double>(cols));
       const C rstd = C(1) / std::sqrt(var + static_cast<C>(a.eps));
       for (int64_t c = 0; c < cols; ++c) {
@@ -143,12 +161,11 @@ void cpu_layer_norm_backward(const LayerNormBackward& a) {
         const C* dyr = row_values(dy, r, cols, dy_buffer);
         C* out = row_target(dx, r, cols, out_buffer);
         const C mu = static_cast<C>(mean[r]), inv = static_cast<C>(rstd[r]);
-        double sum_g = 0, sum_gx = 0;
-        for (int64_t c = 0; c < cols; ++c) {
-          const C g = w ? dyr[c] * w[c] : dyr[c];
-          sum_g += g;
-          sum_gx += static_cast<double>(g) * static_cast<double>((xr[c] - mu) * inv);
-        }
+        const auto g_at = [&](int64_t c) { return w ? dyr[c] * w[c] : dyr[c]; };
+        const double sum_g = row_sum(cols, [&](int64_t c) { return static_cast<double>(g_at(c)); });
+        const double sum_gx = row_sum(cols, [&](int64_t c) {
+          return static_cast<double>(g_at(c)) * static_cast<double>((xr[c] - mu) * inv);
+        });
         const C mean_g = static_cast<C>(sum_g / static_cast<double>(cols));
         const C mean_gx = static_cast<C>(sum_gx / static_cast<double>(cols));
         for (int64_t c = 0; c < cols; ++c) {
@@ -214,8 +231,22 @@ void cpu_dropout(const DropoutLaunch& a) {
 void cpu_linear(const LinearLaunch& a) {
   const int64_t rows = a.x.size(0), in = a.x.size(1), out_features = a.weight.size(0);
   const Tensor out3 = make_view(a.out, {1, rows, out_features}, {rows * out_features, out_features, 1}, a.out.offset());
-  if (a.bias.defined())
-    cpu_backend().copy(make_view(a.bias, {1, rows, out_features}, {0, 0, a.bias.stride(0)}, a.bias.offset()), out3);
+  if (a.bias.defined()) {
+    // The bias broadcast over the rows, which the product then adds to. A contiguous bias is a
+    // row copied whole (the strided copy walked it value by value: 4 % of a GPT step).
+    if (a.bias.stride(0) == 1 || out_features == 1) {
+      const size_t row_bytes = static_cast<size_t>(out_features) * itemsize(a.out.dtype());
+      const auto* bias = static_cast<const char*>(a.bias.data_ptr());
+      auto* out = static_cast<char*>(a.out.data_ptr());
+      const int64_t parts = rows * out_features >= kParallelGrain ? std::min<int64_t>(num_threads(), rows) : 1;
+      parallel_for_if(parts > 1, parts, [&](int64_t part) {
+        for (int64_t r = rows * part / parts; r < rows * (part + 1) / parts; ++r)
+          std::memcpy(out + static_cast<size_t>(r) * row_bytes, bias, row_bytes);
+      });
+    } else {
+      cpu_backend().copy(make_view(a.bias, {1, rows, out_features}, {0, 0, a.bias.stride(0)}, a.bias.offset()), out3);
+    }
+  }
   const Tensor x3 = make_view(a.x, {1, rows, in}, {0, a.x.stride(0), a.x.stride(1)}, a.x.offset());
   const Tensor w3 = make_view(a.weight, {1, in, out_features}, {0, a.weight.stride(1), a.weight.stride(0)}, a.weight.offset());
   cpu_backend().matmul(x3, w3, out3, /*accumulate=*/a.bias.defined());

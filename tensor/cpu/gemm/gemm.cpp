@@ -47,6 +47,11 @@ constexpr int64_t kPartsPerThreadAlongN = 4;
 // pack the same A (the MLP's products, split along N, have 128 rows). Taller blocks reuse each
 // packed panel of A across many more tiles, and pack.
 constexpr int64_t kInPlaceRows = 256;
+// A C at most this many columns wide reads such an A in place whatever its rows: each packed panel
+// of A would serve at most eight tiles of 64 columns, too few to repay packing it (a GPT step at
+// width 128 and 768 tokens, whose products are 65-512 columns wide: ~5 % less time in its GEMMs,
+// one thread, sampled beside the step's other kernels).
+constexpr int64_t kInPlaceColumns = 512;
 // Products with at most this many rows and a B read down its columns are computed transposed
 // (Note [Few rows times a transposed B]). Above it packing W costs less than the transposed
 // product loses: x·Wᵀ at 128 rows (the MLP's forward, W 512×784 and 512×512) ran 5-12 % faster
@@ -160,11 +165,11 @@ struct BOperand {
 };
 
 // Whether a block of C with m rows reads A in place rather than packing it: contiguous rows, at
-// most kInPlaceRows of them, or a source's rows in the scratch they are made into, whatever their
+// most kInPlaceRows of them (any number of float32 ones for a C at most kInPlaceColumns wide), or a source's rows in the scratch they are made into, whatever their
 // number. bfloat16 rows are read as K-pairs by a set that can, when every K chunk is whole pairs
 // (chunks are even but for a last odd one); a set without pairs widens bfloat16 as it packs.
-bool a_read_in_place(const GemmKernel& ker, const AOperand& a, int64_t m, int64_t k) {
-  if (!a.source && (a.matrix.cs != 1 || m > kInPlaceRows)) return false;
+bool a_read_in_place(const GemmKernel& ker, const AOperand& a, int64_t m, int64_t n, int64_t k) {
+  if (!a.source && (a.matrix.cs != 1 || (m > kInPlaceRows && (n > kInPlaceColumns || a.matrix.bf16)))) return false;
   if (ker.bf16_pairs) return ker.a_rows_in_place && a.matrix.bf16 && k % 2 == 0;
   return !a.matrix.bf16;
 }
@@ -448,14 +453,14 @@ void gemm_large(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AO
   const int64_t threads = std::clamp<int64_t>(2 * m * n * k / kWorkPerThread, 1, num_threads());
   if (m > n) {
     // A is read in place where each thread's share of the rows would be short enough (kInPlaceRows).
-    const bool in_place = a_read_in_place(ker, a, (m + threads - 1) / threads, k);
+    const bool in_place = a_read_in_place(ker, a, (m + threads - 1) / threads, n, k);
     return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, threads, c_bf16);
   }
   // Blocks cut at a tile's width would leave one thread a whole tile more: 784 columns in tiles
   // of 64 are 7 + 6 of them, 448 against 336 columns (the MLP's dW1 ran 10 % slower than 400 + 384).
   const int64_t unit = ker.n_split > 0 ? ker.n_split : ker.nr;
   const int64_t units = (n + unit - 1) / unit;
-  const bool in_place = a_read_in_place(ker, a, m, k);
+  const bool in_place = a_read_in_place(ker, a, m, n, k);
   // Small column blocks cost nothing more when A is memory read in place; a source would make its
   // rows again for every block.
   const bool fine = in_place && !a.source;
