@@ -12,10 +12,6 @@
 // 1e-7 relative per step, which three AdamW steps keep far below 1e-5.
 #include <doctest/doctest.h>
 
-#include "precision/bitsandbytes_precision.h"
-#include "precision/quant/linear_4bit.h"
-#include "precision/quant/linear_8bit.h"
-#include "precision/quant/lora.h"
 #include "train_helpers.h"
 
 using namespace weft;

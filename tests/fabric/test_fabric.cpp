@@ -10,7 +10,6 @@
 
 #include "precision/plugin_test_helpers.h"
 #include "fabric/all.h"
-#include "precision/bitsandbytes_precision.h"
 
 using namespace weft;
 using testing::contains;
