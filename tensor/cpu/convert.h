@@ -115,6 +115,12 @@ void store_chunk(char* p, int64_t stride, int64_t n, const Compute<T>* buf) {
   convert_run<T, Compute<T>>(p, stride, reinterpret_cast<const char*>(buf), sizeof(Compute<T>), n);
 }
 
+// load_chunk / store_chunk for a dtype known only at run time: float32 or a narrow float. A kernel
+// serves every narrow format with one float32 loop through these (a switch per chunk, not per
+// element) instead of one copy of the loop per format (tensor/cpu/convert.cpp).
+void load_float_chunk(DType d, const char* p, int64_t stride, int64_t n, float* buf);
+void store_float_chunk(DType d, char* p, int64_t stride, int64_t n, const float* buf);
+
 // Calls fn(S{}) with S the storage type of a floating dtype (narrow or not); `op` names the caller
 // when d is not floating.
 template <class Fn>

@@ -1,0 +1,28 @@
+// The runtime-dtype chunk converters of tensor/cpu/convert.h: float32 and the narrow floats,
+// widened to float32 and rounded back exactly as load_chunk / store_chunk do for a known type.
+#include "tensor/cpu/convert.h"
+
+namespace weft::detail {
+namespace {
+
+// Calls fn(S{}) with S the storage type of d, which must be computed in float32.
+template <class Fn>
+void visit_float_computed(DType d, Fn&& fn) {
+  WEFT_CHECK(d == kFloat32 || is_narrow_float(d), "[cpu] internal: expected float32 or a narrow float, got ", d);
+  visit_dtype(d, [&](auto tag) {
+    using S = decltype(tag);
+    if constexpr (std::is_same_v<Compute<S>, float>) fn(tag);
+  });
+}
+
+}  // namespace
+
+void load_float_chunk(DType d, const char* p, int64_t stride, int64_t n, float* buf) {
+  visit_float_computed(d, [&](auto tag) { load_chunk<decltype(tag)>(p, stride, n, buf); });
+}
+
+void store_float_chunk(DType d, char* p, int64_t stride, int64_t n, const float* buf) {
+  visit_float_computed(d, [&](auto tag) { store_chunk<decltype(tag)>(p, stride, n, buf); });
+}
+
+}  // namespace weft::detail
