@@ -17,12 +17,16 @@ void visit_float_computed(DType d, Fn&& fn) {
 
 }  // namespace
 
-void load_float_chunk(DType d, const char* p, int64_t stride, int64_t n, float* buf) {
-  visit_float_computed(d, [&](auto tag) { load_chunk<decltype(tag)>(p, stride, n, buf); });
+FloatChunkLoad float_chunk_load(DType d) {
+  FloatChunkLoad load = nullptr;
+  visit_float_computed(d, [&](auto tag) { load = &load_chunk<decltype(tag)>; });
+  return load;
 }
 
-void store_float_chunk(DType d, char* p, int64_t stride, int64_t n, const float* buf) {
-  visit_float_computed(d, [&](auto tag) { store_chunk<decltype(tag)>(p, stride, n, buf); });
+FloatChunkStore float_chunk_store(DType d) {
+  FloatChunkStore store = nullptr;
+  visit_float_computed(d, [&](auto tag) { store = &store_chunk<decltype(tag)>; });
+  return store;
 }
 
 }  // namespace weft::detail

@@ -39,41 +39,53 @@ void move(const Tensor& src, const Tensor& dst) {
 
 bool computed_in_float(DType d) { return d == kFloat32 || is_narrow_float(d); }
 
-// n values of dtype `src` at s (`stride` bytes apart) as float32 into buf.
-void widen_chunk(DType src, const char* s, int64_t stride, int64_t n, float* buf) {
-  if (computed_in_float(src)) return load_float_chunk(src, s, stride, n, buf);
+// Reads a chunk of dtype `src` as float32: a narrow float's (or float32's) own chunk load, else a
+// wide dtype's conversion loop.
+FloatChunkLoad widen_for(DType src) {
+  if (computed_in_float(src)) return float_chunk_load(src);
+  FloatChunkLoad widen = nullptr;
   WEFT_DISPATCH_ALL(src, Src, {
-    if constexpr (!std::is_same_v<Compute<Src>, float>)
-      convert_run<float, Src>(reinterpret_cast<char*>(buf), sizeof(float), s, stride, n);
+    if constexpr (!std::is_same_v<Compute<Src>, float>) {
+      widen = [](const char* s, int64_t stride, int64_t n, float* buf) {
+        convert_run<float, Src>(reinterpret_cast<char*>(buf), sizeof(float), s, stride, n);
+      };
+    }
   });
+  return widen;
 }
 
-// n float32 values from buf as dtype `dst` at d (`stride` bytes apart).
-void narrow_chunk(DType dst, char* d, int64_t stride, int64_t n, const float* buf) {
-  if (computed_in_float(dst)) return store_float_chunk(dst, d, stride, n, buf);
+// Writes a chunk of float32 values as dtype `dst`, the other way round.
+FloatChunkStore narrow_for(DType dst) {
+  if (computed_in_float(dst)) return float_chunk_store(dst);
+  FloatChunkStore narrow = nullptr;
   WEFT_DISPATCH_ALL(dst, Dst, {
-    if constexpr (!std::is_same_v<Compute<Dst>, float>)
-      convert_run<Dst, float>(d, stride, reinterpret_cast<const char*>(buf), sizeof(float), n);
+    if constexpr (!std::is_same_v<Compute<Dst>, float>) {
+      narrow = [](char* d, int64_t stride, int64_t n, const float* buf) {
+        convert_run<Dst, float>(d, stride, reinterpret_cast<const char*>(buf), sizeof(float), n);
+      };
+    }
   });
+  return narrow;
 }
 
 // A conversion with a narrow float on either side goes through float32 chunks, which is what
 // convert() does for one value (Note [Conversion semantics]): one loop for every such pair. A
 // contiguous float32 side is the chunk itself, so float32 <-> bfloat16 / float16 runs go straight
 // to their vector kernels with no extra pass.
-void convert_through_float(const StridedRun<2>& run, DType dst, DType src) {
+void convert_through_float(const StridedRun<2>& run, DType dst, DType src, FloatChunkStore narrow,
+                           FloatChunkLoad widen) {
   float buf[kChunk];
   for (int64_t begin = 0; begin < run.n; begin += kChunk) {
     const int64_t n = std::min(kChunk, run.n - begin);
     char* d = run.ptr[0] + begin * run.stride[0];
     const char* s = run.ptr[1] + begin * run.stride[1];
     if (src == kFloat32 && run.stride[1] == sizeof(float)) {
-      narrow_chunk(dst, d, run.stride[0], n, reinterpret_cast<const float*>(s));
+      narrow(d, run.stride[0], n, reinterpret_cast<const float*>(s));
     } else if (dst == kFloat32 && run.stride[0] == sizeof(float)) {
-      widen_chunk(src, s, run.stride[1], n, reinterpret_cast<float*>(d));
+      widen(s, run.stride[1], n, reinterpret_cast<float*>(d));
     } else {
-      widen_chunk(src, s, run.stride[1], n, buf);
-      narrow_chunk(dst, d, run.stride[0], n, buf);
+      widen(s, run.stride[1], n, buf);
+      narrow(d, run.stride[0], n, buf);
     }
   }
 }
@@ -97,7 +109,9 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
   const DType to = dst.dtype(), from = src.dtype();
   if (to == from) return move(src, dst);
   if (is_narrow_float(to) || is_narrow_float(from)) {
-    for_each_strided<2>({&dst, &src}, [to, from](const StridedRun<2>& run) { convert_through_float(run, to, from); });
+    const FloatChunkStore narrow = narrow_for(to);
+    const FloatChunkLoad widen = widen_for(from);
+    for_each_strided<2>({&dst, &src}, [=](const StridedRun<2>& run) { convert_through_float(run, to, from, narrow, widen); });
     return;
   }
   // Both sides are computed as they are stored: one loop per pair.

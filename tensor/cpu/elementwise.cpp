@@ -73,42 +73,47 @@ void elementwise_run(const StridedRun<3>& run, Fn f) {
   }
 }
 
-// Stores n results of a narrow-input op: predicates as bool, the rest rounded to `out` (the
-// input's narrow dtype).
+// Where a narrow-input op's results go: rounded into the input's narrow dtype, or stored as they
+// are when the op is a predicate (bool).
 template <class R>
-void store_results(DType out, char* p, int64_t stride, int64_t n, const R* r) {
-  if constexpr (std::is_same_v<R, bool>) store_chunk<bool>(p, stride, n, r);
-  else store_float_chunk(out, p, stride, n, r);
-}
+struct NarrowResults {
+  FloatChunkStore round;
+  void operator()(char* p, int64_t stride, int64_t n, const R* r) const {
+    if constexpr (std::is_same_v<R, bool>) store_chunk<bool>(p, stride, n, r);
+    else round(p, stride, n, r);
+  }
+};
 
-// Applies f over a run of one narrow-float input, whichever format `in` names, in float32: the
-// input is widened chunk by chunk on the stack and the results stored as store_results says.
-// One such loop per op serves float16, bfloat16 and both float8s.
+// The float32 loops of the narrow floats: the input widened chunk by chunk on the stack (`load`,
+// whichever narrow format it is), f applied, the results stored. One such loop per op serves
+// float16, bfloat16 and both float8s.
 template <class Fn>
-void narrow_run(const StridedRun<2>& run, DType out, DType in, Fn f) {
+void narrow_run(const StridedRun<2>& run, FloatChunkLoad load, FloatChunkStore round, Fn f) {
   using R = decltype(f(0.0f));
+  const NarrowResults<R> store{round};
   float x[kChunk];
   R r[kChunk];
   for (int64_t begin = 0; begin < run.n; begin += kChunk) {
     const int64_t n = std::min(kChunk, run.n - begin);
-    load_float_chunk(in, run.ptr[1] + begin * run.stride[1], run.stride[1], n, x);
+    load(run.ptr[1] + begin * run.stride[1], run.stride[1], n, x);
     for (int64_t i = 0; i < n; ++i) r[i] = f(x[i]);
-    store_results(out, run.ptr[0] + begin * run.stride[0], run.stride[0], n, r);
+    store(run.ptr[0] + begin * run.stride[0], run.stride[0], n, r);
   }
 }
 
 // The same over a run of two narrow inputs of one dtype.
 template <class Fn>
-void narrow_run(const StridedRun<3>& run, DType out, DType in, Fn f) {
+void narrow_run(const StridedRun<3>& run, FloatChunkLoad load, FloatChunkStore round, Fn f) {
   using R = decltype(f(0.0f, 0.0f));
+  const NarrowResults<R> store{round};
   float a[kChunk], b[kChunk];
   R r[kChunk];
   for (int64_t begin = 0; begin < run.n; begin += kChunk) {
     const int64_t n = std::min(kChunk, run.n - begin);
-    load_float_chunk(in, run.ptr[1] + begin * run.stride[1], run.stride[1], n, a);
-    load_float_chunk(in, run.ptr[2] + begin * run.stride[2], run.stride[2], n, b);
+    load(run.ptr[1] + begin * run.stride[1], run.stride[1], n, a);
+    load(run.ptr[2] + begin * run.stride[2], run.stride[2], n, b);
     for (int64_t i = 0; i < n; ++i) r[i] = f(a[i], b[i]);
-    store_results(out, run.ptr[0] + begin * run.stride[0], run.stride[0], n, r);
+    store(run.ptr[0] + begin * run.stride[0], run.stride[0], n, r);
   }
 }
 
@@ -133,8 +138,9 @@ template <UnaryOp OP>
 void run_unary(const Tensor& x, const Tensor& out, double p0, double p1) {
   const DType in = x.dtype();
   if (is_narrow_float(in)) {
-    const DType o = out.dtype();
-    for_each_strided<2>({&out, &x}, [=](const StridedRun<2>& run) { narrow_run(run, o, in, UnaryFn<OP, float>{p0, p1}); });
+    const FloatChunkLoad load = float_chunk_load(in);
+    const FloatChunkStore round = float_chunk_store(in);
+    for_each_strided<2>({&out, &x}, [=](const StridedRun<2>& run) { narrow_run(run, load, round, UnaryFn<OP, float>{p0, p1}); });
     return;
   }
   WEFT_DISPATCH_ALL(in, S, {
@@ -155,8 +161,9 @@ template <BinaryOp OP>
 void run_binary(const Tensor& a, const Tensor& b, const Tensor& out) {
   const DType in = a.dtype();
   if (is_narrow_float(in)) {
-    const DType o = out.dtype();
-    for_each_strided<3>({&out, &a, &b}, [=](const StridedRun<3>& run) { narrow_run(run, o, in, BinaryFn<OP, float>{}); });
+    const FloatChunkLoad load = float_chunk_load(in);
+    const FloatChunkStore round = float_chunk_store(in);
+    for_each_strided<3>({&out, &a, &b}, [=](const StridedRun<3>& run) { narrow_run(run, load, round, BinaryFn<OP, float>{}); });
     return;
   }
   WEFT_DISPATCH_ALL(in, S, {

@@ -25,7 +25,7 @@ template <class C>
 using Accumulator = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
 
 // Calls fn(C{}) with C the type dtype d is computed in: float32 for every narrow float, so one
-// instantiation of a kernel serves them all (issue 47), reading rows through compute_row.
+// instantiation of a kernel serves them all (issue 47), reading rows through compute_values.
 template <class Fn>
 void visit_compute_type(DType d, Fn&& fn) {
   if (is_narrow_float(d)) return fn(float{});
@@ -34,20 +34,34 @@ void visit_compute_type(DType d, Fn&& fn) {
   });
 }
 
-// Values [begin, begin + n) of contiguous storage of dtype `storage` at base, as compute type C:
-// in place, or (narrow storage, C = float) widened into buffer.
+// How a kernel computing in C reads a contiguous tensor: through float32 chunks (`widen`) when it
+// is a narrow float, else in place.
+struct Storage {
+  const char* base;
+  FloatChunkLoad widen;  // null: the tensor is stored as C
+  int64_t item;
+
+  template <class C>
+  static Storage of(const Tensor& t) {
+    const DType d = t.dtype();
+    return {byte_ptr(t), std::is_same_v<C, float> && d != kFloat32 ? float_chunk_load(d) : nullptr,
+            static_cast<int64_t>(itemsize(d))};
+  }
+};
+
+// Values [begin, begin + n) of x as compute type C: in place, or (narrow storage, C = float)
+// widened into buffer.
 template <class C>
-const C* compute_values(const char* base, DType storage, int64_t begin, int64_t n, std::vector<C>& buffer) {
+const C* compute_values(const Storage& x, int64_t begin, int64_t n, std::vector<C>& buffer) {
   if constexpr (std::is_same_v<C, float>) {
-    if (storage != kFloat32) {
-      const auto item = static_cast<int64_t>(itemsize(storage));
+    if (x.widen != nullptr) {
       buffer.resize(static_cast<size_t>(n));
       for (int64_t b = 0; b < n; b += kChunk)
-        load_float_chunk(storage, base + (begin + b) * item, item, std::min(kChunk, n - b), buffer.data() + b);
+        x.widen(x.base + (begin + b) * x.item, x.item, std::min(kChunk, n - b), buffer.data() + b);
       return buffer.data();
     }
   }
-  return reinterpret_cast<const C*>(base) + begin;
+  return reinterpret_cast<const C*>(x.base) + begin;
 }
 
 // Where a sum's total goes: out[r] of a sum's output dtype (int64 or floating), rounded as
@@ -72,7 +86,7 @@ StoreTotal<Acc> store_total_for(DType d) {
 }
 
 template <class C>
-void sum_rows(const char* x, DType storage, void* out, DType out_dtype, int64_t rows, int64_t n) {
+void sum_rows(const Storage& x, void* out, DType out_dtype, int64_t rows, int64_t n) {
   using Acc = Accumulator<C>;
   const StoreTotal<Acc> store = store_total_for<Acc>(out_dtype);
   if (rows == 1 && n >= 2 * kParallelGrain) {
@@ -82,7 +96,7 @@ void sum_rows(const char* x, DType storage, void* out, DType out_dtype, int64_t 
     parallel_for(chunks, [&](int64_t c) {
       const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
       std::vector<C> buffer;
-      const C* v = compute_values(x, storage, begin, end - begin, buffer);
+      const C* v = compute_values(x, begin, end - begin, buffer);
       Acc acc = 0;
       for (int64_t i = 0; i < end - begin; ++i) acc += v[i];
       partial[static_cast<size_t>(c)] = acc;
@@ -94,7 +108,7 @@ void sum_rows(const char* x, DType storage, void* out, DType out_dtype, int64_t 
   }
   for_each_row(rows, n, [&](int64_t r) {
     std::vector<C> buffer;
-    const C* v = compute_values(x, storage, r * n, n, buffer);
+    const C* v = compute_values(x, r * n, n, buffer);
     Acc acc = 0;
     for (int64_t i = 0; i < n; ++i) acc += v[i];
     store(out, r, acc);
@@ -104,7 +118,7 @@ void sum_rows(const char* x, DType storage, void* out, DType out_dtype, int64_t 
 // Column sums walk x row by row (contiguous, vectorisable) into one accumulator per column;
 // threads take disjoint column ranges, so the result does not depend on the thread count.
 template <class C>
-void sum_columns_of(const char* x, DType storage, void* out, DType out_dtype, int64_t n, int64_t cols) {
+void sum_columns_of(const Storage& x, void* out, DType out_dtype, int64_t n, int64_t cols) {
   using Acc = Accumulator<C>;
   const StoreTotal<Acc> store = store_total_for<Acc>(out_dtype);
   const int64_t chunks = n * cols >= kParallelGrain ? std::min<int64_t>(num_threads(), (cols + 7) / 8) : 1;
@@ -113,7 +127,7 @@ void sum_columns_of(const char* x, DType storage, void* out, DType out_dtype, in
     std::vector<Acc> acc(static_cast<size_t>(end - begin), 0);
     std::vector<C> buffer;
     for (int64_t r = 0; r < n; ++r) {
-      const C* row = compute_values(x, storage, r * cols + begin, end - begin, buffer);
+      const C* row = compute_values(x, r * cols + begin, end - begin, buffer);
       for (int64_t j = 0; j < end - begin; ++j) acc[static_cast<size_t>(j)] += row[j];
     }
     for (int64_t j = begin; j < end; ++j) store(out, j, acc[static_cast<size_t>(j - begin)]);
@@ -123,13 +137,13 @@ void sum_columns_of(const char* x, DType storage, void* out, DType out_dtype, in
 // Max/min propagate NaN, as PyTorch; ties keep the first index. A value result is the input's
 // element itself, copied as bytes.
 template <class C>
-void extreme_rows(ReduceOp op, const char* x, DType storage, void* out, int64_t rows, int64_t n) {
+void extreme_rows(ReduceOp op, const Storage& x, void* out, int64_t rows, int64_t n) {
   const bool want_max = op == ReduceOp::Max || op == ReduceOp::ArgMax;
   const bool want_index = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
-  const size_t item = itemsize(storage);
+  const auto item = static_cast<size_t>(x.item);
   for_each_row(rows, n, [&](int64_t r) {
     std::vector<C> buffer;
-    const C* row = compute_values(x, storage, r * n, n, buffer);
+    const C* row = compute_values(x, r * n, n, buffer);
     int64_t best = 0;
     for (int64_t i = 1; i < n; ++i) {
       const C v = row[i], b = row[best];
@@ -140,7 +154,7 @@ void extreme_rows(ReduceOp op, const char* x, DType storage, void* out, int64_t 
       if (want_max ? v > b : v < b) best = i;
     }
     if (want_index) static_cast<int64_t*>(out)[r] = best;
-    else std::memcpy(static_cast<char*>(out) + static_cast<size_t>(r) * item, x + static_cast<size_t>(r * n + best) * item, item);
+    else std::memcpy(static_cast<char*>(out) + static_cast<size_t>(r) * item, x.base + static_cast<size_t>(r * n + best) * item, item);
   });
 }
 
@@ -150,18 +164,18 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
   const int64_t n = x.dim() == 0 ? 1 : x.size(-1);
   const int64_t rows = out.numel();
   WEFT_CHECK(n > 0 || op == ReduceOp::Sum, "[reduce] cannot take max/min/argmax of an empty dimension");
-  const DType d = x.dtype();
-  visit_compute_type(d, [&](auto c) {
+  visit_compute_type(x.dtype(), [&](auto c) {
     using C = decltype(c);
-    if (op == ReduceOp::Sum) sum_rows<C>(byte_ptr(x), d, out.data_ptr(), out.dtype(), rows, n);
-    else extreme_rows<C>(op, byte_ptr(x), d, out.data_ptr(), rows, n);
+    if (op == ReduceOp::Sum) sum_rows<C>(Storage::of<C>(x), out.data_ptr(), out.dtype(), rows, n);
+    else extreme_rows<C>(op, Storage::of<C>(x), out.data_ptr(), rows, n);
   });
 }
 
 void CpuBackend::sum_columns(const Tensor& x, const Tensor& out) {
   const int64_t n = x.size(0), cols = x.size(1);
   visit_compute_type(x.dtype(), [&](auto c) {
-    sum_columns_of<decltype(c)>(byte_ptr(x), x.dtype(), out.data_ptr(), out.dtype(), n, cols);
+    using C = decltype(c);
+    sum_columns_of<C>(Storage::of<C>(x), out.data_ptr(), out.dtype(), n, cols);
   });
 }
 
