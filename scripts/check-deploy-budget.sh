@@ -9,7 +9,8 @@
 #   (default: build, which should be a Release build) and then looked for there.
 #   scripts/check-deploy-budget.sh mlp_train weft-generate
 # Prints one line per program (stripped size, shared libraries) and exits 1 if any is over budget.
-# CTest runs it on mlp_train in Release builds (examples/CMakeLists.txt, test deploy_budget).
+# CTest runs it on mlp_train and weft-generate in Release builds (examples/CMakeLists.txt, test
+# deploy_budget); bench/deploy_size.sh prints it with the static C program's figures.
 set -euo pipefail
 budget=${WEFT_BUDGET_BYTES:-3145728}
 build_dir=build
@@ -18,7 +19,7 @@ if [ "${1:-}" = "--build-dir" ]; then
   shift 2
 fi
 if [ $# -eq 0 ]; then
-  sed -n '2,12p' "$0" >&2
+  sed -n '2,13p' "$0" >&2
   exit 2
 fi
 # What a program may load: the C and C++ runtimes (pthreads live in libc since glibc 2.34) and

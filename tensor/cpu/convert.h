@@ -115,6 +115,14 @@ void store_chunk(char* p, int64_t stride, int64_t n, const Compute<T>* buf) {
   convert_run<T, Compute<T>>(p, stride, reinterpret_cast<const char*>(buf), sizeof(Compute<T>), n);
 }
 
+// load_chunk / store_chunk for a dtype known only at run time: float32 or a narrow float. A kernel
+// serves every narrow format with one float32 loop through these, looked up once per call, instead
+// of one copy of the loop per format (tensor/cpu/convert.cpp).
+using FloatChunkLoad = void (*)(const char* p, int64_t stride, int64_t n, float* buf);
+using FloatChunkStore = void (*)(char* p, int64_t stride, int64_t n, const float* buf);
+FloatChunkLoad float_chunk_load(DType d);
+FloatChunkStore float_chunk_store(DType d);
+
 // Calls fn(S{}) with S the storage type of a floating dtype (narrow or not); `op` names the caller
 // when d is not floating.
 template <class Fn>

@@ -3,7 +3,9 @@
 // Each op is a small scalar function (tensor/elementwise_math.h, shared with the CUDA kernels);
 // `run_unary` / `run_binary` apply it over strided runs,
 // with a tight loop for the contiguous case (which the compiler vectorises) and a strided loop
-// otherwise; narrow floats are widened chunk by chunk as they are read (tensor/cpu/convert.h).
+// otherwise. Narrow floats are widened chunk by chunk as they are read (tensor/cpu/convert.h),
+// through one float32 loop per op whichever narrow format it is: instantiating every op for every
+// dtype made this file a third of a shipped program's code (issue 47).
 // The op is a template argument so the switch happens once per call, not per element, and the
 // per-element functors are forced inline, so the contiguous loops vectorise whatever the op's size.
 #include <algorithm>
@@ -27,20 +29,11 @@
 namespace weft::detail {
 namespace {
 
-// Applies f over a run of one input. Out and In are storage types; f takes and returns compute
-// values. Runs with a narrow operand go through chunks widened on the stack (tensor/cpu/convert.h).
+// Applies f over a run of one input. Out and In are storage types of dtypes computed as they are
+// stored (not narrow floats); f takes and returns those values.
 template <class Out, class In, class Fn>
 void elementwise_run(const StridedRun<2>& run, Fn f) {
-  if constexpr (kIsNarrowFloat<Out> || kIsNarrowFloat<In>) {
-    Compute<In> x[kChunk];
-    Compute<Out> r[kChunk];
-    for (int64_t begin = 0; begin < run.n; begin += kChunk) {
-      const int64_t n = std::min(kChunk, run.n - begin);
-      load_chunk<In>(run.ptr[1] + begin * run.stride[1], run.stride[1], n, x);
-      for (int64_t i = 0; i < n; ++i) r[i] = f(x[i]);
-      store_chunk<Out>(run.ptr[0] + begin * run.stride[0], run.stride[0], n, r);
-    }
-  } else if (run.stride[0] == sizeof(Out) && run.stride[1] == sizeof(In)) {
+  if (run.stride[0] == sizeof(Out) && run.stride[1] == sizeof(In)) {
     Out* o = reinterpret_cast<Out*>(run.ptr[0]);
     const In* x = reinterpret_cast<const In*>(run.ptr[1]);
     for (int64_t i = 0; i < run.n; ++i) o[i] = f(x[i]);
@@ -57,39 +50,70 @@ void elementwise_run(const StridedRun<2>& run, Fn f) {
 // The same over a run of two inputs of one storage type.
 template <class Out, class In, class Fn>
 void elementwise_run(const StridedRun<3>& run, Fn f) {
-  if constexpr (kIsNarrowFloat<Out> || kIsNarrowFloat<In>) {
-    Compute<In> a[kChunk], b[kChunk];
-    Compute<Out> r[kChunk];
-    for (int64_t begin = 0; begin < run.n; begin += kChunk) {
-      const int64_t n = std::min(kChunk, run.n - begin);
-      load_chunk<In>(run.ptr[1] + begin * run.stride[1], run.stride[1], n, a);
-      load_chunk<In>(run.ptr[2] + begin * run.stride[2], run.stride[2], n, b);
-      for (int64_t i = 0; i < n; ++i) r[i] = f(a[i], b[i]);
-      store_chunk<Out>(run.ptr[0] + begin * run.stride[0], run.stride[0], n, r);
-    }
+  Out* o = reinterpret_cast<Out*>(run.ptr[0]);
+  if (run.stride[0] == sizeof(Out) && run.stride[1] == sizeof(In) && run.stride[2] == sizeof(In)) {
+    const In* a = reinterpret_cast<const In*>(run.ptr[1]);
+    const In* b = reinterpret_cast<const In*>(run.ptr[2]);
+    for (int64_t i = 0; i < run.n; ++i) o[i] = f(a[i], b[i]);
     return;
-  } else {
-    Out* o = reinterpret_cast<Out*>(run.ptr[0]);
-    if (run.stride[0] == sizeof(Out) && run.stride[1] == sizeof(In) && run.stride[2] == sizeof(In)) {
-      const In* a = reinterpret_cast<const In*>(run.ptr[1]);
-      const In* b = reinterpret_cast<const In*>(run.ptr[2]);
-      for (int64_t i = 0; i < run.n; ++i) o[i] = f(a[i], b[i]);
-      return;
-    }
-    if (run.stride[0] == sizeof(Out) && run.stride[1] == sizeof(In) && run.stride[2] == 0) {
-      const In* a = reinterpret_cast<const In*>(run.ptr[1]);
-      In b;
-      std::memcpy(&b, run.ptr[2], sizeof(In));
-      for (int64_t i = 0; i < run.n; ++i) o[i] = f(a[i], b);
-      return;
-    }
-    for (int64_t i = 0; i < run.n; ++i) {
-      In a, b;
-      std::memcpy(&a, run.ptr[1] + i * run.stride[1], sizeof(In));
-      std::memcpy(&b, run.ptr[2] + i * run.stride[2], sizeof(In));
-      const Out r = f(a, b);
-      std::memcpy(run.ptr[0] + i * run.stride[0], &r, sizeof(Out));
-    }
+  }
+  if (run.stride[0] == sizeof(Out) && run.stride[1] == sizeof(In) && run.stride[2] == 0) {
+    const In* a = reinterpret_cast<const In*>(run.ptr[1]);
+    In b;
+    std::memcpy(&b, run.ptr[2], sizeof(In));
+    for (int64_t i = 0; i < run.n; ++i) o[i] = f(a[i], b);
+    return;
+  }
+  for (int64_t i = 0; i < run.n; ++i) {
+    In a, b;
+    std::memcpy(&a, run.ptr[1] + i * run.stride[1], sizeof(In));
+    std::memcpy(&b, run.ptr[2] + i * run.stride[2], sizeof(In));
+    const Out r = f(a, b);
+    std::memcpy(run.ptr[0] + i * run.stride[0], &r, sizeof(Out));
+  }
+}
+
+// Where a narrow-input op's results go: rounded into the input's narrow dtype, or stored as they
+// are when the op is a predicate (bool).
+template <class R>
+struct NarrowResults {
+  FloatChunkStore round;
+  void operator()(char* p, int64_t stride, int64_t n, const R* r) const {
+    if constexpr (std::is_same_v<R, bool>) store_chunk<bool>(p, stride, n, r);
+    else round(p, stride, n, r);
+  }
+};
+
+// The float32 loops of the narrow floats: the input widened chunk by chunk on the stack (`load`,
+// whichever narrow format it is), f applied, the results stored. One such loop per op serves
+// float16, bfloat16 and both float8s.
+template <class Fn>
+void narrow_run(const StridedRun<2>& run, FloatChunkLoad load, FloatChunkStore round, Fn f) {
+  using R = decltype(f(0.0f));
+  const NarrowResults<R> store{round};
+  float x[kChunk];
+  R r[kChunk];
+  for (int64_t begin = 0; begin < run.n; begin += kChunk) {
+    const int64_t n = std::min(kChunk, run.n - begin);
+    load(run.ptr[1] + begin * run.stride[1], run.stride[1], n, x);
+    for (int64_t i = 0; i < n; ++i) r[i] = f(x[i]);
+    store(run.ptr[0] + begin * run.stride[0], run.stride[0], n, r);
+  }
+}
+
+// The same over a run of two narrow inputs of one dtype.
+template <class Fn>
+void narrow_run(const StridedRun<3>& run, FloatChunkLoad load, FloatChunkStore round, Fn f) {
+  using R = decltype(f(0.0f, 0.0f));
+  const NarrowResults<R> store{round};
+  float a[kChunk], b[kChunk];
+  R r[kChunk];
+  for (int64_t begin = 0; begin < run.n; begin += kChunk) {
+    const int64_t n = std::min(kChunk, run.n - begin);
+    load(run.ptr[1] + begin * run.stride[1], run.stride[1], n, a);
+    load(run.ptr[2] + begin * run.stride[2], run.stride[2], n, b);
+    for (int64_t i = 0; i < n; ++i) r[i] = f(a[i], b[i]);
+    store(run.ptr[0] + begin * run.stride[0], run.stride[0], n, r);
   }
 }
 
@@ -109,32 +133,49 @@ struct BinaryFn {
 template <class Result, class In>
 using OutStorage = std::conditional_t<std::is_same_v<Result, bool>, bool, In>;
 
+// Narrow inputs take one float32 loop (narrow_run), every other dtype a loop of its own.
 template <UnaryOp OP>
 void run_unary(const Tensor& x, const Tensor& out, double p0, double p1) {
-  WEFT_DISPATCH_ALL(x.dtype(), S, {
-    using T = Compute<S>;
-    if constexpr (kUnarySupports<OP, T>) {
-      using Out = OutStorage<decltype(unary_scalar<OP, T>(T{}, 0.0, 0.0)), S>;
+  const DType in = x.dtype();
+  if (is_narrow_float(in)) {
+    const FloatChunkLoad load = float_chunk_load(in);
+    const FloatChunkStore round = float_chunk_store(in);
+    for_each_strided<2>({&out, &x}, [=](const StridedRun<2>& run) { narrow_run(run, load, round, UnaryFn<OP, float>{p0, p1}); });
+    return;
+  }
+  WEFT_DISPATCH_ALL(in, S, {
+    if constexpr (kIsNarrowFloat<S>) {
+      WEFT_FAIL("[cpu] internal: narrow dtype ", in, " missed the float32 loop");
+    } else if constexpr (kUnarySupports<OP, S>) {
+      using Out = OutStorage<decltype(unary_scalar<OP, S>(S{}, 0.0, 0.0)), S>;
       for_each_strided<2>({&out, &x}, [p0, p1](const StridedRun<2>& run) {
-        elementwise_run<Out, S>(run, UnaryFn<OP, T>{p0, p1});
+        elementwise_run<Out, S>(run, UnaryFn<OP, S>{p0, p1});
       });
     } else {
-      WEFT_FAIL("[cpu] internal: unary op ", static_cast<int>(OP), " needs a floating input, got ", x.dtype());
+      WEFT_FAIL("[cpu] internal: unary op ", static_cast<int>(OP), " needs a floating input, got ", in);
     }
   });
 }
 
 template <BinaryOp OP>
 void run_binary(const Tensor& a, const Tensor& b, const Tensor& out) {
-  WEFT_DISPATCH_ALL(a.dtype(), S, {
-    using T = Compute<S>;
-    if constexpr (kBinarySupports<OP, T>) {
-      using Out = OutStorage<decltype(binary_scalar<OP, T>(T{}, T{})), S>;
+  const DType in = a.dtype();
+  if (is_narrow_float(in)) {
+    const FloatChunkLoad load = float_chunk_load(in);
+    const FloatChunkStore round = float_chunk_store(in);
+    for_each_strided<3>({&out, &a, &b}, [=](const StridedRun<3>& run) { narrow_run(run, load, round, BinaryFn<OP, float>{}); });
+    return;
+  }
+  WEFT_DISPATCH_ALL(in, S, {
+    if constexpr (kIsNarrowFloat<S>) {
+      WEFT_FAIL("[cpu] internal: narrow dtype ", in, " missed the float32 loop");
+    } else if constexpr (kBinarySupports<OP, S>) {
+      using Out = OutStorage<decltype(binary_scalar<OP, S>(S{}, S{})), S>;
       for_each_strided<3>({&out, &a, &b}, [](const StridedRun<3>& run) {
-        elementwise_run<Out, S>(run, BinaryFn<OP, T>{});
+        elementwise_run<Out, S>(run, BinaryFn<OP, S>{});
       });
     } else {
-      WEFT_FAIL("[cpu] internal: binary op ", static_cast<int>(OP), " is not defined for ", a.dtype());
+      WEFT_FAIL("[cpu] internal: binary op ", static_cast<int>(OP), " is not defined for ", in);
     }
   });
 }

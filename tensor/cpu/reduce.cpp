@@ -3,8 +3,12 @@
 // Floating sums accumulate in double (float32 rows of a million elements stay accurate);
 // integer and bool sums accumulate in int64. Rows of narrow floats are widened into a buffer of
 // the kernel's own before they are reduced (tensor/cpu/convert.h), and results rounded on store.
+// The reductions are instantiated once per compute type, not per storage and output dtype: every
+// narrow float is read as float32 through one kernel, and a sum's output dtype is a store function
+// chosen per call (issue 47: the full product was a twelfth of a shipped program).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -20,64 +24,126 @@ namespace {
 template <class C>
 using Accumulator = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
 
-template <class S, class O>
-void sum_rows(const S* x, O* out, int64_t rows, int64_t n) {
-  using Acc = Accumulator<Compute<S>>;
-  auto finish = [](Acc total) { return convert<O>(static_cast<Compute<O>>(total)); };
+// Calls fn(C{}) with C the type dtype d is computed in: float32 for every narrow float, so one
+// instantiation of a kernel serves them all (issue 47), reading rows through compute_values.
+template <class Fn>
+void visit_compute_type(DType d, Fn&& fn) {
+  if (is_narrow_float(d)) return fn(float{});
+  WEFT_DISPATCH_ALL(d, S, {
+    if constexpr (!kIsNarrowFloat<S>) fn(S{});
+  });
+}
+
+// How a kernel computing in C reads a contiguous tensor: through float32 chunks (`widen`) when it
+// is a narrow float, else in place.
+struct Storage {
+  const char* base;
+  FloatChunkLoad widen;  // null: the tensor is stored as C
+  int64_t item;
+
+  template <class C>
+  static Storage of(const Tensor& t) {
+    const DType d = t.dtype();
+    return {byte_ptr(t), std::is_same_v<C, float> && d != kFloat32 ? float_chunk_load(d) : nullptr,
+            static_cast<int64_t>(itemsize(d))};
+  }
+};
+
+// Values [begin, begin + n) of x as compute type C: in place, or (narrow storage, C = float)
+// widened into buffer.
+template <class C>
+const C* compute_values(const Storage& x, int64_t begin, int64_t n, std::vector<C>& buffer) {
+  if constexpr (std::is_same_v<C, float>) {
+    if (x.widen != nullptr) {
+      buffer.resize(static_cast<size_t>(n));
+      for (int64_t b = 0; b < n; b += kChunk)
+        x.widen(x.base + (begin + b) * x.item, x.item, std::min(kChunk, n - b), buffer.data() + b);
+      return buffer.data();
+    }
+  }
+  return reinterpret_cast<const C*>(x.base) + begin;
+}
+
+// Where a sum's total goes: out[r] of a sum's output dtype (int64 or floating), rounded as
+// convert() rounds. Chosen once per call, so the kernels are not instantiated per output dtype.
+template <class Acc>
+using StoreTotal = void (*)(void* out, int64_t r, Acc total);
+
+template <class O, class Acc>
+void store_total(void* out, int64_t r, Acc total) {
+  static_cast<O*>(out)[r] = convert<O>(static_cast<Compute<O>>(total));
+}
+
+template <class Acc>
+StoreTotal<Acc> store_total_for(DType d) {
+  WEFT_CHECK(d == kInt64 || is_floating(d), "[sum] internal: unsupported accumulator dtype ", d);
+  StoreTotal<Acc> store = nullptr;
+  WEFT_DISPATCH_ALL(d, O, {
+    if constexpr (std::is_same_v<O, int64_t> || std::is_floating_point_v<O> || kIsNarrowFloat<O>)
+      store = store_total<O, Acc>;
+  });
+  return store;
+}
+
+template <class C>
+void sum_rows(const Storage& x, void* out, DType out_dtype, int64_t rows, int64_t n) {
+  using Acc = Accumulator<C>;
+  const StoreTotal<Acc> store = store_total_for<Acc>(out_dtype);
   if (rows == 1 && n >= 2 * kParallelGrain) {
     // One long row: partial sums per thread, combined in a fixed order (deterministic).
     const int64_t chunks = num_threads();
     std::vector<Acc> partial(static_cast<size_t>(chunks), 0);
     parallel_for(chunks, [&](int64_t c) {
       const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-      std::vector<Compute<S>> buffer;
-      const Compute<S>* v = row_values(x + begin, 0, end - begin, buffer);
+      std::vector<C> buffer;
+      const C* v = compute_values(x, begin, end - begin, buffer);
       Acc acc = 0;
       for (int64_t i = 0; i < end - begin; ++i) acc += v[i];
       partial[static_cast<size_t>(c)] = acc;
     });
     Acc total = 0;
     for (auto p : partial) total += p;
-    out[0] = finish(total);
+    store(out, 0, total);
     return;
   }
   for_each_row(rows, n, [&](int64_t r) {
-    std::vector<Compute<S>> buffer;
-    const Compute<S>* v = row_values(x, r, n, buffer);
+    std::vector<C> buffer;
+    const C* v = compute_values(x, r * n, n, buffer);
     Acc acc = 0;
     for (int64_t i = 0; i < n; ++i) acc += v[i];
-    out[r] = finish(acc);
+    store(out, r, acc);
   });
 }
 
 // Column sums walk x row by row (contiguous, vectorisable) into one accumulator per column;
 // threads take disjoint column ranges, so the result does not depend on the thread count.
-template <class S, class O>
-void sum_columns_of(const S* x, O* out, int64_t n, int64_t cols) {
-  using Acc = Accumulator<Compute<S>>;
+template <class C>
+void sum_columns_of(const Storage& x, void* out, DType out_dtype, int64_t n, int64_t cols) {
+  using Acc = Accumulator<C>;
+  const StoreTotal<Acc> store = store_total_for<Acc>(out_dtype);
   const int64_t chunks = n * cols >= kParallelGrain ? std::min<int64_t>(num_threads(), (cols + 7) / 8) : 1;
   parallel_for(chunks, [&](int64_t c) {
     const int64_t begin = cols * c / chunks, end = cols * (c + 1) / chunks;
     std::vector<Acc> acc(static_cast<size_t>(end - begin), 0);
-    std::vector<Compute<S>> buffer;
+    std::vector<C> buffer;
     for (int64_t r = 0; r < n; ++r) {
-      const Compute<S>* row = row_values(x + r * cols + begin, 0, end - begin, buffer);
+      const C* row = compute_values(x, r * cols + begin, end - begin, buffer);
       for (int64_t j = 0; j < end - begin; ++j) acc[static_cast<size_t>(j)] += row[j];
     }
-    for (int64_t j = begin; j < end; ++j)
-      out[j] = convert<O>(static_cast<Compute<O>>(acc[static_cast<size_t>(j - begin)]));
+    for (int64_t j = begin; j < end; ++j) store(out, j, acc[static_cast<size_t>(j - begin)]);
   });
 }
 
-// Max/min propagate NaN, as PyTorch; ties keep the first index.
-template <class S>
-void extreme_rows(ReduceOp op, const S* x, void* out, int64_t rows, int64_t n) {
-  using C = Compute<S>;
+// Max/min propagate NaN, as PyTorch; ties keep the first index. A value result is the input's
+// element itself, copied as bytes.
+template <class C>
+void extreme_rows(ReduceOp op, const Storage& x, void* out, int64_t rows, int64_t n) {
   const bool want_max = op == ReduceOp::Max || op == ReduceOp::ArgMax;
   const bool want_index = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
+  const auto item = static_cast<size_t>(x.item);
   for_each_row(rows, n, [&](int64_t r) {
     std::vector<C> buffer;
-    const C* row = row_values(x, r, n, buffer);
+    const C* row = compute_values(x, r * n, n, buffer);
     int64_t best = 0;
     for (int64_t i = 1; i < n; ++i) {
       const C v = row[i], b = row[best];
@@ -88,16 +154,7 @@ void extreme_rows(ReduceOp op, const S* x, void* out, int64_t rows, int64_t n) {
       if (want_max ? v > b : v < b) best = i;
     }
     if (want_index) static_cast<int64_t*>(out)[r] = best;
-    else static_cast<S*>(out)[r] = x[r * n + best];
-  });
-}
-
-// Calls fn(O{}) with O the storage type of a sum's output: int64 or a floating dtype.
-template <class Fn>
-void dispatch_sum_output(DType d, Fn fn) {
-  WEFT_CHECK(d == kInt64 || is_floating(d), "[sum] internal: unsupported accumulator dtype ", d);
-  WEFT_DISPATCH_ALL(d, O, {
-    if constexpr (std::is_same_v<O, int64_t> || std::is_floating_point_v<O> || kIsNarrowFloat<O>) fn(O{});
+    else std::memcpy(static_cast<char*>(out) + static_cast<size_t>(r) * item, x.base + static_cast<size_t>(r * n + best) * item, item);
   });
 }
 
@@ -107,20 +164,18 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
   const int64_t n = x.dim() == 0 ? 1 : x.size(-1);
   const int64_t rows = out.numel();
   WEFT_CHECK(n > 0 || op == ReduceOp::Sum, "[reduce] cannot take max/min/argmax of an empty dimension");
-  WEFT_DISPATCH_ALL(x.dtype(), S, {
-    const S* xp = static_cast<const S*>(x.data_ptr());
-    if (op == ReduceOp::Sum)
-      dispatch_sum_output(out.dtype(), [&](auto o) { sum_rows(xp, static_cast<decltype(o)*>(out.data_ptr()), rows, n); });
-    else
-      extreme_rows<S>(op, xp, out.data_ptr(), rows, n);
+  visit_compute_type(x.dtype(), [&](auto c) {
+    using C = decltype(c);
+    if (op == ReduceOp::Sum) sum_rows<C>(Storage::of<C>(x), out.data_ptr(), out.dtype(), rows, n);
+    else extreme_rows<C>(op, Storage::of<C>(x), out.data_ptr(), rows, n);
   });
 }
 
 void CpuBackend::sum_columns(const Tensor& x, const Tensor& out) {
   const int64_t n = x.size(0), cols = x.size(1);
-  WEFT_DISPATCH_ALL(x.dtype(), S, {
-    const S* xp = static_cast<const S*>(x.data_ptr());
-    dispatch_sum_output(out.dtype(), [&](auto o) { sum_columns_of(xp, static_cast<decltype(o)*>(out.data_ptr()), n, cols); });
+  visit_compute_type(x.dtype(), [&](auto c) {
+    using C = decltype(c);
+    sum_columns_of<C>(Storage::of<C>(x), out.data_ptr(), out.dtype(), n, cols);
   });
 }
 

@@ -200,3 +200,41 @@ TEST_CASE("a sum over leading dims (read as columns in place) equals the same su
   sum(mul(leaf, tensor({1, 2, 3})), {0}).sum().backward();
   CHECK(values(leaf.grad()) == std::vector<double>{1, 2, 3, 1, 2, 3});
 }
+
+TEST_CASE("sums of every dtype into every output dtype, by rows and by columns, round the exact total once") {
+  // A (5, 7) matrix of the integers 0..3, exact in every dtype; its row sums (up to 21) and column
+  // sums (up to 15) are exact in a wide accumulator and are rounded once into the output dtype, as
+  // converting the exact total would round it (21 is not a float8 e4m3 value: it becomes 20).
+  std::vector<double> v(35);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((i * 5 + 3) % 4);
+  std::vector<double> row_totals(5, 0), column_totals(7, 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    row_totals[i / 7] += v[i];
+    column_totals[i % 7] += v[i];
+  }
+  const Tensor exact = from_vector(v, {5, 7}, kFloat64);
+  for (const DType in : {kFloat64, kFloat32, kFloat16, kBFloat16, kFloat8E4M3FN, kFloat8E5M2, kInt8, kUInt8, kInt32,
+                         kInt64}) {
+    const Tensor x = exact.to(in);
+    for (const DType out : {kInt64, kFloat64, kFloat32, kFloat16, kBFloat16, kFloat8E4M3FN, kFloat8E5M2}) {
+      CAPTURE(in);
+      CAPTURE(out);
+      CHECK(values(sum(x, {1}, false, out)) == values(from_vector(row_totals, {5}, kFloat64).to(out)));
+      CHECK(values(sum(x, {0}, false, out)) == values(from_vector(column_totals, {7}, kFloat64).to(out)));
+    }
+  }
+}
+
+TEST_CASE("amax and argmax of every dtype give the row's first largest element, bit for bit") {
+  // Rows of 0..3 with the largest value first reached at a known column.
+  const Tensor exact = tensor({1, 3, 0, 3, 2, 0, 0, 1, 2, 2, 3, 1, 1, 1, 1}, kFloat64).view({3, 5});
+  for (const DType in : {kFloat64, kFloat32, kFloat16, kBFloat16, kFloat8E4M3FN, kFloat8E5M2, kInt8, kUInt8, kInt32,
+                         kInt64}) {
+    CAPTURE(in);
+    const Tensor x = exact.to(in);
+    const Tensor largest = amax(x, {1});
+    CHECK(largest.dtype() == in);
+    CHECK(values(largest) == std::vector<double>{3, 2, 3});
+    CHECK(ints(argmax(x, 1)) == std::vector<int64_t>{1, 3, 0});
+  }
+}
