@@ -250,3 +250,42 @@ TEST_CASE("a checkpoint transformers saved through bitsandbytes' 4-bit config is
             .find("has a bitsandbytes quantization_config (nf4-dq): loading weights that bitsandbytes quantized is not "
                   "supported; load the float checkpoint with quantize = \"nf4-dq\" instead") != std::string::npos);
 }
+
+TEST_CASE("GPT-2's Conv1D weights: views of the file in float32, converted exactly in bfloat16 and when quantized") {
+  const io::SafetensorsFile file = io::load_safetensors(data_dir() / "tiny_gpt2" / "model.safetensors");
+  const Tensor& stored = *file.tensors.find("transformer.h.0.attn.c_attn.weight");  // [in, out]
+  const Tensor& wte = *file.tensors.find("transformer.wte.weight");
+
+  PretrainedModel f32 = from_pretrained(data_dir() / "tiny_gpt2");
+  const nn::TensorDict sd32 = f32.model->state_dict();
+  const Tensor& w32 = *sd32.find("transformer.h.0.attn.c_attn.weight");
+  CHECK(w32.shape() == Shape({stored.size(1), stored.size(0)}));
+  CHECK(!w32.is_contiguous());  // read in place, transposed: no copy of the file
+  CHECK(w32.t().is_contiguous());
+  CHECK(equal(w32, stored.t()));
+
+  // bfloat16: each tensor the file's, rounded once, in a contiguous [out, in] layout; the head
+  // still the embedding itself.
+  PretrainedModel bf16 = from_pretrained(data_dir() / "tiny_gpt2", {.quantize = "", .dtype = kBFloat16});
+  const nn::TensorDict sd16 = bf16.model->state_dict();
+  for (const auto& [name, t] : sd16) {
+    CAPTURE(name);
+    CHECK(t.dtype() == kBFloat16);
+    CHECK(t.is_contiguous());
+  }
+  CHECK(equal(*sd16.find("transformer.h.0.attn.c_attn.weight"), stored.t().to(kBFloat16)));
+  CHECK(equal(*sd16.find("transformer.wte.weight"), wte.to(kBFloat16)));
+  CHECK(sd16.find("lm_head.weight")->data_ptr() == sd16.find("transformer.wte.weight")->data_ptr());
+
+  // Quantized from the transposed view: the codes a Linear holding the contiguous [out, in]
+  // weight quantizes to.
+  PretrainedModel nf4 = from_pretrained(data_dir() / "tiny_gpt2", {.quantize = "nf4"});
+  const precision::quant::Linear4bitImpl* layer = nullptr;
+  for (const auto& [name, m] : nf4.model->named_modules())
+    if (name == "transformer.h.0.attn.c_attn") layer = dynamic_cast<const precision::quant::Linear4bitImpl*>(m.get());
+  REQUIRE(layer != nullptr);
+  nn::LinearImpl plain(stored.size(0), stored.size(1), true);
+  plain.weight.detach().copy_(stored.t());
+  const auto expected = precision::quant::Linear4bitImpl::from_linear(plain, layer->options());
+  CHECK(equal(layer->dequantize_weight(), expected->dequantize_weight()));
+}
