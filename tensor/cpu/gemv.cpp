@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "tensor/cpu/gemv_kernels.h"
+#include "tensor/float_formats.h"
 #include "tensor/parallel.h"
 
 namespace weft::detail {
@@ -33,6 +34,15 @@ void gemv_bf16_rows_scalar(const uint16_t* w, int64_t ldw, const uint16_t* x, in
   for (int64_t j = 0; j < rows; ++j) {
     float sum = 0;
     for (int64_t p = 0; p < k; ++p) sum += widen(w[j * ldw + p]) * widen(x[p]);
+    y[j] = accumulate ? y[j] + sum : sum;
+  }
+}
+
+void gemv_f16_rows_scalar(const uint16_t* w, int64_t ldw, const uint16_t* x, int64_t k, int64_t rows, float* y,
+                          bool accumulate) {
+  for (int64_t j = 0; j < rows; ++j) {
+    float sum = 0;
+    for (int64_t p = 0; p < k; ++p) sum += half_to_float(w[j * ldw + p]) * half_to_float(x[p]);
     y[j] = accumulate ? y[j] + sum : sum;
   }
 }
@@ -66,6 +76,14 @@ void gemv_bf16_rows(CpuIsa isa, const uint16_t* w, int64_t ldw, const uint16_t* 
                  : isa >= CpuIsa::Avx512   ? gemv_bf16_rows_avx512
                  : isa >= CpuIsa::Avx2     ? gemv_bf16_rows_avx2
                                            : gemv_bf16_rows_scalar;
+  split_columns(n, k, [&](int64_t first, int64_t count) { kernel(w + first * ldw, ldw, x, k, count, y + first, accumulate); });
+}
+
+void gemv_f16_rows(CpuIsa isa, const uint16_t* w, int64_t ldw, const uint16_t* x, int64_t k, int64_t n, float* y,
+                   bool accumulate) {
+  auto* kernel = isa >= CpuIsa::Avx512 ? gemv_f16_rows_avx512
+                 : isa >= CpuIsa::Avx2 ? gemv_f16_rows_avx2
+                                       : gemv_f16_rows_scalar;
   split_columns(n, k, [&](int64_t first, int64_t count) { kernel(w + first * ldw, ldw, x, k, count, y + first, accumulate); });
 }
 

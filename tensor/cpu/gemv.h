@@ -5,7 +5,8 @@
 // columns over the threads (so no value's arithmetic depends on the thread count).
 //
 // The kernel is chosen at run time from cpu_isa() (tensor/cpu/isa.h): AVX-512 BF16 dot products
-// (vdpbf16ps: pairs of bfloat16 products into float32, denormals flushed), AVX-512, AVX2, and the
+// (vdpbf16ps: pairs of bfloat16 products into float32, denormals flushed), AVX-512, AVX2 (float16
+// through F16C's conversions at both), and the
 // scalar reference every fast kernel is tested against (tests/tensor/test_gemv.cpp).
 #pragma once
 
@@ -19,6 +20,10 @@ namespace weft::detail {
 // bits, y float32; float32 sums.
 void gemv_bf16_rows(CpuIsa isa, const uint16_t* w, int64_t ldw, const uint16_t* x, int64_t k, int64_t n, float* y,
                     bool accumulate);
+
+// The same over float16 bits (W and x): an LLM.int8() model's float16 head.
+void gemv_f16_rows(CpuIsa isa, const uint16_t* w, int64_t ldw, const uint16_t* x, int64_t k, int64_t n, float* y,
+                   bool accumulate);
 
 // y(n) (+)= x(k) · B(k×n): B float32 with contiguous rows (row p at b + p·ldb), a layer's weight
 // stored [in, out]; float32 sums.
