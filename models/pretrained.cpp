@@ -159,14 +159,22 @@ void convert_into(const Tensor& dest, const Tensor& src, bool release) {
   }
 }
 
+// Note [Small tensors are copied]: the kernel maps a file's page cache in large folios (up to
+// 2 MiB), and a fault on one page of a folio maps all of it. A bias or norm weight left in the
+// mapping between converted (released) weights would, at its first read, bring back up to 2 MiB
+// of them: an nf4 GPT-2 grew 2 MiB per layer it ran. So only tensors of at least a folio's size
+// are adopted; smaller ones (a fraction of a percent of a model) are copied like converted ones.
+constexpr size_t kAdoptMinBytes = size_t{2} << 20;
+
 // Loads `weights` (already checked against the model) without copying what need not be copied:
-// a parameter or buffer whose file tensor has its dtype and shape takes that tensor itself — a
-// copy-on-write view of the mapped file (io/safetensors.h), or a transposed view of one (GPT-2's
-// Conv1D weights) — so the model's memory is the file's pages, shared by every process that loads
-// the file. A floating one of another dtype is converted into memory of its exact size, slab by
-// slab (convert_into), once per tensor however many names it has (a tied head). The rest
-// (quantized layers' weights) go through load_state_dict one tensor at a time. A file tensor's
-// pages are released once its last reader is done.
+// a parameter or buffer whose file tensor has its dtype and shape and at least kAdoptMinBytes
+// takes that tensor itself — a copy-on-write view of the mapped file (io/safetensors.h), or a
+// transposed view of one (GPT-2's Conv1D weights) — so the model's memory is the file's pages,
+// shared by every process that loads the file. A floating one of another dtype, or a small one,
+// is converted (copied) into memory of its exact size, slab by slab (convert_into), once per
+// tensor however many names it has (a tied head). The rest (quantized layers' weights) go through
+// load_state_dict one tensor at a time. A file tensor's pages are released once its last reader
+// is done.
 void adopt_or_load(nn::Module& model, const nn::TensorDict& weights) {
   std::map<std::string, Tensor> handles;
   for (auto& [name, t] : model.named_parameters()) handles.emplace(name, t);
@@ -175,7 +183,8 @@ void adopt_or_load(nn::Module& model, const nn::TensorDict& weights) {
   for (const auto& [name, t] : weights) {
     const auto it = handles.find(name);
     if (it != handles.end() && !it->second.is_uninitialized() && it->second.dtype() == t.dtype() &&
-        it->second.shape() == t.shape() && it->second.device() == t.device() && plain_layout(t))
+        it->second.shape() == t.shape() && it->second.device() == t.device() && plain_layout(t) &&
+        t.nbytes() >= kAdoptMinBytes)
       it->second.set_data(t);
   }
   // What is left to read, each model tensor once, and how many steps read each file tensor.

@@ -252,17 +252,29 @@ TEST_CASE("a checkpoint transformers saved through bitsandbytes' 4-bit config is
 }
 
 TEST_CASE("GPT-2's Conv1D weights: views of the file in float32, converted exactly in bfloat16 and when quantized") {
+  // A 384-wide GPT-2 of one layer, its MLP weights 2.25 MiB: large enough to be read in place
+  // (pretrained.cpp, Note [Small tensors are copied]), the attention's projection (576 KiB) not.
+  test::TempDir dir;
+  HfConfig wide = read_hf_config(data_dir() / "tiny_gpt2");
+  wide.gpt.n_embd = 384;
+  wide.gpt.n_layer = 1;
+  save_pretrained(GPTImpl(wide.gpt), wide, dir.path());
+  const io::SafetensorsFile wide_file = io::load_safetensors(dir.path() / "model.safetensors");
+  PretrainedModel f32 = from_pretrained(dir.path());
+  const nn::TensorDict sd32 = f32.model->state_dict();
+  const Tensor& fc = *sd32.find("transformer.h.0.mlp.c_fc.weight");
+  const Tensor& fc_stored = *wide_file.tensors.find("transformer.h.0.mlp.c_fc.weight");  // [in, out]
+  CHECK(fc.shape() == Shape({4 * 384, 384}));
+  CHECK(!fc.is_contiguous());  // read in place, transposed: no copy of the file
+  CHECK(fc.t().is_contiguous());
+  CHECK(equal(fc, fc_stored.t()));
+  const Tensor& proj = *sd32.find("transformer.h.0.attn.c_proj.weight");
+  CHECK(proj.is_contiguous());  // small: copied, [out, in]
+  CHECK(equal(proj, wide_file.tensors.find("transformer.h.0.attn.c_proj.weight")->t()));
+
   const io::SafetensorsFile file = io::load_safetensors(data_dir() / "tiny_gpt2" / "model.safetensors");
   const Tensor& stored = *file.tensors.find("transformer.h.0.attn.c_attn.weight");  // [in, out]
   const Tensor& wte = *file.tensors.find("transformer.wte.weight");
-
-  PretrainedModel f32 = from_pretrained(data_dir() / "tiny_gpt2");
-  const nn::TensorDict sd32 = f32.model->state_dict();
-  const Tensor& w32 = *sd32.find("transformer.h.0.attn.c_attn.weight");
-  CHECK(w32.shape() == Shape({stored.size(1), stored.size(0)}));
-  CHECK(!w32.is_contiguous());  // read in place, transposed: no copy of the file
-  CHECK(w32.t().is_contiguous());
-  CHECK(equal(w32, stored.t()));
 
   // bfloat16: each tensor the file's, rounded once, in a contiguous [out, in] layout; the head
   // still the embedding itself.
