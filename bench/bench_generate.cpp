@@ -154,10 +154,11 @@ int main(int argc, char** argv) {
   const double kv_fraction = (static_cast<double>(o.prompt) + static_cast<double>(o.new_tokens) / 2.0) /
                              static_cast<double>(o.prompt + o.new_tokens);
   const auto bytes_per_token = static_cast<size_t>(static_cast<double>(weights) + kv_fraction * static_cast<double>(kv_bytes));
+  // Read before the stream's buffer (as large as the model) is allocated.
+  const double rss = peak_rss_mb();
   const double stream = stream_seconds(bytes_per_token, o.threads);
   const double decode_gbps = static_cast<double>(bytes_per_token) * decode_rate / 1e9;
   const double stream_gbps = static_cast<double>(bytes_per_token) / stream / 1e9;
-  const double rss = peak_rss_mb();
   const double stored_mb = static_cast<double>(weights + kv_bytes) / 1048576.0;
 
   std::printf("%-10s %-9s %10s %10s %12s %12s %9s %10s %10s\n", "quantize", "dtype", "prefill/s", "decode/s",

@@ -1,8 +1,14 @@
 // from_pretrained / save_pretrained: Hugging Face folders, their key mapping and checks.
 #include "models/pretrained.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "io/atomic_file.h"
 #include "io/json.h"
@@ -64,6 +70,12 @@ bool is_conv1d_weight(const std::string& name) {
          ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_proj.weight");
 }
 
+// GPT-2's tensors under weft's names. A Conv1D weight becomes a transposed view of the file's
+// [in, out] tensor, not a copy: a float32 model keeps it as its Linear's weight (linear reads a
+// transposed weight in place), and a converted or quantized one reads it once.
+// GPT-2's tensors under weft's names. A Conv1D weight becomes a transposed view of the file's
+// [in, out] tensor, not a copy: a float32 model keeps it as its Linear's weight (linear reads a
+// transposed weight in place), and a converted or quantized one reads it once.
 nn::TensorDict gpt2_weights(const nn::TensorDict& file) {
   nn::TensorDict out;
   std::optional<Tensor> head;
@@ -74,7 +86,7 @@ nn::TensorDict gpt2_weights(const nn::TensorDict& file) {
       head = t;
       continue;
     }
-    out.insert("transformer." + name, is_conv1d_weight(name) && t.dim() == 2 ? t.t().contiguous() : t);
+    out.insert("transformer." + name, is_conv1d_weight(name) && t.dim() == 2 ? t.t() : t);
   }
   const Tensor* wte = out.find("transformer.wte.weight");
   if (head && wte != nullptr)
@@ -94,16 +106,80 @@ std::shared_ptr<CausalLM> build(const HfConfig& config) {
   return std::make_shared<LlamaForCausalLMImpl>(config.llama);
 }
 
+// Drops the resident pages of file bytes already converted into the model: a mapped file's page
+// a tensor was read through stays counted in the process's resident memory until the mapping
+// goes, which for a model converted to bfloat16 or quantized would add the float32 file to the
+// peak. MADV_DONTNEED on a MAP_PRIVATE page nobody wrote leaves the file's page in the page cache
+// and only unmaps it here; a later read maps it again. Only pages wholly inside the tensor's bytes
+// are dropped, so a neighbour's are untouched. A tensor the loader copied instead (unaligned in
+// its file) is heap memory whose pages would come back as zeros, so callers release only bytes no
+// later step reads.
+void release_pages(const Tensor& t) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr());
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + t.nbytes()) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+// A contiguous CPU tensor in memory of exactly its size. A checkpoint's converted weights live as
+// long as the model, so they skip the caching allocator's size classes (a 4.5 MiB bfloat16 matrix
+// would hold a 6 MiB block: a quarter more than the weights, over GPT-2).
+Tensor exact_tensor(const Shape& shape, DType dtype) {
+  const size_t nbytes = static_cast<size_t>(detail::shape_numel(shape)) * itemsize(dtype);
+  void* data = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+  WEFT_CHECK(data != nullptr, "[from_pretrained] cannot allocate ", nbytes, " bytes for a weight of shape ", shape);
+  auto impl = std::make_shared<detail::TensorImpl>();
+  impl->storage = Storage::borrow(data, nbytes, kCPU, [data] { std::free(data); });
+  impl->shape = shape;
+  impl->strides = detail::contiguous_strides(shape);
+  impl->dtype = dtype;
+  impl->device = kCPU;
+  return Tensor(std::move(impl));
+}
+
+// dest = src converted, a slab of src's memory (~16 MiB) at a time, each slab's pages released
+// after it is copied when `release`: at the peak the process holds the converted model and one
+// slab of the file. src is contiguous, or a transposed view of a contiguous matrix (GPT-2's
+// Conv1D weights: its slabs are runs of the file's rows, columns of src).
+void convert_into(const Tensor& dest, const Tensor& src, bool release) {
+  constexpr size_t kSlabBytes = size_t{16} << 20;
+  const bool transposed = !src.is_contiguous() && src.dim() == 2 && src.t().is_contiguous();
+  if (src.dim() == 0 || src.numel() == 0 || (!src.is_contiguous() && !transposed)) {
+    Tensor(dest).copy_(src);
+    if (release && src.is_contiguous()) release_pages(src);
+    return;
+  }
+  const int64_t dim = transposed ? 1 : 0, length = src.size(dim);
+  const size_t slice_bytes = static_cast<size_t>(src.numel() / length) * itemsize(src.dtype());
+  const int64_t step = std::max<int64_t>(1, static_cast<int64_t>(kSlabBytes / slice_bytes));
+  for (int64_t i = 0; i < length; i += step) {
+    const int64_t n = std::min(step, length - i);
+    const Tensor piece = src.narrow(dim, i, n);
+    dest.narrow(dim, i, n).copy_(piece);
+    if (release) release_pages(piece);
+  }
+}
+
+// Note [Small tensors are copied]: the kernel maps a file's page cache in large folios (up to
+// 2 MiB), and a fault on one page of a folio maps all of it. A bias or norm weight left in the
+// mapping between converted (released) weights would, at its first read, bring back up to 2 MiB
+// of them: an nf4 GPT-2 grew 2 MiB per layer it ran. So only tensors of at least a folio's size
+// are adopted; smaller ones (a fraction of a percent of a model) are copied like converted ones.
+constexpr size_t kAdoptMinBytes = size_t{2} << 20;
+
 // Loads `weights` (already checked against the model) without copying what need not be copied:
-// a parameter or buffer whose file tensor has its dtype and shape takes that tensor itself — a
-// copy-on-write view of the mapped file (io/safetensors.h) — so the model's memory is the file's
-// pages, shared by every process that loads the file. The rest (other dtypes, quantized layers'
-// weights) are converted by load_state_dict.
+// a parameter or buffer whose file tensor has its dtype and shape and at least kAdoptMinBytes
+// takes that tensor itself — a copy-on-write view of the mapped file (io/safetensors.h), or a
+// transposed view of one (GPT-2's Conv1D weights) — so the model's memory is the file's pages,
+// shared by every process that loads the file. A floating one of another dtype, or a small one,
+// is converted (copied) into memory of its exact size, slab by slab (convert_into), once per
+// tensor however many names it has (a tied head). A file tensor's pages are released once its
+// last reader is done.
 // A module whose entries in the file are more than its tensors (a quantized layer: packed codes
 // plus statistics under "weight.absmax", "SCB", ...) loads through its own hook, which must see
-// all of them: its tensors are never adopted, or the hook would find the codes gone and keep the
-// statistics it was built with (bitsandbytes folders' packed uint8 weights have the parameter's
-// dtype and shape, so they would otherwise be adopted).
+// all of them at once: its tensors are never adopted or converted here, or the hook would find the
+// codes gone and keep the statistics it was built with (bitsandbytes folders' packed uint8
+// weights have the parameter's dtype and shape, so they would otherwise be adopted).
 void adopt_or_load(nn::Module& model, const nn::TensorDict& weights) {
   std::map<std::string, Tensor> handles;
   for (auto& [name, t] : model.named_parameters()) handles.emplace(name, t);
@@ -118,21 +194,57 @@ void adopt_or_load(nn::Module& model, const nn::TensorDict& weights) {
     const size_t dot = name.rfind('.');
     return dot == std::string::npos ? std::string() : name.substr(0, dot);
   };
+  auto plain_layout = [](const Tensor& t) { return t.is_contiguous() || (t.dim() == 2 && t.t().is_contiguous()); };
   for (const auto& [name, t] : weights) {
     const auto it = handles.find(name);
     if (it != handles.end() && !hooked.count(owner(name)) && !it->second.is_uninitialized() &&
         it->second.dtype() == t.dtype() && it->second.shape() == t.shape() && it->second.device() == t.device() &&
-        t.is_contiguous())
+        plain_layout(t) && t.nbytes() >= kAdoptMinBytes)
       it->second.set_data(t);
   }
-  // A tied name (lm_head.weight) whose tensor took the file's data with its first name is done too.
+  // What is left to read, each model tensor once, and how many steps read each file tensor.
   const nn::TensorDict now = model.state_dict();
-  nn::TensorDict rest;
+  std::set<const void*> adopted;
+  for (const auto& [name, t] : now) adopted.insert(t.data_ptr());
+  // A tied name (lm_head.weight) is listed by named_parameters under its first name only; its
+  // state_dict entry shares that tensor's data.
+  std::map<const void*, const detail::TensorImpl*> tensor_at;
+  for (const auto& [name, t] : handles)
+    if (!t.is_uninitialized()) tensor_at.emplace(t.data_ptr(), t.impl());
+  std::vector<std::pair<std::string, Tensor>> rest;
+  std::set<const detail::TensorImpl*> loading;
+  std::map<const void*, int> readers;
   for (const auto& [name, t] : weights) {
     const Tensor* mine = now.find(name);
-    if (mine == nullptr || mine->dtype() != t.dtype() || mine->data_ptr() != t.data_ptr()) rest.insert(name, t);
+    if (mine != nullptr && mine->dtype() == t.dtype() && mine->data_ptr() == t.data_ptr()) continue;
+    if (mine != nullptr && !mine->is_uninitialized()) {
+      const auto at = tensor_at.find(mine->data_ptr());
+      if (at != tensor_at.end() && !loading.insert(at->second).second) continue;  // a tied name: loaded once
+    }
+    rest.emplace_back(name, t);
+    ++readers[t.data_ptr()];
   }
-  if (!rest.empty()) model.load_state_dict(rest, /*strict=*/false);
+  nn::TensorDict through_hooks;  // the quantized layers' entries, each layer's together
+  for (const auto& [name, t] : rest) {
+    if (hooked.count(owner(name))) {
+      through_hooks.insert(name, t.contiguous());
+      continue;
+    }
+    const bool last = --readers[t.data_ptr()] == 0 && t.device() == kCPU && !adopted.count(t.data_ptr());
+    const auto it = handles.find(name);
+    if (it != handles.end() && !it->second.is_uninitialized() && it->second.is_floating_point() &&
+        t.is_floating_point() && it->second.shape() == t.shape() && it->second.device() == kCPU && t.device() == kCPU) {
+      const Tensor dest = exact_tensor(t.shape(), it->second.dtype());
+      convert_into(dest, t, last);
+      it->second.set_data(dest);
+      continue;
+    }
+    nn::TensorDict one;
+    one.insert(name, t.contiguous());
+    model.load_state_dict(one, /*strict=*/false);
+    if (last && plain_layout(t)) release_pages(t);
+  }
+  if (!through_hooks.empty()) model.load_state_dict(through_hooks, /*strict=*/false);
 }
 
 void write_text(const fs::path& path, const std::string& text) {

@@ -3,6 +3,7 @@
 // builds the tables of Tokenizer::Impl.
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "models/byte_level.h"
 #include "models/tokenizer_impl.h"
@@ -365,23 +366,24 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_json(const JsonValue& document, 
   impl->spellings.assign(size, std::string());
   impl->bytes.assign(size, std::string());
   impl->ids_by_spelling.reserve(count);
-  auto add_spelling = [&](std::string_view spelling, int32_t id) {
+  // The ByteLevel decoder: a token of byte-level characters stands for those bytes (`raw`); any
+  // other token (an added one such as "<|endoftext|>" is both) for its own UTF-8.
+  auto add_spelling = [&](std::string_view spelling, int32_t id, const std::optional<std::string>& raw) {
     const auto i = static_cast<size_t>(id);
     impl->present[i] = true;
     impl->spellings[i] = spelling;
-    // The ByteLevel decoder: a token of byte-level characters stands for those bytes; any other
-    // token (an added one such as "<|endoftext|>" is both) for its own UTF-8.
-    impl->bytes[i] = detail::token_to_bytes(spelling).value_or(std::string(spelling));
+    impl->bytes[i] = raw.value_or(std::string(spelling));
     impl->ids_by_spelling.insert_or_assign(std::string(spelling), id);
   };
   StringMap<int32_t> byte_vocab;  // raw bytes -> id, for BPE
   byte_vocab.reserve(vocab_entries.size());
   for (const auto& [spelling, id] : vocab_entries) {
-    add_spelling(spelling, id);
-    if (auto raw = detail::token_to_bytes(spelling)) byte_vocab.emplace(std::move(*raw), id);
+    const std::optional<std::string> raw = detail::token_to_bytes(spelling);
+    add_spelling(spelling, id, raw);
+    if (raw) byte_vocab.emplace(*raw, id);
   }
   for (const AddedToken& token : added) {
-    add_spelling(token.content, token.id);
+    add_spelling(token.content, token.id, detail::token_to_bytes(token.content));
     impl->special[static_cast<size_t>(token.id)] = token.special;
   }
   impl->bpe = std::make_unique<Bpe>(std::move(byte_vocab), merges, options);

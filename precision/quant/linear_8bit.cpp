@@ -17,7 +17,12 @@ Linear8bitLtImpl::Linear8bitLtImpl(int64_t in, int64_t out, bool with_bias, Line
   WEFT_CHECK(options_.threshold >= 0, "[Linear8bitLt] the outlier threshold must be >= 0 (0 disables it), got ",
              options_.threshold);
   WEFT_CHECK(in > 0 && out > 0, "[Linear8bitLt] expected positive feature counts, got in ", in, " and out ", out);
-  if (!options_.has_fp16_weights) quantize_weight(weight.detach());
+  if (options_.has_fp16_weights) return;
+  // Built to be loaded (skip-init: from_pretrained), the float weight holds nothing worth
+  // quantizing: unfilled codes stand in until the checkpoint's arrive, so building a model does
+  // not write a second copy of its int8 weights that loading then replaces.
+  if (skip_init()) set_quantized(empty({out, in}, kInt8), ones({out}, kFloat32));
+  else quantize_weight(weight.detach());
 }
 
 std::shared_ptr<Linear8bitLtImpl> Linear8bitLtImpl::from_linear(const nn::LinearImpl& linear,

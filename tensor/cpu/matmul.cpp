@@ -8,9 +8,12 @@
 // in one K chunk (gemm_to_bf16), else computed into float32 scratch and converted. float16 is
 // widened to float32; float64 has a GEMM of its own (gemm_f64). A batch of products each too small
 // to be split over the threads is spread over them one product per thread instead. Integer
-// products are a plain loop.
+// products are a plain loop. A single row times a weight read in place (decode's linear at batch
+// 1: a bfloat16 or float16 W with contiguous rows, or a float32 B with contiguous rows) goes to the batch-1
+// kernels (tensor/cpu/gemv.h), which read the weight once, as it lies, on every thread.
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/gemm/gemm.h"
+#include "tensor/cpu/gemv.h"
 #include "tensor/cpu/library_gemm.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/parallel.h"
@@ -67,6 +70,36 @@ bool weft_gemm_to_bf16(const Tensor& a, const Tensor& b, const Tensor& out, bool
   return true;
 }
 
+// One row times a weight, (1, 1, K) · (1, K, N) -> (1, 1, N), through the batch-1 kernels where
+// the weight's layout is one they read in place: bfloat16 or float16 operands with B's columns contiguous
+// (linear's Wᵀ, W (N×K) row-major), or float32 ones with B's rows contiguous (a weight stored
+// [in, out]). float32 x·Wᵀ is left to the GEMM, whose transposed path computes it as dot
+// products of W's rows already. A 16-bit result is summed in float32 and rounded once.
+bool batch1_gemv(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  if (out.size(0) != 1 || out.size(1) != 1 || a.size(2) == 0 || out.size(2) == 0) return false;
+  const int64_t n = out.size(2), k = a.size(2);
+  const bool x_contiguous = a.stride(2) == 1 || k == 1;
+  const CpuIsa isa = cpu_isa();
+  const bool narrow = (a.dtype() == kBFloat16 || a.dtype() == kFloat16) && b.dtype() == a.dtype();
+  if (narrow && (out.dtype() == a.dtype() || out.dtype() == kFloat32) && x_contiguous && b.stride(1) == 1) {
+    const bool direct = out.dtype() == kFloat32 && out.stride(2) == 1;
+    const Tensor y = direct ? out : make_tensor({1, 1, n}, kFloat32, kCPU);
+    if (accumulate && !direct) cpu_backend().copy(out, y);
+    const auto* w = static_cast<const uint16_t*>(b.data_ptr());
+    const auto* x = static_cast<const uint16_t*>(a.data_ptr());
+    if (a.dtype() == kBFloat16) gemv_bf16_rows(isa, w, b.stride(2), x, k, n, y.data<float>(), accumulate);
+    else gemv_f16_rows(isa, w, b.stride(2), x, k, n, y.data<float>(), accumulate);
+    if (!direct) cpu_backend().copy(y, out);
+    return true;
+  }
+  if (a.dtype() == kFloat32 && b.dtype() == kFloat32 && out.dtype() == kFloat32 && x_contiguous && b.stride(2) == 1 &&
+      b.stride(1) != 1 && out.stride(2) == 1) {
+    gemv_f32_cols(isa, a.data<float>(), b.data<float>(), b.stride(1), k, n, out.data<float>(), accumulate);
+    return true;
+  }
+  return false;
+}
+
 template <class T>
 void integer_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
@@ -88,6 +121,7 @@ void integer_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool accu
 
 void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out_in, bool accumulate) {
   const GemmLibrary library = cpu_gemm_library();
+  if (library == GemmLibrary::Weft && out_in.numel() > 0 && batch1_gemv(a_in, b_in, out_in, accumulate)) return;
   if (library == GemmLibrary::Weft && out_in.numel() > 0 && weft_gemm_to_bf16(a_in, b_in, out_in, accumulate)) return;
   // weft's GEMM reads bfloat16 as it is; every other path computes narrow floats in float32.
   const bool bf16_in_place = library == GemmLibrary::Weft && a_in.dtype() == kBFloat16 && b_in.dtype() == kBFloat16;

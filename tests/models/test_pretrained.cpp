@@ -240,3 +240,54 @@ TEST_CASE("a sharded checkpoint (model.safetensors.index.json) loads as the sing
   NoGradGuard no_grad;
   CHECK(equal(from_pretrained(out).model->forward(ids), from_pretrained(llama).model->forward(ids)));
 }
+
+TEST_CASE("GPT-2's Conv1D weights: views of the file in float32, converted exactly in bfloat16 and when quantized") {
+  // A 384-wide GPT-2 of one layer, its MLP weights 2.25 MiB: large enough to be read in place
+  // (pretrained.cpp, Note [Small tensors are copied]), the attention's projection (576 KiB) not.
+  test::TempDir dir;
+  HfConfig wide = read_hf_config(data_dir() / "tiny_gpt2");
+  wide.gpt.n_embd = 384;
+  wide.gpt.n_layer = 1;
+  save_pretrained(GPTImpl(wide.gpt), wide, dir.path());
+  const io::SafetensorsFile wide_file = io::load_safetensors(dir.path() / "model.safetensors");
+  PretrainedModel f32 = from_pretrained(dir.path());
+  const nn::TensorDict sd32 = f32.model->state_dict();
+  const Tensor& fc = *sd32.find("transformer.h.0.mlp.c_fc.weight");
+  const Tensor& fc_stored = *wide_file.tensors.find("transformer.h.0.mlp.c_fc.weight");  // [in, out]
+  CHECK(fc.shape() == Shape({4 * 384, 384}));
+  CHECK(!fc.is_contiguous());  // read in place, transposed: no copy of the file
+  CHECK(fc.t().is_contiguous());
+  CHECK(equal(fc, fc_stored.t()));
+  const Tensor& proj = *sd32.find("transformer.h.0.attn.c_proj.weight");
+  CHECK(proj.is_contiguous());  // small: copied, [out, in]
+  CHECK(equal(proj, wide_file.tensors.find("transformer.h.0.attn.c_proj.weight")->t()));
+
+  const io::SafetensorsFile file = io::load_safetensors(data_dir() / "tiny_gpt2" / "model.safetensors");
+  const Tensor& stored = *file.tensors.find("transformer.h.0.attn.c_attn.weight");  // [in, out]
+  const Tensor& wte = *file.tensors.find("transformer.wte.weight");
+
+  // bfloat16: each tensor the file's, rounded once, in a contiguous [out, in] layout; the head
+  // still the embedding itself.
+  PretrainedModel bf16 = from_pretrained(data_dir() / "tiny_gpt2", {.quantize = "", .dtype = kBFloat16});
+  const nn::TensorDict sd16 = bf16.model->state_dict();
+  for (const auto& [name, t] : sd16) {
+    CAPTURE(name);
+    CHECK(t.dtype() == kBFloat16);
+    CHECK(t.is_contiguous());
+  }
+  CHECK(equal(*sd16.find("transformer.h.0.attn.c_attn.weight"), stored.t().to(kBFloat16)));
+  CHECK(equal(*sd16.find("transformer.wte.weight"), wte.to(kBFloat16)));
+  CHECK(sd16.find("lm_head.weight")->data_ptr() == sd16.find("transformer.wte.weight")->data_ptr());
+
+  // Quantized from the transposed view: the codes a Linear holding the contiguous [out, in]
+  // weight quantizes to.
+  PretrainedModel nf4 = from_pretrained(data_dir() / "tiny_gpt2", {.quantize = "nf4"});
+  const precision::quant::Linear4bitImpl* layer = nullptr;
+  for (const auto& [name, m] : nf4.model->named_modules())
+    if (name == "transformer.h.0.attn.c_attn") layer = dynamic_cast<const precision::quant::Linear4bitImpl*>(m.get());
+  REQUIRE(layer != nullptr);
+  nn::LinearImpl plain(stored.size(0), stored.size(1), true);
+  plain.weight.detach().copy_(stored.t());
+  const auto expected = precision::quant::Linear4bitImpl::from_linear(plain, layer->options());
+  CHECK(equal(layer->dequantize_weight(), expected->dequantize_weight()));
+}
