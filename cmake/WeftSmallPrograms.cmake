@@ -16,8 +16,9 @@ if(NOT WEFT_HAVE_GOLD_ICF)
 endif()
 
 set(WEFT_COLD_SOURCES io/json.cpp io/safetensors_json.cpp io/safetensors.cpp io/checkpoint.cpp io/atomic_file.cpp
-    models/hf_config.cpp models/tokenizer_json.cpp models/pretrained.cpp nn/module.cpp optim/lr_scheduler.cpp
-    tensor/print.cpp capi/weft_c.cpp)
+    models/hf_config.cpp models/tokenizer_json.cpp models/pretrained.cpp models/bnb_checkpoint.cpp nn/module.cpp
+    nn/tied_state.cpp optim/lr_scheduler.cpp precision/quant/quant_state.cpp precision/bitsandbytes_precision.cpp
+    precision/replace_layers.cpp tensor/print.cpp capi/weft_c.cpp)
 list(TRANSFORM WEFT_COLD_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
 if(CMAKE_BUILD_TYPE MATCHES "^(Release|MinSizeRel)$")
   set_property(SOURCE ${WEFT_COLD_SOURCES} APPEND PROPERTY COMPILE_OPTIONS -Os)
