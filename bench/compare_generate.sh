@@ -65,18 +65,8 @@ done
 generate=build/weft-generate
 if [ -x "$generate" ] && [ "$only" != llama ]; then
   # The test tokenizer (GPT-2's byte-level BPE trained small), its vocabulary padded with plain
-  # tokens to the model's 50,257 ids so any id the random model picks decodes.
-  "$python" - tests/models/data/gpt2_tokenizer.json "$models/gpt2-124m" <<'PY'
-import json, sys
-tok, folder = json.load(open(sys.argv[1])), sys.argv[2]
-vocab = tok["model"]["vocab"]
-size = json.load(open(folder + "/config.json"))["vocab_size"]
-used = set(vocab.values()) | {t["id"] for t in tok.get("added_tokens", [])}
-for i in range(size):
-    if i not in used:
-        vocab[f"tok{i}"] = i
-json.dump(tok, open(folder + "/tokenizer.json", "w"))
-PY
+  # tokens to the model's 50,257 ids so any id the random model picks decodes (bench/pad_tokenizer.py).
+  python3 bench/pad_tokenizer.py tests/models/data/gpt2_tokenizer.json "$models/gpt2-124m"
   prompt=$(printf 'The quick brown fox jumps over the lazy dog near the river bank. %.0s' $(seq 5))
   g=$("$generate" --model "$models/gpt2-124m" --prompt "$prompt" --max-new-tokens 1 --greedy --threads "$threads" --json)
   lines+=("$g")

@@ -16,8 +16,8 @@
 # Needs the build's libraries and programs (cmake --build build --target weft_c mlp_train
 # weft-generate), a C compiler, GNU time (/usr/bin/time), and for step 2 a Python with torch and
 # transformers (PYTHON=/path/to/python). The folder's tokenizer is the small GPT-2 byte-level BPE
-# of the tests padded with plain added tokens to the model's 50257 ids, so that whatever a random
-# model generates decodes.
+# of the tests padded with plain vocabulary entries to the model's 50257 ids
+# (bench/pad_tokenizer.py), so that whatever a random model generates decodes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build
@@ -67,16 +67,7 @@ torch.manual_seed(0)
 GPT2LMHeadModel(GPT2Config()).save_pretrained(sys.argv[1])
 PY
 fi
-python3 - tests/models/data/gpt2_tokenizer.json "$folder/config.json" "$folder/tokenizer.json" <<'PY'
-import json, sys
-tokenizer, config = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-ids = set(tokenizer["model"]["vocab"].values()) | {t["id"] for t in tokenizer["added_tokens"]}
-for i in range(config["vocab_size"]):
-    if i not in ids:
-        tokenizer["added_tokens"].append({"id": i, "content": f"<|t{i}|>", "single_word": False, "lstrip": False,
-                                          "rstrip": False, "normalized": False, "special": False})
-json.dump(tokenizer, open(sys.argv[3], "w"))
-PY
+python3 bench/pad_tokenizer.py tests/models/data/gpt2_tokenizer.json "$folder"
 /usr/bin/time -v "$scratch/generate_c" "$folder" "The licenses" "$new_tokens" > "$scratch/run.txt" 2> "$scratch/time.txt" ||
   { cat "$scratch/run.txt" "$scratch/time.txt" >&2; exit 1; }
 tail -n 1 "$scratch/run.txt"
