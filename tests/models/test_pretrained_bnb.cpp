@@ -14,33 +14,20 @@
 #include "../error_message.h"
 #include "../temp_dir.h"
 #include "models/all.h"
+#include "pretrained_test_helpers.h"
 
 using namespace weft;
 using namespace weft::models;
 namespace fs = std::filesystem;
+using namespace pretrained_test;
 using precision::quant::Linear4bitImpl;
 using precision::quant::Linear8bitLtImpl;
 
 namespace {
 
-fs::path data_dir() { return fs::path(std::getenv("WEFT_SOURCE_DIR")) / "tests" / "models" / "data"; }
-
 const io::JsonValue& goldens() {
   static const io::JsonValue g = io::read_json_file(data_dir() / "bnb_goldens.json", "test");
   return g;
-}
-
-std::vector<int64_t> ints(const io::JsonValue& v) {
-  std::vector<int64_t> out;
-  for (const auto& e : v.as_array()) out.push_back(e.as_integer());
-  return out;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 Tensor bytes_of(const std::string& text) {
