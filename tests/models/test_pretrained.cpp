@@ -255,7 +255,8 @@ TEST_CASE("GPT-2's Conv1D weights: views of the file in float32, converted exact
   // still the embedding itself.
   PretrainedModel bf16 = from_pretrained(data_dir() / "tiny_gpt2", {.quantize = "", .dtype = kBFloat16});
   const nn::TensorDict sd16 = bf16.model->state_dict();
-  for (const auto& [name, t] : sd16) {
+  for (const auto& [key, t] : sd16) {
+    const std::string name = key;  // CAPTURE's lambda cannot capture a structured binding (clang 14)
     CAPTURE(name);
     CHECK(t.dtype() == kBFloat16);
     CHECK(t.is_contiguous());
