@@ -20,10 +20,14 @@ __m512 set(float v) { return _mm512_set1_ps(v); }
 __m512 tanh16(__m512 u) {
   const __m512i magnitude = _mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32(0x7fffffff));
   const __m512 y = _mm512_mul_ps(set(2.0f), _mm512_castsi512_ps(_mm512_min_epu32(magnitude, _mm512_set1_epi32(0x41100000))));
-  // k = (int)(y·log2 e + ½), truncated: rounded toward zero first, then converted exactly (SIMDe
-  // has no truncating conversion).
+  // k = (int)(y·log2 e + ½), truncated. The value is positive, so truncation is the floor: round
+  // to nearest, then step down where that went above. (SIMDe, which the sanitizer build runs this
+  // unit through, has no truncating conversion, and its roundscale toward zero rounded some
+  // values to nearest.)
   const __m512 k_real = _mm512_add_ps(_mm512_mul_ps(y, set(1.44269504f)), set(0.5f));
-  const __m512i k = _mm512_cvtps_epi32(_mm512_roundscale_ps(k_real, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+  const __m512i nearest = _mm512_cvtps_epi32(k_real);
+  const __mmask16 above = _mm512_cmp_ps_mask(_mm512_cvtepi32_ps(nearest), k_real, _CMP_GT_OQ);
+  const __m512i k = _mm512_mask_sub_epi32(nearest, above, nearest, _mm512_set1_epi32(1));
   const __m512 kf = _mm512_cvtepi32_ps(k);
   const __m512 r = _mm512_sub_ps(_mm512_sub_ps(y, _mm512_mul_ps(kf, set(0.693145752f))), _mm512_mul_ps(kf, set(1.42860677e-6f)));
   const __m512 m = _mm512_sub_ps(_mm512_setzero_ps(), r);
