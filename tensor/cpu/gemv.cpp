@@ -4,7 +4,6 @@
 #include "tensor/cpu/gemv.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "tensor/cpu/gemv_kernels.h"
 #include "tensor/float_formats.h"
@@ -22,27 +21,13 @@ constexpr int64_t kPartsPerThread = 4;
 // Output columns per unit of a range: 16 float32 values, one cache line of y.
 constexpr int64_t kUnit = 16;
 
-float widen(uint16_t bits) {
-  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &wide, sizeof(f));
-  return f;
-}
-
-void gemv_bf16_rows_scalar(const uint16_t* w, int64_t ldw, const uint16_t* x, int64_t k, int64_t rows, float* y,
-                           bool accumulate) {
+// y[j] (+)= Σ_p widen(W[j, p])·widen(x[p]) for 16-bit floats that `widen` turns into float32.
+template <float (*widen)(uint16_t)>
+void gemv_16bit_rows_scalar(const uint16_t* w, int64_t ldw, const uint16_t* x, int64_t k, int64_t rows, float* y,
+                            bool accumulate) {
   for (int64_t j = 0; j < rows; ++j) {
     float sum = 0;
     for (int64_t p = 0; p < k; ++p) sum += widen(w[j * ldw + p]) * widen(x[p]);
-    y[j] = accumulate ? y[j] + sum : sum;
-  }
-}
-
-void gemv_f16_rows_scalar(const uint16_t* w, int64_t ldw, const uint16_t* x, int64_t k, int64_t rows, float* y,
-                          bool accumulate) {
-  for (int64_t j = 0; j < rows; ++j) {
-    float sum = 0;
-    for (int64_t p = 0; p < k; ++p) sum += half_to_float(w[j * ldw + p]) * half_to_float(x[p]);
     y[j] = accumulate ? y[j] + sum : sum;
   }
 }
@@ -75,7 +60,7 @@ void gemv_bf16_rows(CpuIsa isa, const uint16_t* w, int64_t ldw, const uint16_t* 
   auto* kernel = isa >= CpuIsa::Avx512Bf16 ? gemv_bf16_rows_avx512bf16
                  : isa >= CpuIsa::Avx512   ? gemv_bf16_rows_avx512
                  : isa >= CpuIsa::Avx2     ? gemv_bf16_rows_avx2
-                                           : gemv_bf16_rows_scalar;
+                                           : gemv_16bit_rows_scalar<bfloat16_to_float>;
   split_columns(n, k, [&](int64_t first, int64_t count) { kernel(w + first * ldw, ldw, x, k, count, y + first, accumulate); });
 }
 
@@ -83,7 +68,7 @@ void gemv_f16_rows(CpuIsa isa, const uint16_t* w, int64_t ldw, const uint16_t* x
                    bool accumulate) {
   auto* kernel = isa >= CpuIsa::Avx512 ? gemv_f16_rows_avx512
                  : isa >= CpuIsa::Avx2 ? gemv_f16_rows_avx2
-                                       : gemv_f16_rows_scalar;
+                                       : gemv_16bit_rows_scalar<half_to_float>;
   split_columns(n, k, [&](int64_t first, int64_t count) { kernel(w + first * ldw, ldw, x, k, count, y + first, accumulate); });
 }
 
