@@ -30,8 +30,8 @@ size_t gunzip_member(const uint8_t* data, size_t size, std::vector<uint8_t>& out
   need(10, "a member's header");
   WEFT_CHECK(data[2] == 8, "[gunzip] unsupported compression method ", int(data[2]), "; expected 8 (deflate)");
   const uint8_t flags = data[3];
-  WEFT_CHECK((flags & kReservedFlags) == 0, "[gunzip] corrupt header: reserved flag bits set (flags 0x", std::hex,
-             int(flags), ")");
+  WEFT_CHECK((flags & kReservedFlags) == 0, "[gunzip] corrupt header: reserved flag bits set (flags 0x",
+             weft::detail::Hex{flags}, ")");
   size_t at = 10;
   if (flags & kFlagExtra) {
     need(at + 2, "a member's header (extra field length)");
@@ -56,8 +56,8 @@ size_t gunzip_member(const uint8_t* data, size_t size, std::vector<uint8_t>& out
   need(at + 8, "a member's trailer (CRC-32 and size)");
   const uint32_t crc = le32(data + at), isize = le32(data + at + 4);
   const uint32_t actual_crc = crc32(out.data() + start, out.size() - start);
-  WEFT_CHECK(actual_crc == crc, "[gunzip] corrupt data: CRC-32 mismatch (the data decodes to 0x", std::hex, actual_crc,
-             ", the trailer says 0x", crc, ")");
+  WEFT_CHECK(actual_crc == crc, "[gunzip] corrupt data: CRC-32 mismatch (the data decodes to 0x",
+             weft::detail::Hex{actual_crc}, ", the trailer says 0x", weft::detail::Hex{crc}, ")");
   const size_t written = out.size() - start;
   WEFT_CHECK(static_cast<uint32_t>(written) == isize, "[gunzip] corrupt data: size mismatch (the data decodes to ",
              written, " bytes, the trailer says ", isize, " mod 2^32)");

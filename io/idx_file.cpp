@@ -77,7 +77,7 @@ Tensor read_idx(const std::string& path) {
   const ElementType* type = nullptr;
   for (const auto& t : kElementTypes)
     if (t.code == magic[2]) type = &t;
-  WEFT_CHECK(type != nullptr, "[read_idx] ", path, ": unsupported element type code 0x", std::hex, int(magic[2]),
+  WEFT_CHECK(type != nullptr, "[read_idx] ", path, ": unsupported element type code 0x", weft::detail::Hex{magic[2]},
              "; expected 0x08 (uint8), 0x09 (int8), 0x0C (int32), 0x0D (float32) or 0x0E (float64)");
   const int ndim = magic[3];
   WEFT_CHECK(ndim >= 1, "[read_idx] ", path, ": expected at least one dimension, got 0");

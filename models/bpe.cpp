@@ -25,15 +25,16 @@ struct Candidate {
 
 }  // namespace
 
-Bpe::Bpe(StringMap<int32_t> vocab, const std::vector<Merge>& merges, Options options)
-    : vocab_(std::move(vocab)), options_(options) {
+Bpe::Bpe(StringTable token_bytes, std::span<const int32_t> vocab_ids, const std::vector<Merge>& merges,
+         Options options)
+    : bytes_(std::move(token_bytes)), vocab_(bytes_, vocab_ids), options_(options) {
   merges_.reserve(merges.size());
   // A pair listed twice keeps its last rank, as the reference library's map does.
   for (size_t rank = 0; rank < merges.size(); ++rank)
     merges_[pair_key(merges[rank].left, merges[rank].right)] = {static_cast<uint32_t>(rank), merges[rank].merged};
   for (int b = 0; b < 256; ++b) {
-    const auto it = vocab_.find(std::string(1, static_cast<char>(b)));
-    byte_ids_[b] = it == vocab_.end() ? -1 : it->second;
+    const char byte = static_cast<char>(b);
+    byte_ids_[b] = vocab_.find(bytes_, std::string_view(&byte, 1)).value_or(-1);
   }
 }
 
@@ -44,9 +45,8 @@ const Bpe::RankedMerge* Bpe::find_merge(int32_t left, int32_t right) const {
 
 void Bpe::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (options_.ignore_merges) {
-    const auto it = vocab_.find(word);
-    if (it != vocab_.end()) {
-      out.push_back(it->second);
+    if (const std::optional<int32_t> id = vocab_.find(bytes_, word)) {
+      out.push_back(*id);
       return;
     }
   }

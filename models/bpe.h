@@ -16,10 +16,13 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "models/string_table.h"
 
 namespace weft::models {
 
@@ -45,12 +48,16 @@ class Bpe {
     size_t cache_capacity = 10000;
   };
 
-  // `vocab` maps raw-byte spellings to ids (the tokens whose every character is a byte-level
-  // character); `merges` are in rank order. Both are validated by the caller.
-  Bpe(StringMap<int32_t> vocab, const std::vector<Merge>& merges, Options options);
+  // `token_bytes` holds, per id, the raw bytes the token stands for; `vocab_ids` are the ids the
+  // model's words are made of (the tokens whose every character is a byte-level character);
+  // `merges` are in rank order. All are validated by the caller.
+  Bpe(StringTable token_bytes, std::span<const int32_t> vocab_ids, const std::vector<Merge>& merges, Options options);
 
   // Appends the ids of `word` (non-empty raw bytes) to `out`.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+
+  // The raw bytes of every id, as decoding emits them.
+  const StringTable& token_bytes() const { return bytes_; }
 
  private:
   struct RankedMerge {
@@ -63,7 +70,8 @@ class Bpe {
   const RankedMerge* find_merge(int32_t left, int32_t right) const;
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
 
-  StringMap<int32_t> vocab_;
+  StringTable bytes_;
+  StringIndex vocab_;  // over bytes_: a word's bytes to its id
   std::unordered_map<uint64_t, RankedMerge> merges_;
   int32_t byte_ids_[256];  // the token of each single byte, or -1
   Options options_;

@@ -4,7 +4,6 @@
 #include "models/gpt.h"
 
 #include <cmath>
-#include <sstream>
 #include <utility>
 
 #include "nn/init.h"
@@ -125,9 +124,7 @@ Tensor CausalSelfAttentionImpl::forward_cached(const Tensor& x, KVCache& cache, 
 }
 
 std::string CausalSelfAttentionImpl::extra_repr() const {
-  std::ostringstream out;
-  out << "n_head=" << n_head << ", n_embd=" << n_embd << ", dropout=" << dropout;
-  return out.str();
+  return weft::detail::cat("n_head=", n_head, ", n_embd=", n_embd, ", dropout=", dropout);
 }
 
 void CausalSelfAttentionImpl::on_child_replaced(const std::string& name, const std::shared_ptr<nn::Module>& module) {
@@ -290,9 +287,7 @@ TiedLMHeadImpl::TiedLMHeadImpl(const Tensor& tied_weight) {
 Tensor TiedLMHeadImpl::forward(const Tensor& x) { return linear(x, weight); }
 
 std::string TiedLMHeadImpl::extra_repr() const {
-  std::ostringstream out;
-  out << "in_features=" << weight.size(1) << ", out_features=" << weight.size(0) << ", bias=false, tied";
-  return out.str();
+  return weft::detail::cat("in_features=", weight.size(1), ", out_features=", weight.size(0), ", bias=false, tied");
 }
 
 // ---- GPT ----

@@ -2,7 +2,7 @@
 #include "models/hf_config.h"
 
 #include <cmath>
-#include <sstream>
+#include <cstdio>
 
 #include "io/json.h"
 #include "tensor/error.h"
@@ -237,9 +237,13 @@ std::optional<HfGenerationConfig> read_hf_generation_config(const std::filesyste
 }
 
 std::string hf_config_json(const HfConfig& config) {
-  std::ostringstream os;
-  os.precision(17);
-  auto ids = [&](const std::vector<int64_t>& v) {
+  // Seventeen significant digits: a double read back from the file is the one written.
+  auto number = [](double v) {
+    char buf[32];
+    return std::string(buf, static_cast<size_t>(std::snprintf(buf, sizeof buf, "%.17g", v)));
+  };
+  auto boolean = [](bool v) { return std::string(v ? "true" : "false"); };
+  auto ids = [](const std::vector<int64_t>& v) {
     if (v.empty()) return std::string("null");
     if (v.size() == 1) return std::to_string(v[0]);
     std::string s = "[";
@@ -250,34 +254,33 @@ std::string hf_config_json(const HfConfig& config) {
     return s + "]";
   };
   const std::string bos = config.bos_token_id ? std::to_string(*config.bos_token_id) : "null";
+  using weft::detail::cat;
   if (config.architecture == HfArchitecture::GPT2) {
     const GPTConfig& c = config.gpt;
-    os << "{\n  \"activation_function\": \"" << (c.gelu_tanh ? "gelu_new" : "gelu") << "\",\n"
-       << "  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"bos_token_id\": " << bos << ",\n"
-       << "  \"eos_token_id\": " << ids(config.eos_token_ids) << ",\n  \"layer_norm_epsilon\": " << c.layer_norm_eps << ",\n"
-       << "  \"model_type\": \"gpt2\",\n  \"n_embd\": " << c.n_embd << ",\n  \"n_head\": " << c.n_head << ",\n"
-       << "  \"n_inner\": null,\n  \"n_layer\": " << c.n_layer << ",\n  \"n_positions\": " << c.block_size << ",\n"
-       << "  \"tie_word_embeddings\": true,\n  \"vocab_size\": " << c.vocab_size << "\n}\n";
-  } else {
-    const LlamaConfig& c = config.llama;
-    os << "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"attention_bias\": " << (c.attention_bias ? "true" : "false")
-       << ",\n  \"bos_token_id\": " << bos << ",\n  \"eos_token_id\": " << ids(config.eos_token_ids) << ",\n"
-       << "  \"head_dim\": " << c.resolved_head_dim() << ",\n  \"hidden_act\": \"silu\",\n"
-       << "  \"hidden_size\": " << c.hidden_size << ",\n  \"intermediate_size\": " << c.intermediate_size << ",\n"
-       << "  \"max_position_embeddings\": " << c.max_position_embeddings << ",\n"
-       << "  \"mlp_bias\": " << (c.mlp_bias ? "true" : "false") << ",\n  \"model_type\": \"llama\",\n"
-       << "  \"num_attention_heads\": " << c.num_attention_heads << ",\n  \"num_hidden_layers\": " << c.num_hidden_layers
-       << ",\n  \"num_key_value_heads\": " << c.num_key_value_heads << ",\n  \"rms_norm_eps\": " << c.rms_norm_eps << ",\n"
-       << "  \"rope_parameters\": {\"rope_theta\": " << c.rope_theta << ", \"rope_type\": \"" << c.rope_scaling.type << "\"";
-    if (c.rope_scaling.type != "default") os << ", \"factor\": " << c.rope_scaling.factor;
-    if (c.rope_scaling.type == "llama3")
-      os << ", \"low_freq_factor\": " << c.rope_scaling.low_freq_factor << ", \"high_freq_factor\": "
-         << c.rope_scaling.high_freq_factor << ", \"original_max_position_embeddings\": "
-         << c.rope_scaling.original_max_position_embeddings;
-    os << "},\n  \"tie_word_embeddings\": " << (c.tie_word_embeddings ? "true" : "false") << ",\n"
-       << "  \"vocab_size\": " << c.vocab_size << "\n}\n";
+    return cat("{\n  \"activation_function\": \"", c.gelu_tanh ? "gelu_new" : "gelu", "\",\n",
+               "  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"bos_token_id\": ", bos, ",\n",
+               "  \"eos_token_id\": ", ids(config.eos_token_ids), ",\n  \"layer_norm_epsilon\": ", number(c.layer_norm_eps),
+               ",\n  \"model_type\": \"gpt2\",\n  \"n_embd\": ", c.n_embd, ",\n  \"n_head\": ", c.n_head, ",\n",
+               "  \"n_inner\": null,\n  \"n_layer\": ", c.n_layer, ",\n  \"n_positions\": ", c.block_size, ",\n",
+               "  \"tie_word_embeddings\": true,\n  \"vocab_size\": ", c.vocab_size, "\n}\n");
   }
-  return os.str();
+  const LlamaConfig& c = config.llama;
+  std::string rope = cat("{\"rope_theta\": ", number(c.rope_theta), ", \"rope_type\": \"", c.rope_scaling.type, "\"");
+  if (c.rope_scaling.type != "default") rope += cat(", \"factor\": ", number(c.rope_scaling.factor));
+  if (c.rope_scaling.type == "llama3")
+    rope += cat(", \"low_freq_factor\": ", number(c.rope_scaling.low_freq_factor), ", \"high_freq_factor\": ",
+                number(c.rope_scaling.high_freq_factor), ", \"original_max_position_embeddings\": ",
+                c.rope_scaling.original_max_position_embeddings);
+  return cat("{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"attention_bias\": ", boolean(c.attention_bias),
+             ",\n  \"bos_token_id\": ", bos, ",\n  \"eos_token_id\": ", ids(config.eos_token_ids), ",\n",
+             "  \"head_dim\": ", c.resolved_head_dim(), ",\n  \"hidden_act\": \"silu\",\n",
+             "  \"hidden_size\": ", c.hidden_size, ",\n  \"intermediate_size\": ", c.intermediate_size, ",\n",
+             "  \"max_position_embeddings\": ", c.max_position_embeddings, ",\n",
+             "  \"mlp_bias\": ", boolean(c.mlp_bias), ",\n  \"model_type\": \"llama\",\n",
+             "  \"num_attention_heads\": ", c.num_attention_heads, ",\n  \"num_hidden_layers\": ", c.num_hidden_layers,
+             ",\n  \"num_key_value_heads\": ", c.num_key_value_heads, ",\n  \"rms_norm_eps\": ", number(c.rms_norm_eps), ",\n",
+             "  \"rope_parameters\": ", rope, "},\n  \"tie_word_embeddings\": ", boolean(c.tie_word_embeddings), ",\n",
+             "  \"vocab_size\": ", c.vocab_size, "\n}\n");
 }
 
 }  // namespace weft::models

@@ -2,7 +2,6 @@
 #include "models/llama.h"
 
 #include <cmath>
-#include <sstream>
 
 #include "nn/init.h"
 #include "tensor/autograd.h"
@@ -53,9 +52,7 @@ Tensor LlamaRMSNormImpl::forward(const Tensor& x) {
 }
 
 std::string LlamaRMSNormImpl::extra_repr() const {
-  std::ostringstream os;
-  os << "(" << weight.size(0) << ",), eps=" << eps;
-  return os.str();
+  return weft::detail::cat("(", weight.size(0), ",), eps=", eps);
 }
 
 LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config, int64_t layer_)

@@ -65,21 +65,19 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
     WEFT_CHECK(id >= 0 && static_cast<size_t>(id) < impl_->present.size() && impl_->present[static_cast<size_t>(id)],
                "[Tokenizer] decode: expected token ids of this vocabulary (below ", vocab_size(), "), got ", id);
     if (skip_special_tokens && impl_->special[static_cast<size_t>(id)]) continue;
-    bytes += impl_->bytes[static_cast<size_t>(id)];
+    bytes += impl_->bpe->token_bytes()[static_cast<size_t>(id)];
   }
   return io::to_valid_utf8(bytes);
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
-  const auto it = impl_->ids_by_spelling.find(token);
-  if (it == impl_->ids_by_spelling.end()) return std::nullopt;
-  return it->second;
+  return impl_->ids_by_spelling.find(impl_->spellings, token);
 }
 
 std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= impl_->present.size() || !impl_->present[static_cast<size_t>(id)])
     return std::nullopt;
-  return impl_->spellings[static_cast<size_t>(id)];
+  return std::string(impl_->spellings[static_cast<size_t>(id)]);
 }
 
 int64_t Tokenizer::vocab_size() const { return static_cast<int64_t>(impl_->present.size()); }

@@ -23,11 +23,11 @@ struct Tokenizer::Impl {
   // The single-sequence template of the post-processor: ids before and after the text's.
   std::vector<int32_t> template_prefix, template_suffix;
 
-  // Per id (holes allowed): whether it names a token, whether that is a special added token, the
-  // vocabulary spelling, and the bytes decode emits for it (the ByteLevel decoder's mapping).
+  // Per id (holes allowed): whether it names a token, whether that is a special added token, and
+  // the vocabulary spelling (the bytes decode emits for it are the BPE model's token_bytes).
   std::vector<bool> present, special;
-  std::vector<std::string> spellings, bytes;
-  StringMap<int32_t> ids_by_spelling;
+  StringTable spellings;
+  StringIndex ids_by_spelling;  // over spellings
 
   std::optional<int32_t> bos, eos;
 };

@@ -363,30 +363,31 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_json(const JsonValue& document, 
 
   impl->present.assign(size, false);
   impl->special.assign(size, false);
-  impl->spellings.assign(size, std::string());
-  impl->bytes.assign(size, std::string());
-  impl->ids_by_spelling.reserve(count);
+  impl->spellings = StringTable(size);
+  StringTable bytes(size);
+  std::vector<int32_t> spelled_ids, byte_vocab_ids;  // the ids to index by spelling, and BPE's words
+  spelled_ids.reserve(count);
+  byte_vocab_ids.reserve(vocab_entries.size());
   // The ByteLevel decoder: a token of byte-level characters stands for those bytes (`raw`); any
   // other token (an added one such as "<|endoftext|>" is both) for its own UTF-8.
   auto add_spelling = [&](std::string_view spelling, int32_t id, const std::optional<std::string>& raw) {
     const auto i = static_cast<size_t>(id);
     impl->present[i] = true;
-    impl->spellings[i] = spelling;
-    impl->bytes[i] = raw.value_or(std::string(spelling));
-    impl->ids_by_spelling.insert_or_assign(std::string(spelling), id);
+    impl->spellings.set(i, spelling);
+    bytes.set(i, raw ? std::string_view(*raw) : spelling);
+    spelled_ids.push_back(id);
   };
-  StringMap<int32_t> byte_vocab;  // raw bytes -> id, for BPE
-  byte_vocab.reserve(vocab_entries.size());
   for (const auto& [spelling, id] : vocab_entries) {
     const std::optional<std::string> raw = detail::token_to_bytes(spelling);
     add_spelling(spelling, id, raw);
-    if (raw) byte_vocab.emplace(*raw, id);
+    if (raw) byte_vocab_ids.push_back(id);
   }
   for (const AddedToken& token : added) {
     add_spelling(token.content, token.id, detail::token_to_bytes(token.content));
     impl->special[static_cast<size_t>(token.id)] = token.special;
   }
-  impl->bpe = std::make_unique<Bpe>(std::move(byte_vocab), merges, options);
+  impl->ids_by_spelling = StringIndex(impl->spellings, spelled_ids);
+  impl->bpe = std::make_unique<Bpe>(std::move(bytes), byte_vocab_ids, merges, options);
   impl->added_tokens = AddedTokenMatcher(added);
 
   read_post_processor(root, *impl);
@@ -411,9 +412,9 @@ void apply_tokenizer_config(Tokenizer::Impl& impl, const JsonValue& config, cons
     if (!f) return;
     // A string, or an AddedToken object {"content": ...}.
     const std::string name = f->value().is_object() ? f->member("content").string() : f->string();
-    const auto it = impl.ids_by_spelling.find(name);
-    if (it == impl.ids_by_spelling.end()) f->fail("the token \"" + name + "\" is not in the tokenizer's vocabulary");
-    target = it->second;
+    const std::optional<int32_t> id = impl.ids_by_spelling.find(impl.spellings, name);
+    if (!id) f->fail("the token \"" + name + "\" is not in the tokenizer's vocabulary");
+    target = *id;
   };
   read("bos_token", impl.bos);
   read("eos_token", impl.eos);

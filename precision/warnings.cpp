@@ -2,7 +2,7 @@
 // to stderr", so a thread that installed nothing still sees every warning.
 #include "precision/warnings.h"
 
-#include <iostream>
+#include <cstdio>
 
 namespace weft::precision {
 namespace {
@@ -12,7 +12,7 @@ thread_local WarningHandler current_handler;
 
 void warn(const std::string& message) {
   if (current_handler) current_handler(message);
-  else std::cerr << "weft warning: " << message << '\n';
+  else std::fprintf(stderr, "weft warning: %s\n", message.c_str());
 }
 
 WarningHandlerGuard::WarningHandlerGuard(WarningHandler handler) : previous_(std::move(current_handler)) {

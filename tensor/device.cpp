@@ -23,10 +23,16 @@ Device::Device(std::string_view spec) {
   WEFT_FAIL("[device] expected 'cpu', 'cuda' or 'cuda:N', got '", spec, "'");
 }
 
+void append_to(std::string& out, const Device& d) {
+  if (d.is_cpu()) out += "cpu";
+  else if (!d.is_cuda()) out += detail::cat("DeviceType(", static_cast<int>(d.type), ")");
+  else out += detail::cat("cuda:", d.index);
+}
+
 std::ostream& operator<<(std::ostream& os, const Device& d) {
-  if (d.is_cpu()) return os << "cpu";
-  if (!d.is_cuda()) return os << "DeviceType(" << static_cast<int>(d.type) << ")";
-  return os << "cuda:" << d.index;
+  std::string text;
+  append_to(text, d);
+  return os << text;
 }
 
 }  // namespace weft

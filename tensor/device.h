@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <string>
 #include <string_view>
 
 namespace weft {
@@ -28,6 +29,8 @@ struct Device {
 
 inline constexpr Device kCPU{DeviceType::CPU, 0};
 
+// How a device reads in an error message (tensor/error.h) and on a stream: cpu, cuda:0.
+void append_to(std::string& out, const Device& d);
 std::ostream& operator<<(std::ostream& os, const Device& d);
 
 }  // namespace weft

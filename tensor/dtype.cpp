@@ -53,10 +53,16 @@ DType dtype_from_name(std::string_view name) {
 }
 
 // An invalid value prints as such (error messages about it must not index the table with it).
-std::ostream& operator<<(std::ostream& os, DType d) {
+void append_to(std::string& out, DType d) {
   const int raw = static_cast<int>(d);
-  if (raw >= kNumDTypes) return os << "DType(" << raw << ")";
-  return os << dtype_name(d);
+  if (raw >= kNumDTypes) out += detail::cat("DType(", raw, ")");
+  else out += dtype_name(d);
+}
+
+std::ostream& operator<<(std::ostream& os, DType d) {
+  std::string text;
+  append_to(text, d);
+  return os << text;
 }
 
 }  // namespace weft

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -98,6 +99,8 @@ DType promote_types(DType a, DType b);
 // Parses "float32", "bf16", "F32", ... Throws weft::Error naming the accepted spellings.
 DType dtype_from_name(std::string_view name);
 
+// How a dtype reads in an error message (tensor/error.h) and on a stream: its name.
+void append_to(std::string& out, DType d);
 std::ostream& operator<<(std::ostream& os, DType d);
 
 // The C++ storage type of each dtype, and the reverse map.
