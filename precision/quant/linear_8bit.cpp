@@ -7,6 +7,7 @@
 #include "precision/quant/llm_int8.h"
 #include "precision/quant/quant_kernels.h"
 #include "tensor/autograd.h"
+#include "tensor/cpu/exact_memory.h"
 #include "tensor/init_context.h"
 #include "tensor/ops.h"
 
@@ -19,9 +20,10 @@ Linear8bitLtImpl::Linear8bitLtImpl(int64_t in, int64_t out, bool with_bias, Line
   WEFT_CHECK(in > 0 && out > 0, "[Linear8bitLt] expected positive feature counts, got in ", in, " and out ", out);
   if (options_.has_fp16_weights) return;
   // Built to be loaded (skip-init: from_pretrained), the float weight holds nothing worth
-  // quantizing: unfilled codes stand in until the checkpoint's arrive, so building a model does
-  // not write a second copy of its int8 weights that loading then replaces.
-  if (skip_init()) set_quantized(empty({out, in}, kInt8), ones({out}, kFloat32));
+  // quantizing: zero codes stand in until the checkpoint's arrive, in memory that stays unmapped
+  // until written, so building a model costs no second copy of the int8 weights that loading
+  // then replaces.
+  if (skip_init()) set_quantized(zero_pages({out, in}, kInt8), ones({out}, kFloat32));
   else quantize_weight(weight.detach());
 }
 
@@ -69,7 +71,8 @@ void Linear8bitLtImpl::quantize_weight(const Tensor& float_weight) {
              float_weight.shape(), " ", float_weight.dtype());
   // bitsandbytes quantizes the float16 weight (Int8Params._quantize).
   const Int8Rows q = int8_vectorwise_quant(float_weight.detach().to(kFloat16));
-  set_quantized(q.codes, q.stats);
+  // The codes stay as long as the layer: memory of their exact size (tensor/cpu/exact_memory.h).
+  set_quantized(exact_clone(q.codes), q.stats);
 }
 
 void Linear8bitLtImpl::requantize_if_changed() {
@@ -180,7 +183,7 @@ void Linear8bitLtImpl::load_own_state(nn::StateLoader& loader, const std::string
     } else if (amin(incoming->to(kInt32)).item<int64_t>() < -127) {
       loader.error("'" + key + "' holds -128, which vector-wise quantization never produces");
     } else {
-      loader.defer([this, codes = incoming->contiguous().clone(), s = scb->reshape({out_features}).clone()] {
+      loader.defer([this, codes = exact_clone(*incoming), s = scb->reshape({out_features}).clone()] {
         set_quantized(codes, s);
       });
     }
