@@ -226,8 +226,10 @@ void adopt_or_load(nn::Module& model, const nn::TensorDict& weights) {
       it->second.set_data(dest);
       continue;
     }
+    // As it is: a quantized layer reads a transposed Conv1D weight in the pieces it needs, and a
+    // whole contiguous copy here would stay in the caching allocator beside the model.
     nn::TensorDict one;
-    one.insert(name, t.contiguous());
+    one.insert(name, t);
     model.load_state_dict(one, /*strict=*/false);
     if (last && plain_layout(t)) release_pages(t);
   }

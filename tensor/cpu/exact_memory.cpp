@@ -40,6 +40,7 @@ Tensor exact_empty(const Shape& shape, DType dtype) {
 
 Tensor exact_clone(const Tensor& t) {
   WEFT_CHECK(t.defined(), "[exact_clone] expected a tensor, got none");
+  if (!t.device().is_cpu()) return t.contiguous().clone();
   Tensor out = exact_empty(t.shape(), t.dtype());
   out.copy_(t);
   return out;

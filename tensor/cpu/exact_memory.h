@@ -16,7 +16,7 @@ namespace weft {
 
 // An uninitialised contiguous CPU tensor in memory of exactly its size, 64-byte aligned.
 Tensor exact_empty(const Shape& shape, DType dtype);
-// A contiguous CPU copy of t in exact_empty memory.
+// A contiguous copy of t: on the CPU in exact_empty memory, on another device its ordinary clone.
 Tensor exact_clone(const Tensor& t);
 // A contiguous CPU tensor of zeros that holds no resident memory until written.
 Tensor zero_pages(const Shape& shape, DType dtype);
