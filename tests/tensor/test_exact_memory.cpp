@@ -40,7 +40,7 @@ TEST_CASE("exact_empty and exact_clone: contiguous CPU tensors outside the cachi
   t.fill_(5);
   CHECK(t.data<int8_t>()[2999999] == 5);
 
-  const Tensor source = arange(0, 12, kFloat32).reshape({3, 4}).t();  // a transposed view
+  const Tensor source = arange(12.0, TensorOptions(kFloat32)).reshape({3, 4}).t();  // a transposed view
   const Tensor copy = exact_clone(source);
   CHECK(copy.is_contiguous());
   CHECK(equal(copy, source));
