@@ -217,7 +217,10 @@ void adopt_or_load(nn::Module& model, const nn::TensorDict& weights) {
     }
     const bool last = --readers[t.data_ptr()] == 0 && t.device() == kCPU && !adopted.count(t.data_ptr());
     const auto it = handles.find(name);
-    if (it != handles.end() && !it->second.is_uninitialized() && it->second.is_floating_point() &&
+    // A float8 parameter is a quantized layer's codes (Fp8WeightLinear): its own hook quantizes
+    // the weight with its scale, where a plain conversion would cast it with the stand-in's scale 1.
+    const bool codes = it != handles.end() && (it->second.dtype() == kFloat8E4M3FN || it->second.dtype() == kFloat8E5M2);
+    if (it != handles.end() && !it->second.is_uninitialized() && it->second.is_floating_point() && !codes &&
         t.is_floating_point() && it->second.shape() == t.shape() && it->second.device() == kCPU && t.device() == kCPU) {
       // A checkpoint's converted weights live as long as the model: memory of their exact size
       // (tensor/cpu/exact_memory.h), not the caching allocator's size classes.
