@@ -16,37 +16,58 @@
 #include "tensor/cpu/simd.h"
 
 namespace weft::precision::quant::kernels {
+namespace {
 
-bool int8_gemv_avx512(const int8_t* a, int64_t m, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc) {
-  constexpr int64_t kRows = 4;  // rows of B per pass
+constexpr int64_t kRows = 4;  // rows of B per pass
+
+// M rows of A, a compile-time count so that the 4 × M accumulators stay in registers.
+template <int64_t M>
+bool gemv(const int8_t* a, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc) {
   const __m512i zero = _mm512_setzero_si512(), ones = _mm512_set1_epi16(1), minus_128 = _mm512_set1_epi8(-128);
   __mmask64 bad = 0;
   for (int64_t j = 0; j < n; j += kRows) {
     const int64_t rows = std::min(kRows, n - j);
-    __m512i acc[kRows][kInt8GemvMaxRows];
-    for (auto& row : acc)
-      for (auto& lane : row) lane = zero;
+    __m512i acc[kRows][M];
+#pragma GCC unroll 4
+    for (int64_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+      for (int64_t i = 0; i < M; ++i) acc[r][i] = zero;
     for (int64_t kk = 0; kk < k; kk += 64) {
       const __mmask64 mask = k - kk >= 64 ? ~__mmask64{0} : (__mmask64{1} << (k - kk)) - 1;
       __m512i bv[kRows];
+#pragma GCC unroll 4
       for (int64_t r = 0; r < kRows; ++r) {
         bv[r] = r < rows ? _mm512_maskz_loadu_epi8(mask, b + (j + r) * k + kk) : zero;
         bad |= _mm512_cmpeq_epi8_mask(bv[r], minus_128);
       }
-      for (int64_t i = 0; i < m; ++i) {
+#pragma GCC unroll 4
+      for (int64_t i = 0; i < M; ++i) {
         const __m512i av = _mm512_maskz_loadu_epi8(mask, a + i * k + kk);
         const __m512i magnitude = _mm512_abs_epi8(av);
         const __mmask64 negative = _mm512_movepi8_mask(av);
+#pragma GCC unroll 4
         for (int64_t r = 0; r < kRows; ++r) {
           const __m512i signed_b = _mm512_mask_sub_epi8(bv[r], negative, zero, bv[r]);
           acc[r][i] = _mm512_add_epi32(acc[r][i], _mm512_madd_epi16(_mm512_maddubs_epi16(magnitude, signed_b), ones));
         }
       }
     }
-    for (int64_t i = 0; i < m; ++i)
+    for (int64_t i = 0; i < M; ++i)
       for (int64_t r = 0; r < rows; ++r) c[i * ldc + j + r] = _mm512_reduce_add_epi32(acc[r][i]);
   }
   return bad != 0;
+}
+
+}  // namespace
+
+bool int8_gemv_avx512(const int8_t* a, int64_t m, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc) {
+  static_assert(kInt8GemvMaxRows == 4, "one instantiation per row count");
+  switch (m) {
+    case 1: return gemv<1>(a, b, n, k, c, ldc);
+    case 2: return gemv<2>(a, b, n, k, c, ldc);
+    case 3: return gemv<3>(a, b, n, k, c, ldc);
+    default: return gemv<4>(a, b, n, k, c, ldc);
+  }
 }
 
 }  // namespace weft::precision::quant::kernels
