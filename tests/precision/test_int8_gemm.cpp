@@ -156,7 +156,8 @@ TEST_CASE("int8 GEMM at a few rows reads B in place: exact at every level, on th
                                            {4, 13, 200}, {1, 2048, 768}, {4, 3000, 129}, {2, 5, 4097}};
   for (const CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);
-    for (const auto& [m, n, k] : shapes) {
+    for (const auto& shape : shapes) {
+      const int64_t m = shape[0], n = shape[1], k = shape[2];  // not bindings: INFO captures them (clang 14)
       const auto a = random_int8(m * k, rng), b = random_int8(n * k, rng);
       std::vector<int32_t> expected(static_cast<size_t>(m * n)), got(expected.size(), -7);
       int8_gemm_reference(a.data(), b.data(), expected.data(), m, n, k);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "precision/all.h"
@@ -43,10 +44,11 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 void check_same_state(const nn::Module& got, const nn::Module& expected) {
   const nn::TensorDict g = got.state_dict(), e = expected.state_dict();
   REQUIRE(g.size() == e.size());
-  for (const auto& [name, t] : e) {
+  for (const auto& entry : e) {
+    const std::string& name = entry.first;  // not a structured binding: INFO captures it (clang 14)
     INFO(name);
     REQUIRE(g.find(name) != nullptr);
-    CHECK(bitwise_equal(*g.find(name), t));
+    CHECK(bitwise_equal(*g.find(name), entry.second));
   }
 }
 
@@ -121,9 +123,10 @@ TEST_CASE("Linear8bitLt: after forwards at a token's rows and a prompt's, its st
   const Tensor token = randn({1, kIn}), prompt = randn({37, kIn});
   const Tensor token_out = layer->forward(token), prompt_out = layer->forward(prompt);
   const nn::TensorDict saved = layer->state_dict();
-  for (const auto& [name, t] : before) {
+  for (const auto& entry : before) {
+    const std::string& name = entry.first;
     INFO(name);
-    CHECK(bitwise_equal(*saved.find(name), t));
+    CHECK(bitwise_equal(*saved.find(name), entry.second));
   }
   // Loaded into another layer, the codes give the same products.
   Linear8bitLt copy(kIn, kOut, true);
