@@ -125,6 +125,8 @@ void check_sizes(int64_t m, int64_t n, int64_t k) {
 // Below this many multiply-adds a product runs on the calling thread: waking the other threads
 // would cost more than it saves (and far more on a machine whose cores are busy).
 constexpr int64_t kParallelWork = int64_t{1} << 20;
+// Up to this many rows of A, an unpacked B is read in place (Note [A few rows: B in place]).
+constexpr int64_t kInPlaceMaxRows = 4;
 // Copying a byte while packing costs about what this many multiply-adds do.
 constexpr int64_t kPackWorkPerByte = 8;
 
@@ -333,7 +335,7 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
 void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k) {
   const CpuIsa level = cpu_isa();
   check_sizes(m, n, k);
-  if (m > 0 && m <= kernels::kInt8GemvMaxRows && n > 0 && k > 0 && level >= CpuIsa::Avx512) {
+  if (m > 0 && m <= kInPlaceMaxRows && n > 0 && k > 0 && level >= CpuIsa::Avx512) {
     const int64_t parts = m * n * k >= kParallelWork ? std::min<int64_t>(num_threads(), (n + 15) / 16) : 1;
     std::atomic<bool> minus_128{false};
     parallel_for_if(parts > 1, parts, [&](int64_t part) {

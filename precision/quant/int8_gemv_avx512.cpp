@@ -2,7 +2,7 @@
 // LLM.int8() layer, which reads the whole weight once per token and so is bound by memory
 // bandwidth, not by arithmetic.
 //
-//   a: (m, k) int8, m <= kInt8GemvMaxRows · b: (n, k) int8, both row-major -> c: (m, n) int32
+//   a: (m, k) int8, m small (4 rows at a time) · b: (n, k) int8, both row-major -> c: (m, n) int32
 //
 // vpmaddubsw multiplies unsigned bytes by signed ones, so each product a·b is formed as
 // |a| · (b negated where a < 0): |a| <= 127 and |b| <= 127 keep every pair sum within int16
@@ -10,8 +10,6 @@
 // at the end. The true result fits in int32 (K <= kInt8GemmMaxK), so the sum, wrapping or not on
 // the way, is exact: the scalar reference's integers. Four rows of B at a time share each load of
 // A's bytes. B's -128 (outside the operands' range) is flagged, not computed with.
-#include <algorithm>
-
 #include "precision/quant/int8_gemm_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -26,7 +24,7 @@ bool gemv(const int8_t* a, const int8_t* b, int64_t n, int64_t k, int32_t* c, in
   const __m512i zero = _mm512_setzero_si512(), ones = _mm512_set1_epi16(1), minus_128 = _mm512_set1_epi8(-128);
   __mmask64 bad = 0;
   for (int64_t j = 0; j < n; j += kRows) {
-    const int64_t rows = std::min(kRows, n - j);
+    const int64_t rows = n - j < kRows ? n - j : kRows;
     __m512i acc[kRows][M];
 #pragma GCC unroll 4
     for (int64_t r = 0; r < kRows; ++r)
@@ -61,13 +59,18 @@ bool gemv(const int8_t* a, const int8_t* b, int64_t n, int64_t k, int32_t* c, in
 }  // namespace
 
 bool int8_gemv_avx512(const int8_t* a, int64_t m, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc) {
-  static_assert(kInt8GemvMaxRows == 4, "one instantiation per row count");
-  switch (m) {
-    case 1: return gemv<1>(a, b, n, k, c, ldc);
-    case 2: return gemv<2>(a, b, n, k, c, ldc);
-    case 3: return gemv<3>(a, b, n, k, c, ldc);
-    default: return gemv<4>(a, b, n, k, c, ldc);
+  bool bad = false;
+  for (int64_t i = 0; i < m; i += 4) {
+    const int8_t* rows_a = a + i * k;
+    int32_t* rows_c = c + i * ldc;
+    switch (m - i) {
+      case 1: bad |= gemv<1>(rows_a, b, n, k, rows_c, ldc); break;
+      case 2: bad |= gemv<2>(rows_a, b, n, k, rows_c, ldc); break;
+      case 3: bad |= gemv<3>(rows_a, b, n, k, rows_c, ldc); break;
+      default: bad |= gemv<4>(rows_a, b, n, k, rows_c, ldc); break;
+    }
   }
+  return bad;
 }
 
 }  // namespace weft::precision::quant::kernels

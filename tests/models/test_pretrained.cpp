@@ -12,8 +12,7 @@
 #include "../error_message.h"
 #include "../temp_dir.h"
 #include "models/all.h"
-#include "precision/fp8/fp8_weight_linear.h"
-#include "precision/fp8/fp8_weight_ops.h"
+#include "precision/all.h"
 #include "pretrained_test_helpers.h"
 
 using namespace weft;
@@ -120,7 +119,7 @@ TEST_CASE("quantize on load: every projection becomes a quantized layer computin
     CHECK(allclose(q.model->forward(ids), reference.model->forward(ids), 1e-4, 1e-4));
   }
   // FP8 weights (E4M3 with a scale per tensor or per output row): each layer holds the file's
-  // weight quantized with its scale (amax / 448, not a plain cast), and the same model holding each
+  // weight quantized as Fp8WeightLinear quantizes it (scale amax / 448, not a plain cast), and the same model holding each
   // layer's dequantized weight gives the same logits.
   for (const char* mode : {"fp8", "fp8-channel"}) {
     CAPTURE(mode);
@@ -133,10 +132,10 @@ TEST_CASE("quantize on load: every projection becomes a quantized layer computin
       const auto* layer = dynamic_cast<const precision::Fp8WeightLinearImpl*>(m.get());
       if (layer == nullptr) continue;
       ++quantized;
-      const precision::Fp8QuantizedWeight expected =
-          precision::quantize_fp8_weight(*file.find(name + ".weight"), std::string(mode) == "fp8-channel");
-      CHECK(equal(layer->weight_scale(), expected.scale));
-      CHECK(equal(layer->weight.detach().view(kUInt8), expected.codes.view(kUInt8)));
+      precision::Fp8WeightLinearImpl expected(layer->in_features, layer->out_features, false, layer->granularity());
+      expected.quantize_weight(*file.find(name + ".weight"));
+      CHECK(equal(layer->weight_scale(), expected.weight_scale()));
+      CHECK(equal(layer->weight.detach().view(kUInt8), expected.weight.detach().view(kUInt8)));
       for (const auto& [ref_name, ref] : modules)
         if (ref_name == name) dynamic_cast<nn::LinearImpl&>(*ref).weight.detach().copy_(layer->dequantize_weight());
     }

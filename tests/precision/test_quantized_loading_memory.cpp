@@ -17,7 +17,7 @@
 #include "precision/fp8/fp8_weight_linear.h"
 #include "precision/quant/linear_4bit.h"
 #include "precision/quant/linear_8bit.h"
-#include "tensor/init_context.h"
+#include "tensor/all.h"
 
 using namespace weft;
 using namespace weft::precision;
