@@ -8,6 +8,7 @@
 #include "nn/module_init_context.h"
 #include "precision/fp8/fp8_weight_ops.h"
 #include "tensor/autograd.h"
+#include "tensor/cpu/exact_memory.h"
 #include "tensor/init_context.h"
 #include "tensor/ops.h"
 
@@ -44,9 +45,11 @@ Fp8WeightLinearImpl::Fp8WeightLinearImpl(int64_t in, int64_t out, bool with_bias
              weight.device());
   set_compute_dtype(compute_dtype);
   if (skip_init()) {
-    // Nothing was drawn: zeros until a checkpoint arrives, rather than quantizing garbage.
+    // Nothing was drawn: zeros until a checkpoint arrives, rather than quantizing garbage, in
+    // memory that stays unmapped until written (building a model to load costs no second copy of
+    // the codes that loading replaces).
     const bool per_channel = granularity_ == Fp8WeightGranularity::PerChannel;
-    set_quantized(zeros({out, in}, kFloat8E4M3FN), per_channel ? ones({out}, kFloat32) : ones({}, kFloat32));
+    set_quantized(zero_pages({out, in}, kFloat8E4M3FN), per_channel ? ones({out}, kFloat32) : ones({}, kFloat32));
   } else {
     quantize_weight(weight.detach());
   }
@@ -183,7 +186,7 @@ void Fp8WeightLinearImpl::load_own_state(nn::StateLoader& loader, const std::str
     } else if (fp8_codes_have_nan(incoming->to(kCPU))) {
       loader.error("'" + key + "' holds NaN codes (0x7F or 0xFF), which a quantized weight never contains");
     } else {
-      loader.defer([this, codes = incoming->to(kCPU).contiguous().clone(), s = scale->to(kCPU).contiguous().clone()] {
+      loader.defer([this, codes = exact_clone(incoming->to(kCPU)), s = scale->to(kCPU).contiguous().clone()] {
         set_quantized(codes, s);
       });
     }

@@ -13,7 +13,8 @@
 //
 // The layer is quantized as soon as it has float weights: at construction (Linear's random
 // initialisation, then quantized; under a skip-init tensor frame nothing is drawn and the codes
-// are zeros with scale 1, waiting for a checkpoint), when a float checkpoint loads into it (its
+// are zeros with scale 1, waiting for a checkpoint, in memory that holds no resident page until
+// written: tensor/cpu/exact_memory.h's zero_pages), when a float checkpoint loads into it (its
 // "weight" (out, in) is quantized on load), or from an existing Linear (from_linear).
 // State dict: "weight" (the codes), "weight_scale", "bias"; a checkpoint of those loads back
 // exactly, and its granularity (scale shape () or (out)) becomes the layer's. Wrong shapes or

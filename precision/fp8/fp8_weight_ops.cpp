@@ -10,6 +10,7 @@
 #include "precision/fp8/fp8_cast.h"
 #include "precision/fp8/fp8_dispatch.h"
 #include "precision/fp8/fp8_gemv_kernels.h"
+#include "tensor/cpu/exact_memory.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
@@ -94,7 +95,8 @@ Fp8QuantizedWeight quantize_fp8_weight(const Tensor& w, bool per_channel) {
     std::fill(inverse.begin(), inverse.end(), s.inverse);
   }
 
-  Tensor codes = empty({out, in}, kFloat8E4M3FN);
+  // Kept as long as its layer: memory of its exact size, not a size class (tensor/cpu/exact_memory.h).
+  Tensor codes = exact_empty({out, in}, kFloat8E4M3FN);
   auto* code_base = static_cast<uint8_t*>(codes.data_ptr());
   parallel_for_if(out * in >= kGemvThreadedWork, out, [&](int64_t j) {
     kernels.encode(detail::Fp8EncodeArgs{base + j * in * item, bf16, code_base + j * in, nullptr, in,

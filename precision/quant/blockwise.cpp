@@ -10,6 +10,7 @@
 #include "precision/quant/gemm_4bit_kernels.h"
 #include "precision/quant/pytorch_sum.h"
 #include "precision/quant/quantize_4bit_kernels.h"
+#include "tensor/cpu/exact_memory.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
@@ -89,8 +90,10 @@ std::pair<Tensor, QuantState> quantize_4bit(const Tensor& x, QuantKind type, int
   check_block_size(format, blocksize, "quantize_4bit");
   const Tensor xf = as_float32(x);
   const int64_t n = xf.numel();
-  Tensor packed = weft::detail::make_tensor({(n + 1) / 2, 1}, kUInt8, kCPU);
-  Tensor absmax = weft::detail::make_tensor({(n + blocksize - 1) / blocksize}, kFloat32, kCPU);
+  // A quantized weight is kept as long as its layer: memory of its exact size, not a size class
+  // (tensor/cpu/exact_memory.h).
+  Tensor packed = exact_empty({(n + 1) / 2, 1}, kUInt8);
+  Tensor absmax = exact_empty({(n + blocksize - 1) / blocksize}, kFloat32);
   // Full blocks by the vector kernel where the CPU has one (the reference's bytes), the partial
   // last block and an odd count's padding by the reference.
   const bool vector = cpu_isa() != CpuIsa::Scalar && blocksize % 32 == 0;
@@ -115,6 +118,37 @@ std::pair<Tensor, QuantState> quantize_4bit(const Tensor& x, QuantKind type, int
   state.absmax = absmax;
   if (compress_statistics) nest(state, absmax, kNestedBlockSize4bit);
   return {packed, state};
+}
+
+ZeroQuantized4bit zero_4bit(const Shape& shape, DType dtype, QuantKind type, int64_t blocksize,
+                            bool compress_statistics) {
+  WEFT_CHECK(type == QuantKind::NF4 || type == QuantKind::FP4, "[zero_4bit] expected nf4 or fp4, got ",
+             quant_format(type).name);
+  check_block_size(quant_format(type), blocksize, "zero_4bit");
+  QuantState state;
+  state.type = type;
+  state.blocksize = blocksize;
+  state.shape = shape;
+  state.dtype = dtype;
+  state.code = table_tensor(type);
+  const int64_t n = state.numel(), blocks = state.num_blocks();
+  WEFT_CHECK(n > 0, "[zero_4bit] expected a non-empty shape, got ", shape);
+  ZeroQuantized4bit out;
+  out.packed = zero_pages({(n + 1) / 2, 1}, kUInt8);
+  out.block_absmax = zero_pages({blocks}, kFloat32);
+  state.absmax = out.block_absmax;
+  if (compress_statistics) {
+    // Codes 0 of nested blocks whose absmax is 0, offset 0: every decoded absmax is (-)0.
+    state.nested = true;
+    state.absmax = zero_pages({blocks}, kUInt8);
+    state.nested_absmax = zeros({(blocks + kNestedBlockSize4bit - 1) / kNestedBlockSize4bit},
+                                TensorOptions(kFloat32).device(kCPU));
+    state.nested_code = table_tensor(QuantKind::Int8Dynamic);
+    state.nested_blocksize = kNestedBlockSize4bit;
+    state.nested_dtype = kFloat32;
+  }
+  out.state = state;
+  return out;
 }
 
 std::pair<Tensor, QuantState> quantize_blockwise(const Tensor& x, int64_t blocksize, bool nested) {

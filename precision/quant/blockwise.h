@@ -45,6 +45,18 @@ struct QuantState {
 // state). type is NF4 or FP4; blocksize a power of two in [32, 4096].
 std::pair<Tensor, QuantState> quantize_4bit(const Tensor& x, QuantKind type, int64_t blocksize = 64,
                                             bool compress_statistics = false);
+// The 4-bit quantization of zeros of `shape` and `dtype` (a layer's stand-in until a checkpoint
+// replaces it): every code and every block absmax 0 (nested: codes 0 of nested blocks whose
+// absmax is 0, offset 0), so it dequantizes to zeros. The codes and the statistics sized by the
+// weight are zero_pages (tensor/cpu/exact_memory.h): they take no resident memory until written.
+// The codes are not quantize_4bit's bytes for zeros (nf4 encodes 0 as code 7), only its values.
+struct ZeroQuantized4bit {
+  Tensor packed;        // uint8 ((n + 1) / 2, 1)
+  QuantState state;
+  Tensor block_absmax;  // float32 (num_blocks,): block_absmax(state), without computing it
+};
+ZeroQuantized4bit zero_4bit(const Shape& shape, DType dtype, QuantKind type, int64_t blocksize = 64,
+                            bool compress_statistics = false);
 // -> a tensor of state.shape and state.dtype.
 Tensor dequantize_4bit(const Tensor& packed, const QuantState& state);
 

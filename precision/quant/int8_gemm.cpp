@@ -125,6 +125,8 @@ void check_sizes(int64_t m, int64_t n, int64_t k) {
 // Below this many multiply-adds a product runs on the calling thread: waking the other threads
 // would cost more than it saves (and far more on a machine whose cores are busy).
 constexpr int64_t kParallelWork = int64_t{1} << 20;
+// Up to this many rows of A, an unpacked B is read in place (Note [A few rows: B in place]).
+constexpr int64_t kInPlaceMaxRows = 4;
 // Copying a byte while packing costs about what this many multiply-adds do.
 constexpr int64_t kPackWorkPerByte = 8;
 
@@ -325,13 +327,30 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
 // Where tiles the other way round would cover less (N padded to mr by M padded to nr), C is
 // computed transposed, B as the left operand, and transposed back; the integers are the same.
 // 128 × 10 × 512, Zen 4: 11.2 -> 7.6 µs.
+//
+// Note [A few rows: B in place]: at a few rows of A (a layer decoding one token) the product reads
+// all of B for little arithmetic, so its cost is B's bytes: packing B first reads it, writes a
+// copy and reads that. From AVX-512 up, kernels::int8_gemv_avx512 reads B as it is, split by rows
+// of B over weft's threads; a layer then needs no packed copy of its weight beside the codes.
 void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k) {
+  const CpuIsa level = cpu_isa();
+  check_sizes(m, n, k);
+  if (m > 0 && m <= kInPlaceMaxRows && n > 0 && k > 0 && level >= CpuIsa::Avx512) {
+    const int64_t parts = m * n * k >= kParallelWork ? std::min<int64_t>(num_threads(), (n + 15) / 16) : 1;
+    std::atomic<bool> minus_128{false};
+    parallel_for_if(parts > 1, parts, [&](int64_t part) {
+      const int64_t first = n * part / parts, count = n * (part + 1) / parts - first;
+      if (kernels::int8_gemv_avx512(a, m, b + first * k, count, k, c + first, n)) minus_128 = true;
+    });
+    if (minus_128) fail_minus_128(b, n * k, "B");
+    if (holds_minus_128(a, m * k)) fail_minus_128(a, m * k, "A");
+    return;
+  }
   // B packed into storage this thread keeps, as A is: a fresh allocation would be page-faulted in
   // on every product (1024³: 990 µs a call against 690 µs packing and multiplying in warm storage).
   thread_local PackedInt8Matrix packed_b;
-  const CpuIsa isa = cpu_isa();
+  const CpuIsa isa = level;
   const Kernel kernel = kernel_for(isa);
-  check_sizes(m, n, k);
   const bool few_columns = kernel.panel != nullptr && n < kernel.nr &&
                            round_up(n, kernel.mr) * round_up(m, kernel.nr) < round_up(m, kernel.mr) * kernel.nr;
   if (few_columns) {

@@ -9,6 +9,7 @@
 #include "precision/quant/quant_kernels.h"
 #include "precision/quant/quant_state.h"
 #include "tensor/autograd.h"
+#include "tensor/cpu/exact_memory.h"
 #include "tensor/init_context.h"
 #include "tensor/ops.h"
 
@@ -30,7 +31,16 @@ Linear4bitImpl::Linear4bitImpl(int64_t in, int64_t out, bool with_bias, Linear4b
   check_block_size(quant_format(options_.quant_type), options_.blocksize, "Linear4bit");
   WEFT_CHECK(in > 0 && out > 0, "[Linear4bit] expected positive feature counts, got in ", in, " and out ", out);
   set_compute_dtype(options_.compute_dtype);
-  quantize_weight(weight.detach());
+  if (skip_init()) {
+    // Built to be loaded (skip-init: from_pretrained), the float weight holds nothing worth
+    // quantizing: the quantization of zeros stands in, in memory that stays unmapped until
+    // written, so building a model costs no second copy of the weights that loading replaces.
+    ZeroQuantized4bit zero = zero_4bit({out, in}, weight.dtype(), options_.quant_type, options_.blocksize,
+                                       options_.compress_statistics);
+    set_quantized(zero.packed, zero.state, zero.block_absmax);
+  } else {
+    quantize_weight(weight.detach());
+  }
 }
 
 std::shared_ptr<Linear4bitImpl> Linear4bitImpl::from_linear(const nn::LinearImpl& linear, Linear4bitOptions options) {
@@ -66,11 +76,11 @@ void Linear4bitImpl::set_compute_dtype(std::optional<DType> dtype) {
   options_.compute_dtype = dtype;
 }
 
-void Linear4bitImpl::set_quantized(const Tensor& packed, const QuantState& state) {
+void Linear4bitImpl::set_quantized(const Tensor& packed, const QuantState& state, const Tensor& decoded_absmax) {
   state_ = state;
   // Without nesting the kernels read the absmax itself: one tensor, so a sharded copy is one too.
   if (!state_.nested) state_.absmax = state_.absmax.contiguous();
-  block_absmax_ = state_.nested ? block_absmax(state_) : state_.absmax;
+  block_absmax_ = !state_.nested ? state_.absmax : decoded_absmax.defined() ? decoded_absmax : block_absmax(state_);
   Tensor w = weight;
   if (w.requires_grad()) w.requires_grad_(false);
   w.set_data(packed);
@@ -178,7 +188,7 @@ void Linear4bitImpl::load_own_state(nn::StateLoader& loader, const std::string& 
       QuantState state = load_quant_state(loader, key + ".", packed);
       WEFT_CHECK(state.shape == Shape({out_features, in_features}), "[Linear4bit] the quant_state describes a weight of ",
                  "shape ", state.shape, ", the layer is (", out_features, ", ", in_features, ")");
-      loader.defer([this, packed = packed.reshape({-1, 1}), state] { set_quantized(packed.clone(), state); });
+      loader.defer([this, packed = packed.reshape({-1, 1}), state] { set_quantized(exact_clone(packed), state); });
     } catch (const Error& e) {  // named by the key, as the loader's other errors are
       loader.error("'" + key + "': " + e.what());
     }

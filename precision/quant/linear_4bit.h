@@ -6,7 +6,9 @@
 //   the block statistics (QuantState): plain members, saved under the weight's sub-keys
 //
 // The layer is quantized as soon as it has float weights: at construction (the ordinary Linear
-// initialisation, drawn from the same random numbers, then quantized), when a float checkpoint
+// initialisation, drawn from the same random numbers, then quantized; under a skip-init tensor
+// frame nothing is drawn and the weight is the quantization of zeros, in memory that holds no
+// resident page until written: zero_4bit), when a float checkpoint
 // loads into it (its "weight" (out, in) is quantized on load), or from an existing Linear
 // (from_linear). A quantized checkpoint — bitsandbytes' keys, nested statistics included —
 // loads as is and saves back byte for byte; its format (nf4/fp4, block size, nesting) becomes
@@ -85,7 +87,8 @@ class Linear4bitImpl : public nn::LinearImpl {
   void set_nested_offset(float offset) { state_.offset = offset; }
 
  private:
-  void set_quantized(const Tensor& packed, const QuantState& state);
+  // decoded_absmax: block_absmax(state) when the caller has it (else it is computed).
+  void set_quantized(const Tensor& packed, const QuantState& state, const Tensor& decoded_absmax = Tensor());
 
   Linear4bitOptions options_;
   QuantState state_;

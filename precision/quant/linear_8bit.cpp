@@ -2,11 +2,13 @@
 // bitsandbytes' layout.
 #include "precision/quant/linear_8bit.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "precision/quant/llm_int8.h"
 #include "precision/quant/quant_kernels.h"
 #include "tensor/autograd.h"
+#include "tensor/cpu/exact_memory.h"
 #include "tensor/init_context.h"
 #include "tensor/ops.h"
 
@@ -19,9 +21,10 @@ Linear8bitLtImpl::Linear8bitLtImpl(int64_t in, int64_t out, bool with_bias, Line
   WEFT_CHECK(in > 0 && out > 0, "[Linear8bitLt] expected positive feature counts, got in ", in, " and out ", out);
   if (options_.has_fp16_weights) return;
   // Built to be loaded (skip-init: from_pretrained), the float weight holds nothing worth
-  // quantizing: unfilled codes stand in until the checkpoint's arrive, so building a model does
-  // not write a second copy of its int8 weights that loading then replaces.
-  if (skip_init()) set_quantized(empty({out, in}, kInt8), ones({out}, kFloat32));
+  // quantizing: zero codes stand in until the checkpoint's arrive, in memory that stays unmapped
+  // until written, so building a model costs no second copy of the int8 weights that loading
+  // then replaces.
+  if (skip_init()) set_quantized(zero_pages({out, in}, kInt8), ones({out}, kFloat32));
   else quantize_weight(weight.detach());
 }
 
@@ -59,7 +62,6 @@ void Linear8bitLtImpl::set_quantized(const Tensor& codes, const Tensor& scb) {
   if (w.requires_grad()) w.requires_grad_(false);
   w.set_data(codes);
   scb_ = scb;
-  packed_stale_ = true;
 }
 
 void Linear8bitLtImpl::quantize_weight(const Tensor& float_weight) {
@@ -67,9 +69,27 @@ void Linear8bitLtImpl::quantize_weight(const Tensor& float_weight) {
   WEFT_CHECK(float_weight.is_floating_point() && float_weight.shape() == Shape({out_features, in_features}),
              "[Linear8bitLt] expected a floating weight of shape (", out_features, ", ", in_features, "), got ",
              float_weight.shape(), " ", float_weight.dtype());
-  // bitsandbytes quantizes the float16 weight (Int8Params._quantize).
-  const Int8Rows q = int8_vectorwise_quant(float_weight.detach().to(kFloat16));
-  set_quantized(q.codes, q.stats);
+  // bitsandbytes quantizes the float16 weight (Int8Params._quantize). Each row is quantized on its
+  // own (no outlier columns for a weight), so on the CPU it goes a slab of rows at a time into
+  // codes of their exact size, which stay as long as the layer (tensor/cpu/exact_memory.h): no
+  // float16 or float32 copy of the whole weight is made, nor kept by the caching allocator.
+  const Tensor w = float_weight.detach();
+  if (!w.device().is_cpu()) {
+    const Int8Rows q = int8_vectorwise_quant(w.to(kFloat16));
+    set_quantized(q.codes, q.stats);
+    return;
+  }
+  constexpr int64_t kSlabValues = int64_t{1} << 18;
+  Tensor codes = exact_empty({out_features, in_features}, kInt8);
+  Tensor stats = empty({out_features}, TensorOptions(kFloat32).device(kCPU));
+  const int64_t step = std::max<int64_t>(1, kSlabValues / in_features);
+  for (int64_t row = 0; row < out_features; row += step) {
+    const int64_t rows = std::min(step, out_features - row);
+    const Int8Rows q = int8_vectorwise_quant(w.narrow(0, row, rows).to(kFloat16));
+    codes.narrow(0, row, rows).copy_(q.codes);
+    stats.narrow(0, row, rows).copy_(q.stats);
+  }
+  set_quantized(codes, stats);
 }
 
 void Linear8bitLtImpl::requantize_if_changed() {
@@ -84,17 +104,6 @@ void Linear8bitLtImpl::requantize_if_changed() {
   codes_ = q.codes;
   scb_ = q.stats;
   quantized_from_ = w.clone();
-  packed_stale_ = true;
-}
-
-const PackedInt8Matrix* Linear8bitLtImpl::packed_weight() {
-  const Tensor& codes = options_.has_fp16_weights ? codes_ : weight;
-  if (!codes.device().is_cpu() || int8_gemm_kernel(codes.device().type)) return nullptr;
-  if (packed_stale_ || packed_.isa() != cpu_isa()) {
-    packed_ = pack_int8_matrix(codes.contiguous().data<int8_t>(), out_features, in_features);
-    packed_stale_ = false;
-  }
-  return &packed_;
 }
 
 int64_t Linear8bitLtImpl::weight_bytes() const {
@@ -121,7 +130,10 @@ Tensor Linear8bitLtImpl::forward(const Tensor& input) {
   if (options_.has_fp16_weights) requantize_if_changed();
   const Tensor cb = options_.has_fp16_weights ? codes_ : weight.detach();
   const Tensor scb = scb_;
-  Tensor out = int8_mixed_scaled_mm(x, qx, cb, scb, b, packed_weight()).reshape(out_shape);
+  // The codes are the weight's only copy: the GEMM packs them per product where a prompt makes
+  // that pay, and reads them in place at a token's few rows (Note [A few rows: B in place] in
+  // int8_gemm.cpp), so no packed copy doubles the layer's memory.
+  Tensor out = int8_mixed_scaled_mm(x, qx, cb, scb, b).reshape(out_shape);
 
   const Tensor w = options_.has_fp16_weights ? weight : Tensor();
   if (autograd::needs_grad({&input, &w, &bias})) {
@@ -180,7 +192,7 @@ void Linear8bitLtImpl::load_own_state(nn::StateLoader& loader, const std::string
     } else if (amin(incoming->to(kInt32)).item<int64_t>() < -127) {
       loader.error("'" + key + "' holds -128, which vector-wise quantization never produces");
     } else {
-      loader.defer([this, codes = incoming->contiguous().clone(), s = scb->reshape({out_features}).clone()] {
+      loader.defer([this, codes = exact_clone(*incoming), s = scb->reshape({out_features}).clone()] {
         set_quantized(codes, s);
       });
     }

@@ -29,7 +29,6 @@
 
 #include "nn/linear.h"
 #include "nn/module_holder.h"
-#include "precision/quant/int8_gemm.h"
 
 namespace weft::precision::quant {
 
@@ -60,9 +59,6 @@ class Linear8bitLtImpl : public nn::LinearImpl {
 
  private:
   void set_quantized(const Tensor& codes, const Tensor& scb);
-  // The int8 weight packed for the CPU's built-in GEMM; null where that kernel does not run (the
-  // weight on another device, or a kernel installed for its device type takes cb itself).
-  const PackedInt8Matrix* packed_weight();
   // Training mode: the quantization of the current float weight, redone only when its values
   // changed since the last forward (compared byte for byte with a copy: optimizers write
   // parameters in place without telling anyone).
@@ -72,8 +68,6 @@ class Linear8bitLtImpl : public nn::LinearImpl {
   Tensor scb_;               // inference mode; training mode: of quantized_from_
   Tensor codes_;             // training mode: of quantized_from_
   Tensor quantized_from_;    // training mode: the float weight codes_ and scb_ were made from
-  PackedInt8Matrix packed_;  // the int8 weight packed for the GEMM; repacked when stale
-  bool packed_stale_ = true;
 };
 
 WEFT_MODULE(Linear8bitLt);

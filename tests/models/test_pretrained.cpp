@@ -12,6 +12,7 @@
 #include "../error_message.h"
 #include "../temp_dir.h"
 #include "models/all.h"
+#include "precision/all.h"
 #include "pretrained_test_helpers.h"
 
 using namespace weft;
@@ -117,18 +118,24 @@ TEST_CASE("quantize on load: every projection becomes a quantized layer computin
     CHECK(quantized == 2 * 7);  // q, k, v, o, gate, up, down per layer; the head stays float
     CHECK(allclose(q.model->forward(ids), reference.model->forward(ids), 1e-4, 1e-4));
   }
-  // FP8 weights (E4M3 with a scale per tensor or per output row): the same model holding each
+  // FP8 weights (E4M3 with a scale per tensor or per output row): each layer holds the file's
+  // weight quantized as Fp8WeightLinear quantizes it (scale amax / 448, not a plain cast), and the same model holding each
   // layer's dequantized weight gives the same logits.
   for (const char* mode : {"fp8", "fp8-channel"}) {
     CAPTURE(mode);
     PretrainedModel q = from_pretrained(data_dir() / "tiny_llama", {.quantize = mode});
     PretrainedModel reference = from_pretrained(data_dir() / "tiny_llama");
     const auto modules = reference.model->named_modules();
+    const nn::TensorDict file = read_pretrained_weights(data_dir() / "tiny_llama", q.config);
     int64_t quantized = 0;
     for (const auto& [name, m] : q.model->named_modules()) {
       const auto* layer = dynamic_cast<const precision::Fp8WeightLinearImpl*>(m.get());
       if (layer == nullptr) continue;
       ++quantized;
+      precision::Fp8WeightLinearImpl expected(layer->in_features, layer->out_features, false, layer->granularity());
+      expected.quantize_weight(*file.find(name + ".weight"));
+      CHECK(equal(layer->weight_scale(), expected.weight_scale()));
+      CHECK(equal(layer->weight.detach().view(kUInt8), expected.weight.detach().view(kUInt8)));
       for (const auto& [ref_name, ref] : modules)
         if (ref_name == name) dynamic_cast<nn::LinearImpl&>(*ref).weight.detach().copy_(layer->dequantize_weight());
     }

@@ -147,3 +147,37 @@ TEST_CASE("int8 GEMM refuses -128, oversized K, and packing above the CPU's leve
     CHECK_THROWS_WITH_AS(pack_int8_matrix(b.data(), 1, 3, CpuIsa::Amx), doctest::Contains("cannot pack for"),
                          Error);
 }
+
+TEST_CASE("int8 GEMM at a few rows reads B in place: exact at every level, on threads, at the extremes") {
+  // Up to 4 rows from AVX-512 up (Note [A few rows: B in place]): partial 64-byte chunks of K,
+  // partial groups of 4 rows of B, one thread and several (N·K·M past the threading threshold).
+  std::mt19937 rng(5);
+  const std::array<int64_t, 3> shapes[] = {{1, 1, 1},    {1, 7, 63},    {2, 9, 64},   {3, 4, 65},
+                                           {4, 13, 200}, {1, 2048, 768}, {4, 3000, 129}, {2, 5, 4097}};
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    CpuIsaGuard guard(isa);
+    for (const auto& shape : shapes) {
+      const int64_t m = shape[0], n = shape[1], k = shape[2];  // not bindings: INFO captures them (clang 14)
+      const auto a = random_int8(m * k, rng), b = random_int8(n * k, rng);
+      std::vector<int32_t> expected(static_cast<size_t>(m * n)), got(expected.size(), -7);
+      int8_gemm_reference(a.data(), b.data(), expected.data(), m, n, k);
+      int8_gemm(a.data(), b.data(), got.data(), m, n, k);
+      INFO("isa ", cpu_isa_name(isa), " M=", m, " N=", n, " K=", k);
+      CHECK(got == expected);
+    }
+    // The largest K, every product ±127²: sums of ±127²·K, which only just fit in int32.
+    const int64_t k = kInt8GemmMaxK, m = 3, n = 5;
+    std::vector<int8_t> a(static_cast<size_t>(m * k), 127), b(static_cast<size_t>(n * k), 127);
+    std::fill(a.begin() + k, a.begin() + 2 * k, int8_t{-127});
+    for (int64_t j = 0; j < k; j += 2) a[static_cast<size_t>(2 * k + j)] = -127;
+    std::fill(b.begin(), b.begin() + k, int8_t{-127});
+    std::vector<int32_t> got(static_cast<size_t>(m * n));
+    int8_gemm(a.data(), b.data(), got.data(), m, n, k);
+    INFO("isa ", cpu_isa_name(isa));
+    CHECK(got[0] == -127 * 127 * k);
+    CHECK(got[1] == 127 * 127 * k);
+    CHECK(got[n] == 127 * 127 * k);
+    CHECK(got[n + 1] == -127 * 127 * k);
+    CHECK(got[2 * n] == (k % 2 == 0 ? 0 : 127 * 127));  // alternating -127, 127, ... against -127
+  }
+}
