@@ -5,9 +5,7 @@
 // WEFT_CHECK builds the message only when the check fails, so checks cost nothing on the hot path.
 #pragma once
 
-#include <charconv>
 #include <cstdint>
-#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -28,6 +26,14 @@ struct Hex {
   uint64_t value;
 };
 
+// The pieces of a message that take more than a string append, out of line (tensor/error.cpp), so
+// that each of the hundreds of distinct cat(...) calls compiles to a few calls.
+void append_signed(std::string& out, long long value);
+void append_unsigned(std::string& out, unsigned long long value, int base = 10);
+void append_floating(std::string& out, double value);  // %g: what a stream prints for a double
+void append_quoted(std::string& out, std::string_view text);
+void append_shape(std::string& out, const std::vector<int64_t>& shape);
+
 // Messages are built on std::string, not iostreams: a program that links weft statically then
 // carries no locale machinery (half a megabyte of a static binary). A weft type reads in a message
 // through `append_to(std::string&, const T&)`, found next to the type by argument-dependent lookup.
@@ -38,40 +44,27 @@ void append(std::string& out, const T& value) {
   } else if constexpr (std::is_same_v<T, char>) {
     out += value;
   } else if constexpr (std::is_same_v<T, Hex>) {
-    char buf[24];
-    out.append(buf, std::to_chars(buf, buf + sizeof buf, value.value, 16).ptr);
+    append_unsigned(out, value.value, 16);
+  } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    append_signed(out, value);
   } else if constexpr (std::is_integral_v<T>) {
-    char buf[24];
-    out.append(buf, std::to_chars(buf, buf + sizeof buf, value).ptr);
+    append_unsigned(out, value);
   } else if constexpr (std::is_floating_point_v<T>) {
-    char buf[32];  // %g, six significant digits: what an ostream prints for a double
-    out.append(buf, static_cast<size_t>(std::snprintf(buf, sizeof buf, "%g", static_cast<double>(value))));
+    append_floating(out, static_cast<double>(value));
   } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
     out += std::string_view(value);
   } else if constexpr (requires { value.native(); value.string(); }) {
-    // A std::filesystem::path, quoted as a stream quotes it (without including <filesystem> here).
-    out += '"';
-    for (const char c : value.string()) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
+    append_quoted(out, value.string());  // a std::filesystem::path, quoted as a stream quotes it
   } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-    // Shapes print as (4, 3), the way PyTorch users read them.
-    out += '(';
-    for (size_t i = 0; i < value.size(); ++i) {
-      if (i) out += ", ";
-      append(out, value[i]);
-    }
-    if (value.size() == 1) out += ',';
-    out += ')';
+    append_shape(out, value);
   } else {
     append_to(out, value);
   }
 }
 
+// Only a failing check builds a message: cold, so compiled for size and kept off the hot path.
 template <class... Args>
-std::string cat(const Args&... args) {
+[[gnu::cold]] std::string cat(const Args&... args) {
   std::string out;
   (append(out, args), ...);
   return out;

@@ -3,6 +3,7 @@
 // device strings, CUDA in a CPU-only build, out-of-range dims and indices, undefined tensors.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -139,4 +140,14 @@ TEST_CASE("undefined tensors") {
   CHECK(error_of([&] { linear(ones({2, 2}), u); }) == "[linear] the weight tensor is undefined");
   CHECK(error_of([&] { u.requires_grad(); }) == "[requires_grad] called on an undefined tensor");
   CHECK(u.to_string() == "tensor(undefined)");
+}
+
+TEST_CASE("message pieces read as a stream printed them, without one") {
+  using detail::cat;
+  CHECK(cat("shape ", Shape{4, 3}, " vector ", Shape{4}, " scalar ", Shape{}) == "shape (4, 3) vector (4,) scalar ()");
+  CHECK(cat(int8_t{-3}, ' ', uint8_t{200}, ' ', int64_t{-9000000000}, ' ', size_t{7}) == "-3 200 -9000000000 7");
+  CHECK(cat(1.5f, ' ', 1e-5, ' ', 0.1, ' ', 123456789.0, ' ', -0.0) == "1.5 1e-05 0.1 1.23457e+08 -0");
+  CHECK(cat(true, ' ', false, ' ', 'c', " 0x", detail::Hex{0xc0ffee}) == "true false c 0xc0ffee");
+  CHECK(cat(std::filesystem::path("/tmp/a \"b\"")) == "\"/tmp/a \\\"b\\\"\"");
+  CHECK(cat(kBFloat16, " on ", Device("cuda:1"), ", ", static_cast<DType>(200)) == "bfloat16 on cuda:1, DType(200)");
 }
