@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/packed_weights.h"
 #include "tensor/cpu/rows.h"
 #include "tensor/fused_kernels.h"
 #include "tensor/philox.h"
@@ -247,6 +248,7 @@ void cpu_linear(const LinearLaunch& a) {
       cpu_backend().copy(make_view(a.bias, {1, rows, out_features}, {0, 0, a.bias.stride(0)}, a.bias.offset()), out3);
     }
   }
+  if (a.weight_frozen && linear_with_packed_weight(a.x, a.weight, a.out, a.bias.defined())) return;
   const Tensor x3 = make_view(a.x, {1, rows, in}, {0, a.x.stride(0), a.x.stride(1)}, a.x.offset());
   const Tensor w3 = make_view(a.weight, {1, in, out_features}, {0, a.weight.stride(1), a.weight.stride(0)}, a.weight.offset());
   cpu_backend().matmul(x3, w3, out3, /*accumulate=*/a.bias.defined());
