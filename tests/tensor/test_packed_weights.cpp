@@ -5,7 +5,8 @@
 // transposed (a linear weight), ragged N, one K chunk and several, accumulating and not, with
 // float32 and bfloat16 C. The cache: linear's bits with and without it; a weight changed in place
 // (its version moves) repacked, not reused; a weight that requires grad, one row, a limit too
-// small, a freed weight and a lowered limit all leave nothing held, and the product still right.
+// small, a freed weight and a lowered limit all leave nothing held, and the product still right;
+// a copy made at one level is made again at another.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -171,6 +172,26 @@ TEST_CASE("linear keeps a frozen bfloat16 weight packed, with the bits of the un
       CHECK(packed_weight_bytes() == held);
     }
   }
+}
+
+TEST_CASE("a weight packed at one level is packed again at another, never read as the other's panels") {
+  NoGradGuard no_grad;
+  const std::vector<CpuIsa> levels = pair_levels();
+  if (levels.size() < 2) return;
+  const Tensor x = bf16_normal({40, 64}, 31), weight = bf16_normal({48, 64}, 32);
+  std::vector<Tensor> want;
+  for (const CpuIsa isa : levels) {
+    CpuIsaGuard guard(isa);
+    want.push_back(linear(x, weight));
+  }
+  PackedLimit limit(int64_t{1} << 30);
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < levels.size(); ++i) {
+      CAPTURE(cpu_isa_name(levels[i]));
+      CpuIsaGuard guard(levels[i]);
+      CHECK(same_bits(linear(x, weight), want[i]));
+      CHECK(packed_weight_bytes() > 0);
+    }
 }
 
 TEST_CASE("the packed-weight cache is off by default and at levels without bfloat16 K-pair kernels") {
