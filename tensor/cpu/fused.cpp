@@ -3,6 +3,9 @@
 // accumulate in double, as the CPU reductions do, so results agree with the composite ops to
 // the last bits of the compute type (the order of a double sum of float values moves its
 // float result only when it lies within a double rounding of a float's halfway point).
+// Cross-entropy over float32 logits takes the AVX-512 row kernels of cross_entropy_kernels.h
+// where the CPU has them (their exp is within 2 ulp of std::exp); the loops here are their
+// reference.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +13,7 @@
 #include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/cross_entropy_kernels.h"
 #include "tensor/cpu/rows.h"
 #include "tensor/fused_kernels.h"
 #include "tensor/philox.h"
@@ -57,16 +61,27 @@ void cpu_cross_entropy_forward(const CrossEntropyForward& a) {
     Stat<S>* lse_out = static_cast<Stat<S>*>(a.lse.data_ptr());
     const C smooth = static_cast<C>(a.label_smoothing / static_cast<double>(classes));
     const C hit = static_cast<C>(1.0 - a.label_smoothing);
+    const bool vector = std::is_same_v<S, float> && cpu_isa() >= CpuIsa::Avx512;
     for_each_row(rows, classes, [&](int64_t r) {
       std::vector<C> buffer;
       const C* row = row_values(x, r, classes, buffer);
       C m = -std::numeric_limits<C>::infinity();
-      for (int64_t c = 0; c < classes; ++c) m = std::max(m, row[c]);
-      if (std::isinf(m) && m < 0) m = 0;  // an all -inf row gives nan, as log_softmax; avoid inf - inf
       double total = 0, row_sum = 0;
-      for (int64_t c = 0; c < classes; ++c) {
-        total += std::exp(row[c] - m);
-        row_sum += row[c];
+      if (vector) {
+        if constexpr (std::is_same_v<S, float>) {
+          const CrossEntropyRowSums sums = cross_entropy_row_sums_avx512(row, classes);
+          m = sums.max;
+          total = sums.exp_sum;
+          row_sum = sums.sum;
+        }
+        if (std::isinf(m) && m < 0) m = 0;  // as below; the sums were taken from 0 already
+      } else {
+        for (int64_t c = 0; c < classes; ++c) m = std::max(m, row[c]);
+        if (std::isinf(m) && m < 0) m = 0;  // an all -inf row gives nan, as log_softmax; avoid inf - inf
+        for (int64_t c = 0; c < classes; ++c) {
+          total += std::exp(row[c] - m);
+          row_sum += row[c];
+        }
       }
       const C lse = m + static_cast<C>(std::log(total));
       lse_out[r] = static_cast<Stat<S>>(lse);
@@ -90,6 +105,7 @@ void cpu_cross_entropy_backward(const CrossEntropyBackward& a) {
     S* gx = static_cast<S*>(a.grad_logits.data_ptr());
     const C smooth = static_cast<C>(a.label_smoothing / static_cast<double>(classes));
     const C hit = static_cast<C>(1.0 - a.label_smoothing);
+    const bool vector = std::is_same_v<S, float> && cpu_isa() >= CpuIsa::Avx512;
     for_each_row(rows, classes, [&](int64_t r) {
       std::vector<C> in_buffer, out_buffer;
       const C* row = row_values(x, r, classes, in_buffer);
@@ -99,7 +115,13 @@ void cpu_cross_entropy_backward(const CrossEntropyBackward& a) {
       } else {
         const C grad = convert<C>(g[r]);
         const C l = static_cast<C>(lse[r]);
-        for (int64_t c = 0; c < classes; ++c) out[c] = grad * (std::exp(row[c] - l) - smooth - (c == target[r] ? hit : C(0)));
+        if (vector) {
+          if constexpr (std::is_same_v<S, float>)
+            cross_entropy_row_grad_avx512(row, classes, l, grad, smooth, target[r], hit, out);
+        } else {
+          for (int64_t c = 0; c < classes; ++c)
+            out[c] = grad * (std::exp(row[c] - l) - smooth - (c == target[r] ? hit : C(0)));
+        }
       }
       store_row(gx, r, classes, out_buffer);
     });
