@@ -23,7 +23,6 @@
 #include <thread>
 #include <vector>
 
-#include "tensor/packed_weights.h"
 #include "weft.h"
 
 using namespace weft;

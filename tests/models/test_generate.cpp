@@ -8,7 +8,6 @@
 
 #include "../error_message.h"
 #include "models/all.h"
-#include "tensor/packed_weights.h"
 
 using namespace weft;
 using namespace weft::models;

@@ -14,7 +14,6 @@
 
 #include "tensor/all.h"
 #include "tensor/cpu/gemm/gemm.h"
-#include "tensor/packed_weights.h"
 
 using namespace weft;
 

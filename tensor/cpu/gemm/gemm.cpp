@@ -126,6 +126,13 @@ void pack_b_pairs(const GemmKernel& ker, const GemmMatrix& b, int64_t kc, int64_
     pack_b_bf16_pairs(b, kc, nc, pairs, ker.nr, dst);
 }
 
+// A bf16 block as plain rows (a_rows sets), likewise.
+void pack_a_rows(const GemmKernel& ker, const GemmMatrix& a, int64_t mc, int64_t kc, int64_t pairs, uint16_t* dst) {
+  const auto* src = static_cast<const uint16_t*>(a.data);
+  if (!ker.pack_rows || !ker.pack_rows(src, a.rs, a.cs, mc, kc, pairs * 2, ker.mr, dst))
+    pack_a_bf16_rows(a, mc, kc, pairs, ker.mr, dst);
+}
+
 // A as the blocked loops read it: strided memory, or a GemmBlockSource (gemm.h) whose rows are
 // made block by block.
 struct AOperand {
@@ -274,7 +281,7 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
   uint16_t* ap = nullptr;
   if (!a_in_place && pairs) {
     ap = t_pack_a.get<uint16_t>(a_size);
-    if (ker.a_rows) pack_a_bf16_rows(a_block, mc, kc, kpairs, ker.mr, ap);
+    if (ker.a_rows) pack_a_rows(ker, a_block, mc, kc, kpairs, ap);
     else pack_a_pairs(ker, a_block, mc, kc, kpairs, ap);
   } else if (!a_in_place) {
     af = t_pack_a.get<float>(a_size);
