@@ -315,7 +315,9 @@ void forward_amx(const AttentionForward& a) {
 // head; a few for a short chunk) whose padding into tiles of kBr queries would be most of the work.
 constexpr int64_t kRowsMaxQueries = 4;
 
-const AttentionRows& rows_for(CpuIsa isa) { return isa >= CpuIsa::Avx512 ? kAttentionRowsAvx512 : kAttentionRowsScalar; }
+const AttentionRows& rows_for(CpuIsa isa) {
+  return isa >= CpuIsa::Avx512 ? kAttentionRowsAvx512 : kAttentionRowsScalar;
+}
 
 // The decode path for bfloat16 (attention_rows.h): per (batch, head, query) the scores of every
 // key the query sees, the mask added, one softmax over them, the value rows summed with the
@@ -336,11 +338,11 @@ void forward_rows(const AttentionForward& a) {
     float* s = scratch(kScores, std::max<int64_t>(keys, 1));
     float* o = scratch_filled(kOut, Ev, 0.0f);
     load_row(q.row(n, h, i), q.s3, E, query);
-    kernels.scores(query, &k.row(n, hk, 0)->bits, k.s2, keys, E, scale, s);
+    kernels.scores(query, reinterpret_cast<const uint16_t*>(k.row(n, hk, 0)), k.s2, keys, E, scale, s);
     if (a.mask.defined()) add_mask_any(a.mask, n, h, i, 0, static_cast<int>(keys), 1, s, 1);
     float m = 0.0f;
     const float l = kernels.exp_row(s, keys, &m);
-    kernels.accumulate(s, &v.row(n, hk, 0)->bits, v.s2, keys, Ev, o);
+    kernels.accumulate(s, reinterpret_cast<const uint16_t*>(v.row(n, hk, 0)), v.s2, keys, Ev, o);
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     for (int64_t d = 0; d < Ev; ++d) o[d] *= inv;
     store_row(out.row(n, h, i), out.s3, Ev, o);
@@ -357,7 +359,8 @@ void forward_typed(const AttentionForward& a) {
   float* const lse = a.lse.data<float>();
   const CpuIsa isa = cpu_isa();
   if constexpr (std::is_same_v<T, BFloat16>) {
-    if (L <= kRowsMaxQueries && a.dropout_p == 0.0 && a.k.stride(3) == 1 && a.v.stride(3) == 1) return forward_rows(a);
+    const bool rows_in_place = a.k.stride(3) == 1 && a.v.stride(3) == 1;
+    if (L <= kRowsMaxQueries && a.dropout_p == 0.0 && rows_in_place) return forward_rows(a);
     if (isa == CpuIsa::Amx) return forward_amx(a);
   }
   const AttentionTiles& tiles = tiles_for(isa);

@@ -104,7 +104,8 @@ void row_scores(const float* q, const uint16_t* k, int64_t ldk, int64_t rows, in
 float row_exp(float* s, int64_t n, float* m) {
   const __m512 minus_inf = _mm512_set1_ps(-__builtin_inff());
   __m512 most = minus_inf;
-  for (int64_t j = 0; j < n; j += 16) most = _mm512_max_ps(most, _mm512_mask_loadu_ps(minus_inf, lane_mask(n - j), s + j));
+  for (int64_t j = 0; j < n; j += 16)
+    most = _mm512_max_ps(most, _mm512_mask_loadu_ps(minus_inf, lane_mask(n - j), s + j));
   const float top = _mm512_reduce_max_ps(most);
   const __m512 base = _mm512_set1_ps(top == -__builtin_inff() ? 0.0f : top);
   __m512 sum = _mm512_setzero_ps();
