@@ -1,7 +1,7 @@
 // bench_generate: generation from a Hugging Face folder (weft's side of bench/compare_generate.sh).
 //
 //   bench_generate --model DIR [--quantize MODE] [--dtype float32|bfloat16] [--prompt 128]
-//                  [--new 128] [--threads 2] [--repeat 3]
+//                  [--new 128] [--threads 2] [--repeat 3] [--packed-mb 0]
 //
 // A prompt of random token ids (seed 0), greedy decoding of --new tokens with eos ignored, batch 1.
 // Per run: prefill tokens/s (the prompt's forward and the first token), decode tokens/s (every
@@ -9,7 +9,9 @@
 // bandwidth: the bytes a decode step reads (the weights as stored, the KV cache at its mean length)
 // divided by the step's time, against a read-only stream over a buffer of the same size timed in
 // the same run ("bandwidth_fraction"). The median of --repeat runs is reported, with the peak
-// resident memory against weights + KV cache, as one JSON line after a table.
+// resident memory against weights + KV cache, as one JSON line after a table. --packed-mb sets the
+// packed-weight cache's limit (tensor/packed_weights.h; 0, the default, leaves it off); the packed
+// copies it made are reported, and count in the peak resident memory.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -35,11 +37,12 @@ struct Options {
   int64_t new_tokens = 128;
   int threads = 2;
   int repeat = 3;
+  int64_t packed_mb = 0;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "bench_generate: %s\nusage: bench_generate --model DIR [--quantize MODE] [--dtype D] "
-                       "[--prompt N] [--new N] [--threads N] [--repeat N]\n", why.c_str());
+                       "[--prompt N] [--new N] [--threads N] [--repeat N] [--packed-mb N]\n", why.c_str());
   std::exit(2);
 }
 
@@ -56,10 +59,11 @@ Options parse(int argc, char** argv) {
     else if (flag == "--new") o.new_tokens = std::atoll(v.c_str());
     else if (flag == "--threads") o.threads = std::atoi(v.c_str());
     else if (flag == "--repeat") o.repeat = std::atoi(v.c_str());
+    else if (flag == "--packed-mb") o.packed_mb = std::atoll(v.c_str());
     else usage("unknown option " + flag);
   }
   if (o.model.empty()) usage("--model is required");
-  if (o.prompt < 1 || o.new_tokens < 2 || o.threads < 1 || o.repeat < 1) usage("sizes must be positive");
+  if (o.prompt < 1 || o.new_tokens < 2 || o.threads < 1 || o.repeat < 1 || o.packed_mb < 0) usage("sizes must be positive");
   return o;
 }
 
@@ -121,6 +125,7 @@ size_t weight_bytes(const nn::Module& model) {
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   set_num_threads(o.threads);
+  set_packed_weight_limit(o.packed_mb << 20);
   const auto load_start = std::chrono::steady_clock::now();
   models::PretrainedModel pretrained = models::from_pretrained(
       o.model, {.quantize = o.quantize, .dtype = o.dtype == "bfloat16" ? kBFloat16 : kFloat32});
@@ -170,12 +175,12 @@ int main(int argc, char** argv) {
               "\"threads\":%d,\"prompt\":%lld,\"new_tokens\":%lld,\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.3f,"
               "\"bytes_per_token\":%zu,\"decode_gbps\":%.3f,\"stream_gbps\":%.3f,\"bandwidth_fraction\":%.4f,"
               "\"weights_mb\":%.2f,\"kv_cache_mb\":%.2f,\"peak_rss_mb\":%.1f,\"rss_over_stored\":%.3f,\"load_ms\":%.1f,"
-              "\"kernel\":\"%s\"}\n",
+              "\"kernel\":\"%s\",\"packed_weight_mb\":%.1f}\n",
               o.model.c_str(), models::hf_architecture_name(pretrained.config.architecture),
               o.quantize.empty() ? "none" : o.quantize.c_str(), o.dtype.c_str(), o.threads,
               static_cast<long long>(o.prompt), static_cast<long long>(o.new_tokens), prefill_rate, decode_rate,
               bytes_per_token, decode_gbps, stream_gbps, decode_gbps / stream_gbps, static_cast<double>(weights) / 1048576.0,
               static_cast<double>(kv_bytes) / 1048576.0, rss, rss / stored_mb, load_ms,
-              std::string(cpu_isa_name(cpu_isa())).c_str());
+              std::string(cpu_isa_name(cpu_isa())).c_str(), static_cast<double>(packed_weight_bytes()) / 1048576.0);
   return 0;
 }

@@ -1,7 +1,7 @@
 // The tensor floor in one include: dtypes, devices, Tensor and its ops, autograd, the init-context
-// stack, RNG, threads, the CPU kernel choices (GEMM library, instruction set) and the CUDA
-// devices (streams, memory; present in every build, tensor/cuda.h). The lowest
-// floor: it includes nothing of weft above it.
+// stack, RNG, threads, the CPU kernel choices (GEMM library, instruction set, packed weights) and
+// the CUDA devices (streams, memory; present in every build, tensor/cuda.h). The lowest floor: it
+// includes nothing of weft above it.
 #pragma once
 
 #include "tensor/attention.h"
@@ -18,6 +18,7 @@
 #include "tensor/generator.h"
 #include "tensor/init_context.h"
 #include "tensor/ops.h"
+#include "tensor/packed_weights.h"
 #include "tensor/parallel.h"
 #include "tensor/storage.h"
 #include "tensor/tensor.h"

@@ -73,10 +73,13 @@ KernelRegistry<DropoutKernel>& dropout_kernels();
 
 // ---- linear with its bias in the product ----
 // x: (R, in) · weight: (out, in)ᵀ + bias: (out) or undefined -> out: (R, out), one dtype; x and
-// weight may be any views the device's matmul takes.
+// weight may be any views the device's matmul takes. weight_frozen: the caller's weight does not
+// require grad and is the tensor itself, not a cast copy, so the CPU may keep it packed
+// (tensor/packed_weights.h).
 struct LinearLaunch {
   Tensor x, weight, bias;
   Tensor out;
+  bool weight_frozen = false;
 };
 using LinearKernel = void(const LinearLaunch&);
 KernelRegistry<LinearKernel>& linear_kernels();

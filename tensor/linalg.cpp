@@ -93,7 +93,9 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   Tensor out = detail::make_tensor(out_shape, dtype, x.device());
   detail::linear_kernels().at(x.device())({x_rows, detail::raw_cast(weight.detach(), dtype),
                                            bias.defined() ? detail::raw_cast(bias.detach(), dtype) : Tensor(),
-                                           out.detach().view({rows, out_features})});
+                                           out.detach().view({rows, out_features}),
+                                           !weight_in.requires_grad() && weight.is_same(weight_in) &&
+                                               weight.dtype() == dtype});
 
   if (autograd::needs_grad({&x, &weight, &bias})) {
     const bool x_grad = x.requires_grad(), weight_grad = weight.requires_grad();

@@ -382,7 +382,11 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index_in) {
   detail::backend(x.device()).index_select(as_3d(x.detach().contiguous(), d), index.contiguous(), as_3d(out.detach(), d));
   if (autograd::needs_grad({&x})) {
     autograd::record("IndexSelect", out, {x}, [shape = x.shape(), d, index](const Tensor& g) {
-      return std::vector<Tensor>{index_add(zeros(shape, TensorOptions(g.dtype()).device(g.device())), d, index, g)};
+      // Scattered straight into the zeros: index_add would copy them first (an embedding's whole
+      // table, 154 MB for GPT-2's, once per step).
+      Tensor grad = zeros(shape, TensorOptions(g.dtype()).device(g.device()));
+      detail::backend(g.device()).index_add(as_3d(grad, d), index.contiguous(), as_3d(g.contiguous(), d));
+      return std::vector<Tensor>{grad};
     });
   }
   return out;

@@ -3,6 +3,9 @@
 // accumulate in double, as the CPU reductions do, so results agree with the composite ops to
 // the last bits of the compute type (the order of a double sum of float values moves its
 // float result only when it lies within a double rounding of a float's halfway point).
+// Cross-entropy and layer norm over float32 take the AVX-512 row kernels of
+// cross_entropy_kernels.h (their exp is within 2 ulp of std::exp) and layer_norm_kernels.h (16
+// partial sums, not 4) where the CPU has them; the loops here are their reference.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +13,9 @@
 #include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/cross_entropy_kernels.h"
+#include "tensor/cpu/layer_norm_kernels.h"
+#include "tensor/cpu/packed_weights.h"
 #include "tensor/cpu/rows.h"
 #include "tensor/fused_kernels.h"
 #include "tensor/philox.h"
@@ -57,16 +63,27 @@ void cpu_cross_entropy_forward(const CrossEntropyForward& a) {
     Stat<S>* lse_out = static_cast<Stat<S>*>(a.lse.data_ptr());
     const C smooth = static_cast<C>(a.label_smoothing / static_cast<double>(classes));
     const C hit = static_cast<C>(1.0 - a.label_smoothing);
+    const bool vector = std::is_same_v<S, float> && cpu_isa() >= CpuIsa::Avx512;
     for_each_row(rows, classes, [&](int64_t r) {
       std::vector<C> buffer;
       const C* row = row_values(x, r, classes, buffer);
       C m = -std::numeric_limits<C>::infinity();
-      for (int64_t c = 0; c < classes; ++c) m = std::max(m, row[c]);
-      if (std::isinf(m) && m < 0) m = 0;  // an all -inf row gives nan, as log_softmax; avoid inf - inf
       double total = 0, row_sum = 0;
-      for (int64_t c = 0; c < classes; ++c) {
-        total += std::exp(row[c] - m);
-        row_sum += row[c];
+      if (vector) {
+        if constexpr (std::is_same_v<S, float>) {
+          const CrossEntropyRowSums sums = cross_entropy_row_sums_avx512(row, classes);
+          m = sums.max;
+          total = sums.exp_sum;
+          row_sum = sums.sum;
+        }
+        if (std::isinf(m) && m < 0) m = 0;  // as below; the sums were taken from 0 already
+      } else {
+        for (int64_t c = 0; c < classes; ++c) m = std::max(m, row[c]);
+        if (std::isinf(m) && m < 0) m = 0;  // an all -inf row gives nan, as log_softmax; avoid inf - inf
+        for (int64_t c = 0; c < classes; ++c) {
+          total += std::exp(row[c] - m);
+          row_sum += row[c];
+        }
       }
       const C lse = m + static_cast<C>(std::log(total));
       lse_out[r] = static_cast<Stat<S>>(lse);
@@ -90,6 +107,7 @@ void cpu_cross_entropy_backward(const CrossEntropyBackward& a) {
     S* gx = static_cast<S*>(a.grad_logits.data_ptr());
     const C smooth = static_cast<C>(a.label_smoothing / static_cast<double>(classes));
     const C hit = static_cast<C>(1.0 - a.label_smoothing);
+    const bool vector = std::is_same_v<S, float> && cpu_isa() >= CpuIsa::Avx512;
     for_each_row(rows, classes, [&](int64_t r) {
       std::vector<C> in_buffer, out_buffer;
       const C* row = row_values(x, r, classes, in_buffer);
@@ -99,7 +117,13 @@ void cpu_cross_entropy_backward(const CrossEntropyBackward& a) {
       } else {
         const C grad = convert<C>(g[r]);
         const C l = static_cast<C>(lse[r]);
-        for (int64_t c = 0; c < classes; ++c) out[c] = grad * (std::exp(row[c] - l) - smooth - (c == target[r] ? hit : C(0)));
+        if (vector) {
+          if constexpr (std::is_same_v<S, float>)
+            cross_entropy_row_grad_avx512(row, classes, l, grad, smooth, target[r], hit, out);
+        } else {
+          for (int64_t c = 0; c < classes; ++c)
+            out[c] = grad * (std::exp(row[c] - l) - smooth - (c == target[r] ? hit : C(0)));
+        }
       }
       store_row(gx, r, classes, out_buffer);
     });
@@ -118,7 +142,16 @@ void cpu_layer_norm_forward(const LayerNormForward& a) {
     std::vector<C> w_buffer, b_buffer;
     const C* w = a.weight.defined() ? row_values(static_cast<const S*>(a.weight.data_ptr()), 0, cols, w_buffer) : nullptr;
     const C* b = a.bias.defined() ? row_values(static_cast<const S*>(a.bias.data_ptr()), 0, cols, b_buffer) : nullptr;
+    const bool vector = std::is_same_v<S, float> && cpu_isa() >= CpuIsa::Avx512;
     for_each_row(rows, cols, [&](int64_t r) {
+      if constexpr (std::is_same_v<S, float>) {
+        if (vector) {
+          const LayerNormRowStats stats = layer_norm_row_avx512(x + r * cols, cols, w, b, static_cast<C>(a.eps), y + r * cols);
+          mean_out[r] = stats.mean;
+          rstd_out[r] = stats.rstd;
+          return;
+        }
+      }
       std::vector<C> in_buffer, out_buffer;
       const C* row = row_values(x, r, cols, in_buffer);
       C* out = row_target(y, r, cols, out_buffer);
@@ -153,9 +186,13 @@ void cpu_layer_norm_backward(const LayerNormBackward& a) {
     const Stat<S>* rstd = static_cast<const Stat<S>*>(a.rstd.data_ptr());
     std::vector<C> w_buffer;
     const C* w = a.weight.defined() ? row_values(static_cast<const S*>(a.weight.data_ptr()), 0, cols, w_buffer) : nullptr;
+    const bool vector = std::is_same_v<S, float> && cpu_isa() >= CpuIsa::Avx512;
     if (a.grad_x.defined()) {
       S* dx = static_cast<S*>(a.grad_x.data_ptr());
       for_each_row(rows, cols, [&](int64_t r) {
+        if constexpr (std::is_same_v<S, float>) {
+          if (vector) return layer_norm_row_grad_avx512(x + r * cols, dy + r * cols, cols, w, mean[r], rstd[r], dx + r * cols);
+        }
         std::vector<C> x_buffer, dy_buffer, out_buffer;
         const C* xr = row_values(x, r, cols, x_buffer);
         const C* dyr = row_values(dy, r, cols, dy_buffer);
@@ -184,6 +221,12 @@ void cpu_layer_norm_backward(const LayerNormBackward& a) {
       const int64_t begin = cols * chunk / chunks, end = cols * (chunk + 1) / chunks;
       std::vector<C> x_buffer, dy_buffer;
       for (int64_t r = 0; r < rows; ++r) {
+        if constexpr (std::is_same_v<S, float>) {
+          if (vector) {
+            layer_norm_columns_avx512(x + r * cols, dy + r * cols, begin, end, mean[r], rstd[r], dw.data(), db.data());
+            continue;
+          }
+        }
         const C* xr = row_values(x, r, cols, x_buffer);
         const C* dyr = row_values(dy, r, cols, dy_buffer);
         const C mu = static_cast<C>(mean[r]), inv = static_cast<C>(rstd[r]);
@@ -247,6 +290,7 @@ void cpu_linear(const LinearLaunch& a) {
       cpu_backend().copy(make_view(a.bias, {1, rows, out_features}, {0, 0, a.bias.stride(0)}, a.bias.offset()), out3);
     }
   }
+  if (a.weight_frozen && linear_with_packed_weight(a.x, a.weight, a.out, a.bias.defined())) return;
   const Tensor x3 = make_view(a.x, {1, rows, in}, {0, a.x.stride(0), a.x.stride(1)}, a.x.offset());
   const Tensor w3 = make_view(a.weight, {1, in, out_features}, {0, a.weight.stride(1), a.weight.stride(0)}, a.weight.offset());
   cpu_backend().matmul(x3, w3, out3, /*accumulate=*/a.bias.defined());

@@ -118,6 +118,35 @@ TEST_CASE("greedy generation with the KV cache equals an argmax loop over the un
   CHECK(r.kv_cache_bytes == 2 * 2 * 1 * 8 * 17 * sizeof(float));
 }
 
+TEST_CASE("bfloat16 generation with the linears' weights packed once gives the tokens and logits without") {
+  manual_seed(13);
+  GPTConfig c;
+  c.vocab_size = 97;
+  c.block_size = 64;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 64;
+  GPT model(c);
+  model->to(kBFloat16);
+  model->requires_grad_(false);
+  GenerateOptions o;
+  o.max_new_tokens = 8;
+  o.kv_dtype = kBFloat16;
+  const std::vector<int64_t> prompt{5, 17, 33, 2, 90, 41, 8, 64, 12, 7, 3, 55};
+  const GenerateResult plain = models::generate(*model, {prompt}, o);
+  const Tensor ids = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}, DType::Int64);
+  NoGradGuard no_grad;
+  const Tensor logits = model->forward(ids);
+  set_packed_weight_limit(int64_t{1} << 30);
+  const GenerateResult packed = models::generate(*model, {prompt}, o);
+  const Tensor packed_logits = model->forward(ids);
+  // Packed where the CPU has bfloat16 K-pair kernels: the block's four linears per layer.
+  CHECK((packed_weight_bytes() > 0) == (cpu_isa() >= CpuIsa::Avx512Bf16));
+  set_packed_weight_limit(0);
+  CHECK(packed.tokens == plain.tokens);
+  CHECK(sub(packed_logits.to(kFloat64), logits.to(kFloat64)).abs().max().item<double>() == 0.0);
+}
+
 TEST_CASE("a batch of prompts of different lengths gives each prompt's own continuation") {
   manual_seed(12);
   LlamaForCausalLM model(tiny_config());

@@ -255,6 +255,37 @@ TEST_CASE("the AVX-512 packer of bf16 K-pair panels writes the portable packer's
   CHECK_FALSE(detail::pack_pairs_avx512(src.data(), 2, 8, 4, 4, 2, 12, dst.data()));
 }
 
+TEST_CASE("the AVX-512 packer of bf16 A as plain rows writes the portable packer's bytes") {
+  // The AMX set's A read down its columns (gᵀ in a weight gradient): every byte of the block,
+  // padding included, against pack_a_bf16_rows, with partial 32 × 32 blocks in both directions, an
+  // odd K, and rows padded with more zeros than one 32-step run. Layouts it leaves to the portable
+  // packer (rows in memory) say so.
+  const auto isas = cpu_isas_supported();
+  if (std::find(isas.begin(), isas.end(), CpuIsa::Avx512) == isas.end()) return;
+  constexpr int kMr = 32;
+  for (const int64_t mc : {1, 15, 16, 17, 32, 45, 70})
+    for (const int64_t kc : {1, 2, 31, 32, 33, 64, 95})
+      for (const int64_t extra_width : {0, 32}) {
+        CAPTURE(mc);
+        CAPTURE(kc);
+        CAPTURE(extra_width);
+        const int64_t width = (kc + 31) / 32 * 32 + extra_width;
+        // A(i, p) = src[i + p·cs]; the leading dimension is padded so that reads past a column would show.
+        const int64_t cs = mc + 3;
+        std::vector<uint16_t> src(static_cast<size_t>(cs * kc));
+        for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i * 40503u + 1);
+        const int64_t panels = (mc + kMr - 1) / kMr;
+        std::vector<uint16_t> fast(static_cast<size_t>(panels * kMr * width), 0xDEAD);
+        std::vector<uint16_t> portable(fast.size(), 0xBEEF);
+        REQUIRE(detail::pack_rows_avx512(src.data(), 1, cs, mc, kc, width, kMr, fast.data()));
+        detail::pack_a_bf16_rows(detail::GemmMatrix{src.data(), 1, cs, true}, mc, kc, width / 2, kMr, portable.data());
+        CHECK(fast == portable);
+      }
+  std::vector<uint16_t> src(64), dst(64 * 32);
+  CHECK_FALSE(detail::pack_rows_avx512(src.data(), 8, 1, 4, 8, 32, kMr, dst.data()));  // rows in memory
+  CHECK_FALSE(detail::pack_rows_avx512(src.data(), 1, 8, 4, 40, 32, kMr, dst.data()));  // rows narrower than K's runs
+}
+
 TEST_CASE("a bfloat16 C stored by the GEMM itself has the bits of the float32 product then rounded") {
   // gemm_to_bf16 against gemm into float32 followed by the scalar conversion (float_to_bfloat16),
   // C widened first when accumulating, bit for bit: partial tiles, the one-thread and the threaded
@@ -272,15 +303,18 @@ TEST_CASE("a bfloat16 C stored by the GEMM itself has the bits of the float32 pr
                                          {"split along M, B transposed", 300, 200, 400, false, true},
                                          {"split along N, A transposed", 128, 784, 128, true, false},
                                          {"both transposed", 97, 61, 45, true, true},
-                                         {"small, split by row tiles over the threads", 100, 40, 200, false, false}};
+                                         {"small, split by row tiles over the threads", 100, 40, 200, false, false},
+                                         {"K = 32, one AMX tile deep", 45, 33, 32, false, true}};
   bool ran = false;
   for (const CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);
     CAPTURE(cpu_isa_name(isa));
-    if (!detail::gemm_stores_bf16(8, 8, 2)) continue;  // this level's kernel set stores float32 only
+    if (!detail::gemm_stores_bf16(64, 64, 64)) continue;  // this level's kernel set stores float32 only
     ran = true;
     std::vector<Product> all = products;
-    const int64_t kc = isa == CpuIsa::Avx512Bf16 ? detail::kGemmBf16Avx512Bf16.kc : 0;
+    const int64_t kc = isa == CpuIsa::Avx512Bf16 ? detail::kGemmBf16Avx512Bf16.kc
+                       : isa == CpuIsa::Amx      ? detail::kGemmBf16Amx.kc
+                                                 : 0;
     if (kc > 0) {
       all.push_back({"K = one whole chunk", 60, 90, kc, false, false});
       CHECK_FALSE(detail::gemm_stores_bf16(60, 90, kc + 1));
@@ -290,6 +324,11 @@ TEST_CASE("a bfloat16 C stored by the GEMM itself has the bits of the float32 pr
       for (const bool accumulate : {false, true}) {
         CAPTURE(p.name);
         CAPTURE(accumulate);
+        if (!detail::gemm_stores_bf16(p.m, p.n, p.k)) {
+          // AMX pads K to whole tiles of 32: a shorter K is left to the float32 path.
+          CHECK((isa == CpuIsa::Amx && p.k < 32));
+          continue;
+        }
         Tensor a = p.a_transposed ? random({p.k, p.m}, 70, kFloat32).to(kBFloat16).t()
                                   : random({p.m, p.k}, 70, kFloat32).to(kBFloat16);
         {  // A's last row the least normal bfloat16: its products with B's values below 1 are denormal
@@ -322,7 +361,7 @@ TEST_CASE("a bfloat16 C stored by the GEMM itself has the bits of the float32 pr
         CHECK(got == want);
       }
   }
-  if (!ran) MESSAGE("no level here has a kernel set that stores bfloat16 (AVX-512 BF16): nothing to check");
+  if (!ran) MESSAGE("no level here has a kernel set that stores bfloat16 (AVX-512 BF16, AMX): nothing to check");
 }
 
 TEST_CASE("the kernel in use is named for each dtype and level") {

@@ -29,7 +29,9 @@
 // per product at long context), Bc = 64 keys.
 //
 // bfloat16 at CpuIsa::Amx runs the same loops with the products on AMX tiles (forward_amx,
-// backward_amx below); every other dtype and level uses the float32 tiles.
+// backward_amx below); every other dtype and level uses the float32 tiles. A bfloat16 forward of
+// at most kRowsMaxQueries queries (a decode step) takes the row path at every level instead
+// (forward_rows, attention_rows.h): one query row against the keys and values in place.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -39,6 +41,7 @@
 #include "tensor/attention_kernels.h"
 #include "tensor/cpu/aligned_vector.h"
 #include "tensor/cpu/amx_tiles.h"
+#include "tensor/cpu/attention/attention_rows.h"
 #include "tensor/cpu/attention/attention_tiles.h"
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/convert_kernels.h"
@@ -308,6 +311,45 @@ void forward_amx(const AttentionForward& a) {
   });
 }
 
+// At most this many queries per (batch, head) go down the row path: a decode step (one query per
+// head; a few for a short chunk) whose padding into tiles of kBr queries would be most of the work.
+constexpr int64_t kRowsMaxQueries = 4;
+
+const AttentionRows& rows_for(CpuIsa isa) {
+  return isa >= CpuIsa::Avx512 ? kAttentionRowsAvx512 : kAttentionRowsScalar;
+}
+
+// The decode path for bfloat16 (attention_rows.h): per (batch, head, query) the scores of every
+// key the query sees, the mask added, one softmax over them, the value rows summed with the
+// probabilities. Keys and values are read where they lie (the KV cache's rows), so nothing is
+// packed or padded. Causal (top-left aligned, as the tile path): query i sees keys j <= i.
+void forward_rows(const AttentionForward& a) {
+  const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
+  const int64_t Hk = a.k.size(1), S = a.k.size(2), Ev = a.v.size(3), group = Hq / Hk;
+  const View4<const BFloat16> q(a.q), k(a.k), v(a.v);
+  const View4<BFloat16> out(a.out);
+  float* const lse = a.lse.data<float>();
+  const AttentionRows& kernels = rows_for(cpu_isa());
+  const float scale = static_cast<float>(a.scale);
+  parallel_for(N * Hq * L, [&](int64_t item) {
+    const int64_t n = item / (Hq * L), h = item / L % Hq, i = item % L, hk = h / group;
+    const int64_t keys = a.is_causal ? std::min(S, i + 1) : S;
+    float* query = scratch(kQt, E);
+    float* s = scratch(kScores, std::max<int64_t>(keys, 1));
+    float* o = scratch_filled(kOut, Ev, 0.0f);
+    load_row(q.row(n, h, i), q.s3, E, query);
+    kernels.scores(query, reinterpret_cast<const uint16_t*>(k.row(n, hk, 0)), k.s2, keys, E, scale, s);
+    if (a.mask.defined()) add_mask_any(a.mask, n, h, i, 0, static_cast<int>(keys), 1, s, 1);
+    float m = 0.0f;
+    const float l = kernels.exp_row(s, keys, &m);
+    kernels.accumulate(s, reinterpret_cast<const uint16_t*>(v.row(n, hk, 0)), v.s2, keys, Ev, o);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int64_t d = 0; d < Ev; ++d) o[d] *= inv;
+    store_row(out.row(n, h, i), out.s3, Ev, o);
+    lse[(n * Hq + h) * L + i] = l > 0.0f ? m + std::log(l) : kInf;
+  });
+}
+
 template <class T>
 void forward_typed(const AttentionForward& a) {
   const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
@@ -317,6 +359,8 @@ void forward_typed(const AttentionForward& a) {
   float* const lse = a.lse.data<float>();
   const CpuIsa isa = cpu_isa();
   if constexpr (std::is_same_v<T, BFloat16>) {
+    const bool rows_in_place = a.k.stride(3) == 1 && a.v.stride(3) == 1;
+    if (L <= kRowsMaxQueries && a.dropout_p == 0.0 && rows_in_place) return forward_rows(a);
     if (isa == CpuIsa::Amx) return forward_amx(a);
   }
   const AttentionTiles& tiles = tiles_for(isa);

@@ -3,32 +3,18 @@
 // of sixteen columns at a time, down its rows, so the per-query statistics stay in registers.
 // Ragged column blocks and the causal diagonal use lane masks.
 //
-// exp is Cephes' expf: x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two so r is exact), e^r from
-// a degree-6 polynomial, 2^n applied with vscalefps; within 2 ulp of std::exp. Arguments below
-// −87 give 0 (e^−87 ≈ 1.6e-38: a weight that small against the row's largest, which is 1, is
-// nothing), so −inf gives 0; NaN stays NaN.
+// exp is Cephes' expf (tensor/cpu/exp_avx512.h).
+//
+// The decode path's row kernels (attention_rows.h) are here too: scores along a key row (16
+// features per zmm, bf16 widened by a shift, one horizontal sum per key), the softmax and the
+// value sums 16 keys or 16 output features per zmm, ragged ends by lane masks.
+#include "tensor/cpu/attention/attention_rows.h"
 #include "tensor/cpu/attention/attention_tiles.h"
+#include "tensor/cpu/exp_avx512.h"
 #include "tensor/cpu/simd.h"
 
 namespace weft::detail {
 namespace {
-
-static inline __m512 exp_ps(__m512 x) {
-  const __mmask16 underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(_mm512_set1_ps(-87.0f), x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  return _mm512_mask_mov_ps(_mm512_scalef_ps(y, n), underflow, _mm512_setzero_ps());
-}
 
 // Lanes of the column block starting at c0 that the causal mask hides in row j.
 static inline __mmask16 hidden_lanes(int64_t diag, int64_t j, int64_t c0) { return lane_mask(diag + j - c0); }
@@ -99,6 +85,62 @@ void dscores(const float* p, float* dp, int64_t ld, int rows, int cols, const fl
   }
 }
 
+static inline __m512 load_bf16(const uint16_t* p, __mmask16 valid) {
+  return bf16_to_float_x16(_mm256_maskz_loadu_epi16(valid, p));
+}
+
+void row_scores(const float* q, const uint16_t* k, int64_t ldk, int64_t rows, int64_t E, float scale, float* s) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const uint16_t* key = k + j * ldk;
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t e = 0; e < E; e += 16) {
+      const __mmask16 valid = lane_mask(E - e);
+      sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(valid, q + e), load_bf16(key + e, valid), sum);
+    }
+    s[j] = _mm512_reduce_add_ps(sum) * scale;
+  }
+}
+
+float row_exp(float* s, int64_t n, float* m) {
+  const __m512 minus_inf = _mm512_set1_ps(-__builtin_inff());
+  __m512 most = minus_inf;
+  for (int64_t j = 0; j < n; j += 16)
+    most = _mm512_max_ps(most, _mm512_mask_loadu_ps(minus_inf, lane_mask(n - j), s + j));
+  const float top = _mm512_reduce_max_ps(most);
+  const __m512 base = _mm512_set1_ps(top == -__builtin_inff() ? 0.0f : top);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 valid = lane_mask(n - j);
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, s + j), base));
+    _mm512_mask_storeu_ps(s + j, valid, e);
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(valid, e));
+  }
+  *m = top;
+  return _mm512_reduce_add_ps(sum);
+}
+
+// Four zmm of output features at a time stay in registers down all the keys.
+void row_accumulate(const float* p, const uint16_t* v, int64_t ldv, int64_t rows, int64_t Ev, float* o) {
+  for (int64_t d0 = 0; d0 < Ev; d0 += 64) {
+    const __mmask16 m0 = lane_mask(Ev - d0), m1 = lane_mask(Ev - d0 - 16), m2 = lane_mask(Ev - d0 - 32),
+                    m3 = lane_mask(Ev - d0 - 48);
+    __m512 o0 = _mm512_maskz_loadu_ps(m0, o + d0), o1 = _mm512_maskz_loadu_ps(m1, o + d0 + 16),
+           o2 = _mm512_maskz_loadu_ps(m2, o + d0 + 32), o3 = _mm512_maskz_loadu_ps(m3, o + d0 + 48);
+    for (int64_t j = 0; j < rows; ++j) {
+      const uint16_t* row = v + j * ldv + d0;
+      const __m512 w = _mm512_set1_ps(p[j]);
+      o0 = _mm512_fmadd_ps(w, load_bf16(row, m0), o0);
+      o1 = _mm512_fmadd_ps(w, load_bf16(row + 16, m1), o1);
+      o2 = _mm512_fmadd_ps(w, load_bf16(row + 32, m2), o2);
+      o3 = _mm512_fmadd_ps(w, load_bf16(row + 48, m3), o3);
+    }
+    _mm512_mask_storeu_ps(o + d0, m0, o0);
+    _mm512_mask_storeu_ps(o + d0 + 16, m1, o1);
+    _mm512_mask_storeu_ps(o + d0 + 32, m2, o2);
+    _mm512_mask_storeu_ps(o + d0 + 48, m3, o3);
+  }
+}
+
 }  // namespace
 
 void attention_pairs_avx512(const float* src, int64_t ld, int rows, int cols, int64_t pairs, uint16_t* dst) {
@@ -122,5 +164,6 @@ void attention_pairs_avx512(const float* src, int64_t ld, int rows, int cols, in
 }
 
 const AttentionTiles kAttentionTilesAvx512 = {"avx512", softmax_step, rescale, probs, dscores};
+const AttentionRows kAttentionRowsAvx512 = {"avx512", row_scores, row_exp, row_accumulate};
 
 }  // namespace weft::detail

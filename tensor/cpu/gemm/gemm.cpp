@@ -126,6 +126,13 @@ void pack_b_pairs(const GemmKernel& ker, const GemmMatrix& b, int64_t kc, int64_
     pack_b_bf16_pairs(b, kc, nc, pairs, ker.nr, dst);
 }
 
+// A bf16 block as plain rows (a_rows sets), likewise.
+void pack_a_rows(const GemmKernel& ker, const GemmMatrix& a, int64_t mc, int64_t kc, int64_t pairs, uint16_t* dst) {
+  const auto* src = static_cast<const uint16_t*>(a.data);
+  if (!ker.pack_rows || !ker.pack_rows(src, a.rs, a.cs, mc, kc, pairs * 2, ker.mr, dst))
+    pack_a_bf16_rows(a, mc, kc, pairs, ker.mr, dst);
+}
+
 // A as the blocked loops read it: strided memory, or a GemmBlockSource (gemm.h) whose rows are
 // made block by block.
 struct AOperand {
@@ -143,9 +150,11 @@ struct BOperand {
   BOperand(const GemmBlockSource* s, bool makes_transposed)
       : matrix{nullptr, 0, 0, s->bf16}, source(s), transposed(makes_transposed) {}
 
+  explicit BOperand(const GemmPackedB* b) : matrix{nullptr, 0, 0, true}, packed(b) {}
+
   BOperand at(int64_t p, int64_t j) const {
     BOperand sub = *this;
-    if (source) {
+    if (source || packed) {
       sub.p0 += p;
       sub.j0 += j;
     } else {
@@ -158,10 +167,18 @@ struct BOperand {
   // its runs at them.
   int64_t k_align() const { return source && transposed ? std::max<int64_t>(1, source->k_align) : 1; }
 
+  // The K-pair panels of the block at B(p0, j0) of a B packed ahead (p0 the start of a K chunk,
+  // j0 of a panel): the block's panels are already where the loops read them.
+  const uint16_t* packed_block(int64_t kpairs) const {
+    const int64_t chunk = p0 / packed->kc_step;
+    return packed->data.data() + packed->chunk_offset[static_cast<size_t>(chunk)] + j0 * kpairs * 2;
+  }
+
   GemmMatrix matrix;
   const GemmBlockSource* source = nullptr;
+  const GemmPackedB* packed = nullptr;  // B packed ahead (gemm_pack_b)
   bool transposed = false;  // the source makes Bᵀ's rows, not B's
-  int64_t p0 = 0, j0 = 0;   // a source's sub-matrix: B(p0 + p, j0 + j)
+  int64_t p0 = 0, j0 = 0;   // a source's or a packed B's sub-matrix: B(p0 + p, j0 + j)
 };
 
 // Whether a block of C with m rows reads A in place rather than packing it: contiguous rows, at
@@ -264,7 +281,7 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
   uint16_t* ap = nullptr;
   if (!a_in_place && pairs) {
     ap = t_pack_a.get<uint16_t>(a_size);
-    if (ker.a_rows) pack_a_bf16_rows(a_block, mc, kc, kpairs, ker.mr, ap);
+    if (ker.a_rows) pack_a_rows(ker, a_block, mc, kc, kpairs, ap);
     else pack_a_pairs(ker, a_block, mc, kc, kpairs, ap);
   } else if (!a_in_place) {
     af = t_pack_a.get<float>(a_size);
@@ -336,7 +353,8 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
   const int64_t balanced_blocks = (row_blocks_wanted + threads - 1) / threads * threads;
   const Blocking bl = blocking_for(ker, m, n, k, (m + balanced_blocks - 1) / balanced_blocks,
                                    a.source ? std::max<int64_t>(1, a.source->k_align) : b.k_align());
-  void* packed_b = ker.bf16_pairs ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
+  void* packed_b = b.packed ? nullptr
+                 : ker.bf16_pairs ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
                                   : static_cast<void*>(t_pack_b.get<float>(bl.b_size));
   const int64_t row_blocks = (m + bl.mc_step - 1) / bl.mc_step;
   for (int64_t jc = 0; jc < n; jc += bl.nc_step) {
@@ -345,13 +363,18 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
     for (int64_t pc = 0; pc < k; pc += bl.kc_step) {
       const int64_t kc = std::min(bl.kc_step, k - pc);
       const BOperand b_block = b.at(pc, jc);
-      parallel_for_if(threads > 1, pack_parts, [&](int64_t part) {
-        const PartRange cols = part_of(nc, ker.nr, pack_parts, part);
-        pack_b_columns(ker, b_block, kc, cols.first, cols.length, packed_b);
-      });
+      const void* block_b = packed_b;
+      if (b.packed) {
+        block_b = b_block.packed_block(packed_pairs(ker, kc));
+      } else {
+        parallel_for_if(threads > 1, pack_parts, [&](int64_t part) {
+          const PartRange cols = part_of(nc, ker.nr, pack_parts, part);
+          pack_b_columns(ker, b_block, kc, cols.first, cols.length, packed_b);
+        });
+      }
       parallel_for_if(threads > 1, row_blocks, [&](int64_t block) {
         const int64_t ic = block * bl.mc_step;
-        c_block(ker, a, ic, std::min(bl.mc_step, m - ic), pc, kc, packed_b, jc, nc, c, ldc, accumulate || pc > 0,
+        c_block(ker, a, ic, std::min(bl.mc_step, m - ic), pc, kc, block_b, jc, nc, c, ldc, accumulate || pc > 0,
                 a_in_place, bl.a_size, c_bf16);
       });
     }
@@ -569,6 +592,51 @@ void gemm_to_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Ge
     });
   }
   gemm_large(ker, m, n, k, a, b, nullptr, ldc, accumulate, c);
+}
+
+// The K chunk length gemm_blocked cuts a memory B into (blocking_for with k_align 1).
+int64_t b_chunk_step(const GemmKernel& ker, int64_t k) { return even_step(k, ker.kc, 2 * ker.pair_block); }
+
+bool gemm_packs_b_ahead(int64_t k, int64_t n) {
+  const GemmKernel& ker = kernel_for(cpu_isa(), true, n);
+  return ker.bf16_pairs && n > 0 && k >= 2 * ker.pair_block;
+}
+
+GemmPackedB gemm_pack_b(int64_t k, int64_t n, const GemmMatrix& b) {
+  WEFT_CHECK(b.bf16 && gemm_packs_b_ahead(k, n), "[gemm] internal: gemm_pack_b called for a B it cannot pack ahead");
+  const GemmKernel& ker = kernel_for(cpu_isa(), true, n);
+  GemmPackedB packed{&ker, k, n, b_chunk_step(ker, k), {}, {}};
+  const int64_t n_padded = (n + ker.nr - 1) / ker.nr * ker.nr;
+  int64_t size = 0;
+  for (int64_t pc = 0; pc < k; pc += packed.kc_step) {
+    packed.chunk_offset.push_back(size);
+    size += packed_pairs(ker, std::min(packed.kc_step, k - pc)) * 2 * n_padded;
+  }
+  packed.data.resize(static_cast<size_t>(size));
+  for (int64_t pc = 0, chunk = 0; pc < k; pc += packed.kc_step, ++chunk)
+    pack_b_memory(ker, b.at(pc, 0), std::min(packed.kc_step, k - pc), 0, n,
+                  packed.data.data() + packed.chunk_offset[static_cast<size_t>(chunk)]);
+  return packed;
+}
+
+void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmPackedB& b, float* c, int64_t ldc,
+                 bool accumulate, uint16_t* c_bf16) {
+  const GemmKernel& ker = kernel_for(cpu_isa(), true, n);
+  WEFT_CHECK(a.bf16 && b.k == k && b.n == n && b.kernel == &ker && b.kc_step == b_chunk_step(ker, k),
+             "[gemm] internal: a B packed ahead for another product or instruction-set level");
+  WEFT_CHECK(c_bf16 == nullptr || gemm_stores_bf16(m, n, k),
+             "[gemm] internal: a bfloat16 C for a product gemm_stores_bf16 refuses");
+  if (m <= 0) return;
+  const BOperand packed(&b);
+  const int64_t work = 2 * m * n * k;
+  // The paths gemm() and gemm_to_bf16 take for such a product, so the bits are theirs.
+  if (work <= kSmallWork) {
+    return split_small_by_rows(ker, m, work, k, [&](int64_t first, int64_t rows) {
+      gemm_blocked(ker, rows, n, k, a.at(first, 0), packed, c_bf16 ? nullptr : c + first * ldc, ldc, accumulate,
+                   false, 1, c_bf16 ? c_bf16 + first * ldc : nullptr);
+    });
+  }
+  gemm_large(ker, m, n, k, a, packed, c, ldc, accumulate, c_bf16);
 }
 
 void gemm(int64_t m, int64_t n, int64_t k, const GemmBlockSource& a, const GemmMatrix& b, float* c, int64_t ldc,

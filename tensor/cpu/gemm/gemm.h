@@ -16,7 +16,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "tensor/cpu/aligned_vector.h"
 #include "tensor/cpu/isa.h"
 
 namespace weft::detail {
@@ -74,6 +76,36 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmBlockSource& a, const GemmM
 // blocked path whatever the size.
 void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmBlockSource& b, bool b_source_transposed,
           float* c, int64_t ldc, bool accumulate);
+
+// A whole bfloat16 B (k×n) packed once, ahead of the products that use it, in the K-pair panels
+// the active level's bf16 kernel set reads (Note [bf16 K-pair panels] in packing.h): K chunk by K
+// chunk (the chunks gemm() cuts K into), each chunk all of B's columns, panel by panel of NR. A
+// product against it packs no B: every block the loops visit is already in place (a weight packed
+// once for inference, tensor/cpu/packed_weights.h). The same panels as a per-call packing, so
+// the product's bits are those of gemm() on the unpacked B.
+struct GemmPackedB {
+  const void* kernel;  // the GemmKernel it was packed for: products check that they use it
+  int64_t k, n;
+  int64_t kc_step;                    // K chunk length (the last may be shorter)
+  std::vector<int64_t> chunk_offset;  // first element of each K chunk in data
+  AlignedVector<uint16_t> data;
+
+  size_t bytes() const { return data.size() * sizeof(uint16_t); }
+};
+
+// Whether B of a product of bfloat16 operands with k×n B can be packed ahead at the active level:
+// a kernel set of K-pair panels (AVX-512 BF16, AMX), and K of at least one pair block (shorter
+// products take the float32 paths: Note [Small bfloat16 products]).
+bool gemm_packs_b_ahead(int64_t k, int64_t n);
+
+// b (k×n, bfloat16) packed for the active level; only where gemm_packs_b_ahead.
+GemmPackedB gemm_pack_b(int64_t k, int64_t n, const GemmMatrix& b);
+
+// c(m×n) (+)= a(m×k) · B with B packed ahead (packed.k == k, packed.n == n, packed for the active
+// level); a bfloat16. With c_bf16 (where gemm_stores_bf16) C is rounded to bfloat16 there and c is
+// unused, as gemm_to_bf16.
+void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmPackedB& b, float* c, int64_t ldc,
+                 bool accumulate, uint16_t* c_bf16 = nullptr);
 
 // The kernel set gemm() uses for float32 (bf16 = false) or bfloat16 inputs at level `isa`.
 const char* gemm_kernel_name(CpuIsa isa, bool bf16);

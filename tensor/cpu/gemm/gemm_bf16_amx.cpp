@@ -11,6 +11,10 @@
 //      2 3        5 (rows 16-31)      7 (columns 16-31)
 // Like vdpbf16ps, the instruction treats bf16 denormals as zero and flushes denormal results, so
 // results differ from the float32 kernels in the last bits; tests compare with a tolerance.
+// A bfloat16 C (GemmTileBf16::c_bf16, gemm_to_bf16) goes through a float32 copy of the 32 × 32
+// block on the stack: widened into it when accumulating, stored from the tiles into it and rounded
+// row by row (float_to_bf16_x32, the rounding of the conversion kernels), so a bf16-mixed product
+// writes its bfloat16 result once instead of a float32 C and a conversion pass over it.
 #include "tensor/cpu/amx_tiles.h"
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/simd.h"
@@ -21,11 +25,36 @@ namespace {
 constexpr int kMr = 32, kNr = 32;
 constexpr int64_t kPairsPerTile = 16;
 
+// C's 32 × 32 block from a bfloat16 C: rows × cols of it widened into a zero-padded float32 copy.
+void load_c_bf16(const uint16_t* c, int64_t ldc, int rows, int cols) {
+  alignas(64) float wide[kMr * kNr] = {};
+  const __mmask32 mask = lane_mask32(cols);
+  for (int r = 0; r < rows; ++r) {
+    const __m512i bits = _mm512_maskz_loadu_epi16(mask, c + r * ldc);
+    _mm512_store_ps(wide + r * kNr, bf16_to_float_x16(_mm512_castsi512_si256(bits)));
+    _mm512_store_ps(wide + r * kNr + 16, bf16_to_float_x16(_mm512_extracti64x4_epi64(bits, 1)));
+  }
+  amx_load_c(wide, kNr * 4, kMr, kNr);
+}
+
+// The tiles' rows × cols corner rounded into a bfloat16 C.
+void store_c_bf16(uint16_t* c, int64_t ldc, int rows, int cols) {
+  alignas(64) float wide[kMr * kNr];
+  amx_store_c(wide, kNr * 4, kMr, kNr);
+  const __mmask32 mask = lane_mask32(cols);
+  for (int r = 0; r < rows; ++r) {
+    const __m512i bits = float_to_bf16_x32(_mm512_load_ps(wide + r * kNr), _mm512_load_ps(wide + r * kNr + 16));
+    _mm512_mask_storeu_epi16(c + r * ldc, mask, bits);
+  }
+}
+
 // c(m×n) (+)= A(m × 2·kpairs) · B(2·kpairs × n), A as rows, B as a K-pair panel of 32 columns.
 // The driver has configured the tiles for the block (begin_block): reading the configuration back
 // per tile waits for the tile instructions in flight, ~6 % of a bf16-mixed MLP step.
 void micro_bf16(const GemmTileBf16& t) {
-  if (t.accumulate) {
+  if (t.accumulate && t.c_bf16) {
+    load_c_bf16(t.c_bf16, t.ldc, t.m, t.n);
+  } else if (t.accumulate) {
     amx_load_c(t.c, t.ldc * 4, t.m, t.n);
   } else {
     _tile_zero(0);
@@ -51,7 +80,8 @@ void micro_bf16(const GemmTileBf16& t) {
     }
     b += kPairsPerTile * kNr * 2;
   }
-  amx_store_c(t.c, t.ldc * 4, t.m, t.n);
+  if (t.c_bf16) store_c_bf16(t.c_bf16, t.ldc, t.m, t.n);
+  else amx_store_c(t.c, t.ldc * 4, t.m, t.n);
 }
 
 }  // namespace
@@ -59,8 +89,8 @@ void micro_bf16(const GemmTileBf16& t) {
 const GemmKernel kGemmBf16Amx = {
     .name = "amx 32x32",
     .mr = kMr, .nr = kNr,
-    .mc = 256, .kc = 512, .nc = 4096,  // kc counts bf16 steps (256 pairs, 16 tiles)
-    .nc_sweep = 512,                    // 512 KB of B against 256 KB of A in L2
+    .mc = 256, .kc = 1024, .nc = 4096,  // kc counts bf16 steps (512 pairs, 32 tiles)
+    .nc_sweep = 512,                    // 1 MB of B against 512 KB of A in L2 (2 MB)
     .bf16_pairs = true,
     .micro_f32 = nullptr,
     .micro_bf16 = micro_bf16,
@@ -71,6 +101,8 @@ const GemmKernel kGemmBf16Amx = {
     .a_rows = true,
     .begin_block = amx_configure_tiles,
     .pack_pairs = pack_pairs_avx512,
+    .stores_bf16 = true,
+    .pack_rows = pack_rows_avx512,
 };
 
 }  // namespace weft::detail

@@ -76,6 +76,12 @@ using GemmPackB = bool (*)(const void* src, bool bf16, int64_t rs, int64_t cs, i
 // A(i, p) = src[i·rs + p·cs] as for GemmPackB. Returns false for layouts it has no fast path for.
 using GemmPackA = bool (*)(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst);
 
+// Packs A(i, p), i < mc, p < kc, bfloat16 bits at src[i·rs + p·cs], as plain rows (Note [bf16
+// K-pair panels] in packing.h): dst[i·width + p], zero for kc ≤ p < width and for the rows past mc
+// up to a whole panel of mr. Returns false for layouts it has no fast path for.
+using GemmPackRows = bool (*)(const uint16_t* src, int64_t rs, int64_t cs, int64_t mc, int64_t kc, int64_t width,
+                              int mr, uint16_t* dst);
+
 // Packs M(l, s), l < lanes, s < steps, bfloat16 bits at src[l·lane_stride + s·step_stride], into
 // ceil(lanes/width) panels of `pairs` K-pairs × width lanes (Note [bf16 K-pair panels] in
 // packing.h: pair q of lane l is M(l, 2q), M(l, 2q+1)), zero past `lanes` and `steps`. A packs with
@@ -107,12 +113,18 @@ struct GemmKernel {
   GemmPackPairs pack_pairs = nullptr;  // bf16 K-pair panels; nullptr: the portable packer only
   bool stores_bf16 = false;   // micro_bf16 writes a bfloat16 C (GemmTileBf16::c_bf16)
   bool a_rows_in_place = false;  // micro_bf16 reads A's rows in place (GemmTileBf16::lda)
+  GemmPackRows pack_rows = nullptr;  // a_rows sets: bf16 A as plain rows; nullptr: the portable packer only
 };
 
 // The AVX-512 packer of bf16 K-pair panels (gemm_bf16_avx512bf16.cpp), shared by the sets that
 // pack pairs: every CPU with AVX-512 BF16 or AMX has the AVX-512BW it needs.
 bool pack_pairs_avx512(const uint16_t* src, int64_t lane_stride, int64_t step_stride, int64_t lanes, int64_t steps,
                        int64_t pairs, int width, uint16_t* dst);
+
+// The AVX-512 packer of bf16 A as plain rows for an A read down its columns (gᵀ in a weight
+// gradient; pack_rows_avx512.cpp), the AMX set's: every CPU with AMX has the AVX-512BW it needs.
+bool pack_rows_avx512(const uint16_t* src, int64_t rs, int64_t cs, int64_t mc, int64_t kc, int64_t width, int mr,
+                      uint16_t* dst);
 
 // One float64 C tile from packed panels: c(m×n) (+)= Σ_{p<kc} a[p·MR + i]·b[p·NR + j], added to c
 // when `accumulate`, with m ≤ MR and n ≤ NR. Both panels are whole (zero past m and n), so only

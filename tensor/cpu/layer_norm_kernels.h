@@ -1,0 +1,35 @@
+// Vector kernels for the rows of the CPU layer norm over float32 (tensor/cpu/fused.cpp, whose
+// scalar loops are the reference), chosen at run time (Note [ISA kernel units] in
+// tensor/cpu/simd.h). Plain declarations.
+//
+// The reference's row sums run four double partial sums, a chain of dependent additions per
+// value that its rows' other work waits on (a bf16-mixed GPT step at width 128 spent ~10 % in its
+// layer norms). These keep sixteen partial sums in two vectors of eight doubles, so a row's float
+// result moves from the reference's only where it lies within a double rounding of a float's
+// halfway point; the elementwise parts are the reference's float operations, in its order (no
+// fused multiply-adds).
+#pragma once
+
+#include <cstdint>
+
+namespace weft::detail {
+
+struct LayerNormRowStats {
+  float mean, rstd;
+};
+
+// One row x[0..n): mean, rstd = 1/√(var + eps), y = ((x − mean)·rstd)·w + b (w, b may be null).
+LayerNormRowStats layer_norm_row_avx512(const float* x, int64_t n, const float* w, const float* b, float eps, float* y);
+
+// One row's dx = rstd·((g − mean(g)) − x̂·mean(g·x̂)) with g = dy·w (dy where w is null) and
+// x̂ = (x − mean)·rstd.
+void layer_norm_row_grad_avx512(const float* x, const float* dy, int64_t n, const float* w, float mean, float rstd,
+                                float* dx);
+
+// One row's share of the weight and bias gradients over columns [begin, end):
+// dw[c] += dy[c]·((x[c] − mean)·rstd), db[c] += dy[c], each product rounded to float and added in
+// double, as the reference adds them (so column sums are its bits).
+void layer_norm_columns_avx512(const float* x, const float* dy, int64_t begin, int64_t end, float mean, float rstd,
+                               double* dw, double* db);
+
+}  // namespace weft::detail
