@@ -3,9 +3,8 @@
 // of sixteen columns at a time, down its rows, so the per-query statistics stay in registers.
 // Ragged column blocks and the causal diagonal use lane masks.
 //
-// exp is Cephes' expf (tensor/cpu/exp_avx512.h).
+// exp is Cephes' expf (exp_x16 in tensor/cpu/simd.h).
 #include "tensor/cpu/attention/attention_tiles.h"
-#include "tensor/cpu/exp_avx512.h"
 #include "tensor/cpu/simd.h"
 
 namespace weft::detail {
@@ -34,11 +33,11 @@ void softmax_step(float* s, int64_t ld, int rows, int cols, int64_t diag, float*
     __m512 sum = _mm512_setzero_ps();
     for (int64_t j = 0; j < rows; ++j) {
       float* row = s + j * ld + c0;
-      const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, row), base));
+      const __m512 e = exp_x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, row), base));
       _mm512_mask_storeu_ps(row, valid, e);
       sum = _mm512_add_ps(sum, e);
     }
-    const __m512 a = exp_ps(_mm512_sub_ps(m_old, base));
+    const __m512 a = exp_x16(_mm512_sub_ps(m_old, base));
     _mm512_mask_storeu_ps(alpha + c0, valid, a);
     _mm512_mask_storeu_ps(l + c0, valid, _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(valid, l + c0), sum));
     _mm512_mask_storeu_ps(m + c0, valid, most);
@@ -62,7 +61,7 @@ void probs(float* s, int64_t ld, int rows, int cols, int64_t diag, const float* 
     const __m512 base = _mm512_maskz_loadu_ps(valid, lse + c0);
     for (int64_t j = 0; j < rows; ++j) {
       float* row = s + j * ld + c0;
-      const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, row), base));
+      const __m512 e = exp_x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, row), base));
       _mm512_mask_storeu_ps(row, valid, _mm512_mask_mov_ps(e, hidden_lanes(diag, j, c0), _mm512_setzero_ps()));
     }
   }
