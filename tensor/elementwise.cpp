@@ -297,13 +297,15 @@ Tensor relu(const Tensor& x) {
 }
 // The tanh GELU's forward (grad undefined) or gradient on the device's fused kernel
 // (tensor/fused_kernels.h) when it has one for these tensors; an undefined tensor otherwise.
-Tensor fused_gelu_tanh(const Tensor& x, const Tensor& grad) {
+// `tanh` (float32, x's shape), when defined, receives the formula's tanh in the forward and gives
+// it to the gradient.
+Tensor fused_gelu_tanh(const Tensor& x, const Tensor& grad, const Tensor& tanh = Tensor()) {
   detail::GeluTanhKernel* kernel = detail::gelu_tanh_kernels().find(x.device().type);
   const bool takes = kernel && (x.dtype() == DType::Float32 || x.dtype() == DType::BFloat16) && x.is_contiguous() &&
                      (!grad.defined() || (grad.dtype() == x.dtype() && grad.shape() == x.shape() && grad.is_contiguous()));
   if (!takes) return Tensor();
   Tensor out = detail::make_tensor(x.shape(), x.dtype(), x.device());
-  kernel({x.detach(), grad.defined() ? grad.detach() : Tensor(), out});
+  kernel({x.detach(), grad.defined() ? grad.detach() : Tensor(), out, tanh});
   return out;
 }
 
@@ -316,13 +318,21 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
     return fused_backward(rule, g, v);
   };
   detail::check_defined(x, "gelu");
-  if (Tensor fused = tanh_approximation ? fused_gelu_tanh(x, Tensor()) : Tensor(); fused.defined()) {
-    if (autograd::needs_grad({&x})) {
-      autograd::record("Gelu", fused, {x}, [sx = SavedTensor(x), backward](const Tensor& g) {
-        return std::vector<Tensor>{backward(g, sx.unpack(), Tensor())};
-      });
+  if (tanh_approximation) {
+    // Under autograd the fused forward keeps its tanh (float32) for the gradient, which then
+    // skips computing it again: most of the gradient's work, for memory of the input's size.
+    const bool records = autograd::needs_grad({&x});
+    const Tensor t = records ? detail::make_tensor(x.shape(), DType::Float32, x.device()) : Tensor();
+    if (Tensor fused = fused_gelu_tanh(x, Tensor(), t); fused.defined()) {
+      if (records) {
+        autograd::record("Gelu", fused, {x}, [sx = SavedTensor(x), st = SavedTensor(t)](const Tensor& g) {
+          const Tensor v = sx.unpack();
+          Tensor dx = fused_gelu_tanh(v, g, st.unpack());
+          return std::vector<Tensor>{dx.defined() ? dx : fused_backward(BinaryOp::GeluTanhBackward, g, v)};
+        });
+      }
+      return fused;
     }
-    return fused;
   }
   return floating_unary(op, x, "gelu", "Gelu", backward);
 }

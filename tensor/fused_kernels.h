@@ -90,9 +90,13 @@ KernelRegistry<LinearKernel>& linear_kernels();
 // x, grad and out contiguous, one dtype, float32 or bfloat16; the op front-end takes the
 // elementwise ops for anything else, and on a device without this kernel (the CUDA slot is empty:
 // the elementwise ops there are already one fused pass).
+// tanh, when defined (float32, x's shape, contiguous), carries the tanh of the formula from the
+// forward, which writes it, to the gradient, which reads it instead of computing it again (the
+// same bits: most of the gradient's work).
 struct GeluTanhLaunch {
   Tensor x, grad;
   Tensor out;
+  Tensor tanh;
 };
 using GeluTanhKernel = void(const GeluTanhLaunch&);
 KernelRegistry<GeluTanhKernel>& gelu_tanh_kernels();

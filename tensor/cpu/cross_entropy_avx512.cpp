@@ -2,7 +2,6 @@
 // kernel units] in tensor/cpu/simd.h), sixteen logits at a time; a row's last n % 16 under a lane
 // mask. The scalar reference is cpu_cross_entropy_forward / _backward in tensor/cpu/fused.cpp.
 #include "tensor/cpu/cross_entropy_kernels.h"
-#include "tensor/cpu/exp_avx512.h"
 #include "tensor/cpu/simd.h"
 
 namespace weft::detail {
@@ -38,7 +37,7 @@ CrossEntropyRowSums cross_entropy_row_sums_avx512(const float* x, int64_t n) {
   for (int64_t c = 0; c < n; c += 16) {
     const __mmask16 valid = lane_mask(n - c);
     const __m512 v = _mm512_maskz_loadu_ps(valid, x + c);
-    add_wide(_mm512_maskz_mov_ps(valid, exp_ps(_mm512_sub_ps(v, base))), exp_low, exp_high);
+    add_wide(_mm512_maskz_mov_ps(valid, exp_x16(_mm512_sub_ps(v, base))), exp_low, exp_high);
     add_wide(v, sum_low, sum_high);
   }
   return {m, total(exp_low, exp_high), total(sum_low, sum_high)};
@@ -50,7 +49,7 @@ void cross_entropy_row_grad_avx512(const float* x, int64_t n, float lse, float g
   for (int64_t c = 0; c < n; c += 16) {
     const __mmask16 valid = lane_mask(n - c);
     const __mmask16 is_target = target >= c && target < c + 16 ? __mmask16(1u << (target - c)) : __mmask16(0);
-    __m512 d = _mm512_sub_ps(exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, x + c), l)), s);
+    __m512 d = _mm512_sub_ps(exp_x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, x + c), l)), s);
     d = _mm512_mask_sub_ps(d, is_target, d, h);
     _mm512_mask_storeu_ps(out + c, valid, _mm512_mul_ps(g, d));
   }

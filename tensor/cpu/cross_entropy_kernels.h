@@ -4,7 +4,7 @@
 //
 // A GPT-2 step's logits are 256 rows of 50,257: the scalar loops called std::exp once per logit,
 // forward and backward, ~8 % of a bf16-mixed step. These take 16 logits per step with the fused
-// attention's exp (tensor/cpu/exp_avx512.h, within 2 ulp of std::exp); sums stay in double, in
+// attention's exp (exp_x16 in tensor/cpu/simd.h, within 2 ulp of std::exp); sums stay in double, in
 // another order than the scalar loop's.
 #pragma once
 

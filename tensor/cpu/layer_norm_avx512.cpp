@@ -2,8 +2,6 @@
 // units] in tensor/cpu/simd.h), sixteen floats at a time; a row's last n % 16 under a lane mask
 // (zeros, which add nothing to the sums). The scalar reference is cpu_layer_norm_forward /
 // _backward in tensor/cpu/fused.cpp.
-#include <cmath>
-
 #include "tensor/cpu/layer_norm_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -49,7 +47,7 @@ LayerNormRowStats layer_norm_row_avx512(const float* x, int64_t n, const float* 
     squares.add_product(d, d);
   }
   const float var = static_cast<float>(squares.total() / static_cast<double>(n));
-  const float rstd = 1.0f / std::sqrt(var + eps);
+  const float rstd = 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(var + eps)));  // sqrtss: std::sqrt's rounding
   const __m512 inv = _mm512_set1_ps(rstd);
   for (int64_t c = 0; c < n; c += 16) {
     const __mmask16 valid = lane_mask(n - c);

@@ -5,7 +5,9 @@
 // the kernel's own before they are reduced (tensor/cpu/convert.h), and results rounded on store.
 // The reductions are instantiated once per compute type, not per storage and output dtype: every
 // narrow float is read as float32 through one kernel, and a sum's output dtype is a store function
-// chosen per call (issue 47: the full product was a twelfth of a shipped program).
+// chosen per call (issue 47: the full product was a twelfth of a shipped program). Column sums
+// of float32 and bfloat16 take an AVX-512 kernel where the CPU has it (column_sums_kernels.h), with
+// the scalar loop's bits.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensor/cpu/column_sums_kernels.h"
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/loops.h"
@@ -173,6 +176,19 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
 
 void CpuBackend::sum_columns(const Tensor& x, const Tensor& out) {
   const int64_t n = x.size(0), cols = x.size(1);
+  if ((x.dtype() == kFloat32 || x.dtype() == kBFloat16) && cpu_isa() >= CpuIsa::Avx512) {
+    // The vector kernel of column_sums_kernels.h, over the column ranges sum_columns_of takes.
+    const StoreTotal<double> store = store_total_for<double>(out.dtype());
+    const int64_t chunks = n * cols >= kParallelGrain ? std::min<int64_t>(num_threads(), (cols + 7) / 8) : 1;
+    const bool bf16 = x.dtype() == kBFloat16;
+    parallel_for(chunks, [&](int64_t c) {
+      const int64_t begin = cols * c / chunks, end = cols * (c + 1) / chunks;
+      std::vector<double> acc(static_cast<size_t>(end - begin), 0.0);
+      add_columns_avx512(byte_ptr(x) + begin * (bf16 ? 2 : 4), bf16, cols, n, end - begin, acc.data());
+      for (int64_t j = begin; j < end; ++j) store(out.data_ptr(), j, acc[static_cast<size_t>(j - begin)]);
+    });
+    return;
+  }
   visit_compute_type(x.dtype(), [&](auto c) {
     using C = decltype(c);
     sum_columns_of<C>(Storage::of<C>(x), out.data_ptr(), out.dtype(), n, cols);

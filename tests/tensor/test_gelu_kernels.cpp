@@ -1,8 +1,9 @@
 // The fused tanh GELU kernel (tensor/cpu/gelu/) on every instruction-set level the CPU has: its
 // forward and gradient give exactly the bits of the per-element reference formulas
 // (tensor/elementwise_math.h), in float32 and bfloat16, over special values and ragged lengths;
-// and gelu() on a contiguous tensor (the fused kernel) agrees bit for bit with gelu() on a strided
-// view of the same values (the elementwise ops).
+// with the forward's tanh kept for the gradient or not; and gelu() on a contiguous tensor (the
+// fused kernel) agrees bit for bit with gelu() on a strided view of the same values (the
+// elementwise ops).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "tensor/cpu/isa.h"
 #include "tensor/elementwise_math.h"
 #include "tensor/float_formats.h"
+#include "tensor/fused_kernels.h"
 
 using namespace weft;
 using detail::BinaryOp;
@@ -65,6 +67,40 @@ TEST_CASE("fused tanh GELU: float32 forward and gradient are the reference's bit
           ++wrong;
           CHECK_MESSAGE(false, "x = ", xs[i], ": ", ys[i], " vs ", forward_reference(xs[i]), ", gradient ", dxs[i],
                         " vs ", backward_reference(gs[i], xs[i]));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("fused tanh GELU kernel: the gradient with the forward's tanh and without it are the reference's bits") {
+  // gelu() under autograd always hands the kernel the forward's tanh; here the kernel is called
+  // directly both ways (forward writing the tanh or not, gradient reading it or computing it).
+  detail::GeluTanhKernel* kernel = detail::gelu_tanh_kernels().find(DeviceType::CPU);
+  REQUIRE((kernel != nullptr));
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    CpuIsaGuard guard(isa);
+    for (const int64_t n : {1, 9, 17, 5'003}) {
+      CAPTURE(cpu_isa_name(isa));
+      CAPTURE(n);
+      const std::vector<float> xs = inputs(n);
+      std::vector<float> gs(xs.size());
+      for (size_t i = 0; i < gs.size(); ++i) gs[i] = 0.25f - static_cast<float>(i % 5) * 0.5f;
+      const Tensor x = from_vector(xs, {n}), g = from_vector(gs, {n});
+      const Tensor t = empty({n}), y_kept = empty({n}), y_plain = empty({n}), dx_kept = empty({n}), dx_plain = empty({n});
+      kernel({x, Tensor(), y_kept, t});
+      kernel({x, Tensor(), y_plain, Tensor()});
+      kernel({x, g, dx_kept, t});
+      kernel({x, g, dx_plain, Tensor()});
+      const std::vector<float> yk = y_kept.to_vector<float>(), yp = y_plain.to_vector<float>();
+      const std::vector<float> dk = dx_kept.to_vector<float>(), dp = dx_plain.to_vector<float>();
+      int wrong = 0;
+      for (size_t i = 0; i < xs.size() && wrong < 3; ++i) {
+        const float want_y = forward_reference(xs[i]), want_dx = backward_reference(gs[i], xs[i]);
+        if (!same(yk[i], want_y) || !same(yp[i], want_y) || !same(dk[i], want_dx) || !same(dp[i], want_dx)) {
+          ++wrong;
+          CHECK_MESSAGE(false, "x = ", xs[i], ": ", yk[i], " / ", yp[i], " vs ", want_y, ", gradient ", dk[i], " / ",
+                        dp[i], " vs ", want_dx);
         }
       }
     }

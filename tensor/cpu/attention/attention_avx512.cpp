@@ -3,14 +3,13 @@
 // of sixteen columns at a time, down its rows, so the per-query statistics stay in registers.
 // Ragged column blocks and the causal diagonal use lane masks.
 //
-// exp is Cephes' expf (tensor/cpu/exp_avx512.h).
+// exp is Cephes' expf (exp_x16 in tensor/cpu/simd.h).
 //
 // The decode path's row kernels (attention_rows.h) are here too: scores along a key row (16
 // features per zmm, bf16 widened by a shift, one horizontal sum per key), the softmax and the
 // value sums 16 keys or 16 output features per zmm, ragged ends by lane masks.
 #include "tensor/cpu/attention/attention_rows.h"
 #include "tensor/cpu/attention/attention_tiles.h"
-#include "tensor/cpu/exp_avx512.h"
 #include "tensor/cpu/simd.h"
 
 namespace weft::detail {
@@ -39,11 +38,11 @@ void softmax_step(float* s, int64_t ld, int rows, int cols, int64_t diag, float*
     __m512 sum = _mm512_setzero_ps();
     for (int64_t j = 0; j < rows; ++j) {
       float* row = s + j * ld + c0;
-      const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, row), base));
+      const __m512 e = exp_x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, row), base));
       _mm512_mask_storeu_ps(row, valid, e);
       sum = _mm512_add_ps(sum, e);
     }
-    const __m512 a = exp_ps(_mm512_sub_ps(m_old, base));
+    const __m512 a = exp_x16(_mm512_sub_ps(m_old, base));
     _mm512_mask_storeu_ps(alpha + c0, valid, a);
     _mm512_mask_storeu_ps(l + c0, valid, _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(valid, l + c0), sum));
     _mm512_mask_storeu_ps(m + c0, valid, most);
@@ -67,7 +66,7 @@ void probs(float* s, int64_t ld, int rows, int cols, int64_t diag, const float* 
     const __m512 base = _mm512_maskz_loadu_ps(valid, lse + c0);
     for (int64_t j = 0; j < rows; ++j) {
       float* row = s + j * ld + c0;
-      const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, row), base));
+      const __m512 e = exp_x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, row), base));
       _mm512_mask_storeu_ps(row, valid, _mm512_mask_mov_ps(e, hidden_lanes(diag, j, c0), _mm512_setzero_ps()));
     }
   }

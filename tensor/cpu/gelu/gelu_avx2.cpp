@@ -45,20 +45,19 @@ __m256 inner8(__m256 x) {
   return _mm256_mul_ps(set(kSqrt2OverPi), _mm256_add_ps(x, _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(set(kCubic), x), x), x)));
 }
 
-__m256 forward8(__m256 x) {
-  return _mm256_mul_ps(_mm256_mul_ps(set(0.5f), x), _mm256_add_ps(set(1.0f), tanh8(inner8(x))));
-}
+// ½x·(1 + t) with t = tanh8(inner8(x))
+__m256 forward8(__m256 x, __m256 t) { return _mm256_mul_ps(_mm256_mul_ps(set(0.5f), x), _mm256_add_ps(set(1.0f), t)); }
 
-// g · (½(1 + t) + ((½x)(1 − t²))·√(2/π)(1 + (3·0.044715·x)·x))
-__m256 backward8(__m256 g, __m256 x) {
-  const __m256 t = tanh8(inner8(x));
+// g · (½(1 + t) + ((½x)(1 − t²))·√(2/π)(1 + (3·0.044715·x)·x)) with t = tanh8(inner8(x))
+__m256 backward8(__m256 g, __m256 x, __m256 t) {
   const __m256 d_inner =
       _mm256_mul_ps(set(kSqrt2OverPi), _mm256_add_ps(set(1.0f), _mm256_mul_ps(_mm256_mul_ps(set(kThreeCubic), x), x)));
   const __m256 slope = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(set(0.5f), x), _mm256_sub_ps(set(1.0f), _mm256_mul_ps(t, t))), d_inner);
   return _mm256_mul_ps(g, _mm256_add_ps(_mm256_mul_ps(set(0.5f), _mm256_add_ps(set(1.0f), t)), slope));
 }
 
-// The first `count` (at most 8) lanes: loads and stores of a ragged end go through a buffer.
+// The first `count` (at most 8) lanes: loads and stores of a ragged end go through a buffer
+// (store_tail of 8 is a plain store).
 __m256 load_tail(const float* p, int64_t count) {
   float lanes[8] = {};
   for (int64_t l = 0; l < count; ++l) lanes[l] = p[l];
@@ -66,6 +65,7 @@ __m256 load_tail(const float* p, int64_t count) {
 }
 
 void store_tail(float* p, int64_t count, __m256 v) {
+  if (count == 8) return _mm256_storeu_ps(p, v);
   float lanes[8];
   _mm256_storeu_ps(lanes, v);
   for (int64_t l = 0; l < count; ++l) p[l] = lanes[l];
@@ -73,16 +73,23 @@ void store_tail(float* p, int64_t count, __m256 v) {
 
 }  // namespace
 
-void gelu_tanh_forward_avx2(const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, forward8(_mm256_loadu_ps(x + i)));
-  if (i < n) store_tail(y + i, n - i, forward8(load_tail(x + i, n - i)));
+void gelu_tanh_forward_avx2(const float* x, float* y, float* t, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8) {
+    const int64_t count = n - i < 8 ? n - i : 8;
+    const __m256 xv = count == 8 ? _mm256_loadu_ps(x + i) : load_tail(x + i, count);
+    const __m256 tv = tanh8(inner8(xv));
+    if (t) store_tail(t + i, count, tv);
+    store_tail(y + i, count, forward8(xv, tv));
+  }
 }
 
-void gelu_tanh_backward_avx2(const float* grad, const float* x, float* dx, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dx + i, backward8(_mm256_loadu_ps(grad + i), _mm256_loadu_ps(x + i)));
-  if (i < n) store_tail(dx + i, n - i, backward8(load_tail(grad + i, n - i), load_tail(x + i, n - i)));
+void gelu_tanh_backward_avx2(const float* grad, const float* x, const float* t, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8) {
+    const int64_t count = n - i < 8 ? n - i : 8;
+    auto at = [&](const float* p) { return count == 8 ? _mm256_loadu_ps(p + i) : load_tail(p + i, count); };
+    const __m256 xv = at(x);
+    store_tail(dx + i, count, backward8(at(grad), xv, t ? at(t) : tanh8(inner8(xv))));
+  }
 }
 
 }  // namespace weft::detail

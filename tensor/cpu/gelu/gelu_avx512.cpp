@@ -54,13 +54,11 @@ __m512 inner16(__m512 x) {
   return _mm512_mul_ps(set(kSqrt2OverPi), _mm512_add_ps(x, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(set(kCubic), x), x), x)));
 }
 
-__m512 forward16(__m512 x) {
-  return _mm512_mul_ps(_mm512_mul_ps(set(0.5f), x), _mm512_add_ps(set(1.0f), tanh16(inner16(x))));
-}
+// ½x·(1 + t) with t = tanh16(inner16(x))
+__m512 forward16(__m512 x, __m512 t) { return _mm512_mul_ps(_mm512_mul_ps(set(0.5f), x), _mm512_add_ps(set(1.0f), t)); }
 
-// g · (½(1 + t) + ((½x)(1 − t²))·√(2/π)(1 + (3·0.044715·x)·x))
-__m512 backward16(__m512 g, __m512 x) {
-  const __m512 t = tanh16(inner16(x));
+// g · (½(1 + t) + ((½x)(1 − t²))·√(2/π)(1 + (3·0.044715·x)·x)) with t = tanh16(inner16(x))
+__m512 backward16(__m512 g, __m512 x, __m512 t) {
   const __m512 d_inner =
       _mm512_mul_ps(set(kSqrt2OverPi), _mm512_add_ps(set(1.0f), _mm512_mul_ps(_mm512_mul_ps(set(kThreeCubic), x), x)));
   const __m512 slope = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(set(0.5f), x), _mm512_sub_ps(set(1.0f), _mm512_mul_ps(t, t))), d_inner);
@@ -82,17 +80,22 @@ void store(void* base, int64_t i, __mmask16 mask, bool bf16, __m512 v) {
 
 }  // namespace
 
-void gelu_tanh_forward_avx512(const void* x, void* y, int64_t n, bool bf16) {
+void gelu_tanh_forward_avx512(const void* x, void* y, float* t, int64_t n, bool bf16) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask = lane_mask(n - i);
-    store(y, i, mask, bf16, forward16(load(x, i, mask, bf16)));
+    const __m512 xv = load(x, i, mask, bf16);
+    const __m512 tv = tanh16(inner16(xv));
+    if (t) _mm512_mask_storeu_ps(t + i, mask, tv);
+    store(y, i, mask, bf16, forward16(xv, tv));
   }
 }
 
-void gelu_tanh_backward_avx512(const void* grad, const void* x, void* dx, int64_t n, bool bf16) {
+void gelu_tanh_backward_avx512(const void* grad, const void* x, const float* t, void* dx, int64_t n, bool bf16) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask = lane_mask(n - i);
-    store(dx, i, mask, bf16, backward16(load(grad, i, mask, bf16), load(x, i, mask, bf16)));
+    const __m512 xv = load(x, i, mask, bf16);
+    const __m512 tv = t ? _mm512_maskz_loadu_ps(mask, t + i) : tanh16(inner16(xv));
+    store(dx, i, mask, bf16, backward16(load(grad, i, mask, bf16), xv, tv));
   }
 }
 

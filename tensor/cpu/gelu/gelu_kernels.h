@@ -13,13 +13,13 @@
 
 namespace weft::detail {
 
-// y = gelu_tanh(x)
-void gelu_tanh_forward_avx512(const void* x, void* y, int64_t n, bool bf16);
-// dx = grad · gelu_tanh'(x)
-void gelu_tanh_backward_avx512(const void* grad, const void* x, void* dx, int64_t n, bool bf16);
+// y = gelu_tanh(x), and the formula's tanh into t (float32) unless t is null
+void gelu_tanh_forward_avx512(const void* x, void* y, float* t, int64_t n, bool bf16);
+// dx = grad · gelu_tanh'(x), with the forward's tanh from t unless t is null (then computed)
+void gelu_tanh_backward_avx512(const void* grad, const void* x, const float* t, void* dx, int64_t n, bool bf16);
 
 // float32 only (bfloat16 on an AVX2 CPU takes the scalar reference).
-void gelu_tanh_forward_avx2(const float* x, float* y, int64_t n);
-void gelu_tanh_backward_avx2(const float* grad, const float* x, float* dx, int64_t n);
+void gelu_tanh_forward_avx2(const float* x, float* y, float* t, int64_t n);
+void gelu_tanh_backward_avx2(const float* grad, const float* x, const float* t, float* dx, int64_t n);
 
 }  // namespace weft::detail

@@ -41,7 +41,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
           bool accumulate);
 
 // Whether gemm_to_bf16 takes an (m×k)·(k×n) product of bfloat16 operands at the active level: a
-// kernel set that stores bfloat16 (AVX-512 BF16), and K in one chunk, so C is rounded once, from
+// kernel set that stores bfloat16 (AVX-512 BF16, AMX), and K in one chunk, so C is rounded once, from
 // the float32 sums, as gemm() and a conversion would round it.
 bool gemm_stores_bf16(int64_t m, int64_t n, int64_t k);
 
