@@ -110,7 +110,7 @@ float row_exp(float* s, int64_t n, float* m) {
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 valid = lane_mask(n - j);
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, s + j), base));
+    const __m512 e = exp_x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, s + j), base));
     _mm512_mask_storeu_ps(s + j, valid, e);
     sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(valid, e));
   }
