@@ -11,12 +11,11 @@
 #include <vector>
 
 #include "models/all.h"
+#include "test_data_dir.h"
 
 namespace pretrained_test {
 
-inline std::filesystem::path data_dir() {
-  return std::filesystem::path(std::getenv("WEFT_SOURCE_DIR")) / "tests" / "models" / "data";
-}
+inline std::filesystem::path data_dir() { return models_test_data_dir(); }
 
 inline std::vector<int64_t> ints(const weft::io::JsonValue& v) {
   std::vector<int64_t> out;

@@ -13,6 +13,7 @@
 
 #include "error_message.h"
 #include "models/all.h"
+#include "test_data_dir.h"
 
 using namespace weft;
 using models::GPT;
@@ -20,11 +21,7 @@ using models::GPTConfig;
 
 namespace {
 
-// tests/models/data: from CTest's WEFT_SOURCE_DIR, else next to this file.
-std::filesystem::path data_dir() {
-  if (const char* root = std::getenv("WEFT_SOURCE_DIR")) return std::filesystem::path(root) / "tests/models/data";
-  return std::filesystem::path(__FILE__).parent_path() / "data";
-}
+std::filesystem::path data_dir() { return models_test_data_dir(); }
 
 GPTConfig tiny(int64_t vocab = 11, int64_t block = 8, int64_t layers = 2, int64_t heads = 2, int64_t width = 8) {
   GPTConfig c;

@@ -15,13 +15,11 @@
 
 #include "models/all.h"
 #include "models/byte_level.h"
+#include "test_data_dir.h"
 
 namespace tokenizer_test {
 
-inline std::filesystem::path data_dir() {
-  if (const char* root = std::getenv("WEFT_SOURCE_DIR")) return std::filesystem::path(root) / "tests/models/data";
-  return std::filesystem::path(__FILE__).parent_path() / "data";
-}
+inline std::filesystem::path data_dir() { return models_test_data_dir(); }
 
 inline const weft::io::JsonValue& goldens() {
   static const weft::io::JsonValue document = weft::io::read_json_file(data_dir() / "tokenizer_goldens.json", "goldens");
