@@ -79,6 +79,11 @@ static inline simde__m512i maskz_loadu_epi16(uint32_t k, const void* p) {
   for (int i = 0; i < 32; ++i) if (k >> i & 1) std::memcpy(&l[i], static_cast<const char*>(p) + 2 * i, 2);
   return from_lanes<simde__m512i>(l);
 }
+static inline simde__m256i maskz_loadu_epi16_x16(uint16_t k, const void* p) {  // the 256-bit form (AVX-512VL)
+  uint16_t l[16] = {};
+  for (int i = 0; i < 16; ++i) if (k >> i & 1) std::memcpy(&l[i], static_cast<const char*>(p) + 2 * i, 2);
+  return from_lanes<simde__m256i>(l);
+}
 static inline void mask_storeu_epi16(void* p, uint32_t k, simde__m512i v) {
   uint16_t l[32]; to_lanes(v, l);
   for (int i = 0; i < 32; ++i) if (k >> i & 1) std::memcpy(static_cast<char*>(p) + 2 * i, &l[i], 2);
@@ -228,6 +233,7 @@ static inline simde__m256i cvtepi32_epi16(simde__m512i v) {
 #define _mm512_shuffle_f64x2(a, b, imm8) simde_mm512_shuffle_f64x2(a, b, imm8)
 #define _mm512_maskz_loadu_epi8 weft_simd_emulation::maskz_loadu_epi8
 #define _mm512_maskz_loadu_epi16 weft_simd_emulation::maskz_loadu_epi16
+#define _mm256_maskz_loadu_epi16 weft_simd_emulation::maskz_loadu_epi16_x16
 #define _mm512_mask_storeu_epi16 weft_simd_emulation::mask_storeu_epi16
 #define _mm512_mask_storeu_epi8 weft_simd_emulation::mask_storeu_epi8
 #define _mm512_mask_storeu_epi32 weft_simd_emulation::mask_storeu_epi32

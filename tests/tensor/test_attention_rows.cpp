@@ -47,6 +47,7 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want, 
 
 std::vector<const AttentionRows*> vector_sets() {
   std::vector<const AttentionRows*> sets;
+  if (cpu_isa_supported() >= CpuIsa::Avx2) sets.push_back(&detail::kAttentionRowsAvx2);
   if (cpu_isa_supported() >= CpuIsa::Avx512) sets.push_back(&detail::kAttentionRowsAvx512);
   return sets;
 }

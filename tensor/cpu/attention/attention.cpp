@@ -316,7 +316,8 @@ void forward_amx(const AttentionForward& a) {
 constexpr int64_t kRowsMaxQueries = 4;
 
 const AttentionRows& rows_for(CpuIsa isa) {
-  return isa >= CpuIsa::Avx512 ? kAttentionRowsAvx512 : kAttentionRowsScalar;
+  if (isa >= CpuIsa::Avx512) return kAttentionRowsAvx512;
+  return isa >= CpuIsa::Avx2 ? kAttentionRowsAvx2 : kAttentionRowsScalar;
 }
 
 // The decode path for bfloat16 (attention_rows.h): per (batch, head, query) the scores of every

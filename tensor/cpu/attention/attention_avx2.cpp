@@ -5,6 +5,12 @@
 //
 // exp is the AVX-512 set's Cephes expf, with 2^n built in the exponent bits (n is within
 // [−126, 127] once x is clamped to [−87, 88]).
+//
+// The decode path's row kernels (attention_rows.h) are here too, eight features or keys per ymm;
+// a ragged end of a bfloat16 row goes through a zeroed buffer (AVX2 has no 16-bit masked load).
+#include <cstring>
+
+#include "tensor/cpu/attention/attention_rows.h"
 #include "tensor/cpu/attention/attention_tiles.h"
 #include "tensor/cpu/simd.h"
 
@@ -108,8 +114,86 @@ void dscores(const float* p, float* dp, int64_t ld, int rows, int cols, const fl
   }
 }
 
+// ---- decode rows (attention_rows.h) ----
+
+// The bfloat16 values p[0, n) (n clamped to [0, 8]; the other lanes 0) widened to float32.
+static inline __m256 load_bf16(const uint16_t* p, int64_t n) {
+  __m128i bits;
+  if (n >= 8) {
+    bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  } else {
+    alignas(16) uint16_t tail[8] = {};
+    if (n > 0) std::memcpy(tail, p, static_cast<size_t>(n) * sizeof(uint16_t));
+    bits = _mm_load_si128(reinterpret_cast<const __m128i*>(tail));
+  }
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+static inline float sum_lanes(__m256 x) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+static inline float max_lanes(__m256 x) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
+
+void row_scores(const float* q, const uint16_t* k, int64_t ldk, int64_t rows, int64_t E, float scale, float* s) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const uint16_t* key = k + j * ldk;
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t e = 0; e < E; e += 8) sum = _mm256_fmadd_ps(load(q + e, lanes_below(E - e)), load_bf16(key + e, E - e), sum);
+    s[j] = sum_lanes(sum) * scale;
+  }
+}
+
+float row_exp(float* s, int64_t n, float* m) {
+  const __m256 minus_inf = _mm256_set1_ps(-__builtin_inff());
+  __m256 most = minus_inf;
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i valid = lanes_below(n - j);
+    most = _mm256_max_ps(most, _mm256_blendv_ps(minus_inf, load(s + j, valid), _mm256_castsi256_ps(valid)));
+  }
+  const float top = max_lanes(most);
+  const __m256 base = _mm256_set1_ps(top == -__builtin_inff() ? 0.0f : top);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i valid = lanes_below(n - j);
+    const __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(load(s + j, valid), base)), _mm256_castsi256_ps(valid));
+    store(s + j, valid, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  *m = top;
+  return sum_lanes(sum);
+}
+
+// Four ymm of output features at a time stay in registers down all the keys.
+void row_accumulate(const float* p, const uint16_t* v, int64_t ldv, int64_t rows, int64_t Ev, float* o) {
+  for (int64_t d0 = 0; d0 < Ev; d0 += 32) {
+    const int64_t n0 = Ev - d0, n1 = n0 - 8, n2 = n0 - 16, n3 = n0 - 24;
+    const __m256i m0 = lanes_below(n0), m1 = lanes_below(n1), m2 = lanes_below(n2), m3 = lanes_below(n3);
+    __m256 o0 = load(o + d0, m0), o1 = load(o + d0 + 8, m1), o2 = load(o + d0 + 16, m2), o3 = load(o + d0 + 24, m3);
+    for (int64_t j = 0; j < rows; ++j) {
+      const uint16_t* row = v + j * ldv + d0;
+      const __m256 w = _mm256_set1_ps(p[j]);
+      o0 = _mm256_fmadd_ps(w, load_bf16(row, n0), o0);
+      o1 = _mm256_fmadd_ps(w, load_bf16(row + 8, n1), o1);
+      o2 = _mm256_fmadd_ps(w, load_bf16(row + 16, n2), o2);
+      o3 = _mm256_fmadd_ps(w, load_bf16(row + 24, n3), o3);
+    }
+    store(o + d0, m0, o0);
+    store(o + d0 + 8, m1, o1);
+    store(o + d0 + 16, m2, o2);
+    store(o + d0 + 24, m3, o3);
+  }
+}
+
 }  // namespace
 
 const AttentionTiles kAttentionTilesAvx2 = {"avx2", softmax_step, rescale, probs, dscores};
+const AttentionRows kAttentionRowsAvx2 = {"avx2", row_scores, row_exp, row_accumulate};
 
 }  // namespace weft::detail

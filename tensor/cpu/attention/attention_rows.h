@@ -3,7 +3,7 @@
 // they lie in the KV cache, with no tile padding. A decode step has one query per head; the tile
 // path (attention_tiles.h) would spread it over a block of 128 query columns (16 on an AMX tile),
 // so most of its work would be padding. One set per instruction set: attention_rows_scalar.cpp
-// (the reference) and attention_avx512.cpp (beside the tile kernels).
+// (the reference), attention_avx2.cpp and attention_avx512.cpp (beside the tile kernels).
 //
 // Keys and values are bfloat16 rows (the bits), `ld` elements apart, unit stride within a row.
 // Sums are float32; probabilities stay float32 (no bf16 rounding of P, unlike the AMX tiles).
@@ -28,6 +28,7 @@ struct AttentionRows {
 };
 
 extern const AttentionRows kAttentionRowsScalar;
+extern const AttentionRows kAttentionRowsAvx2;
 extern const AttentionRows kAttentionRowsAvx512;
 
 }  // namespace weft::detail
