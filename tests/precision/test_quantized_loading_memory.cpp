@@ -5,9 +5,6 @@
 // after forwards at a token's rows and at a prompt's round-trips byte for byte.
 #include <doctest/doctest.h>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,24 +15,13 @@
 #include "precision/quant/linear_4bit.h"
 #include "precision/quant/linear_8bit.h"
 #include "tensor/all.h"
+#include "resident_pages.h"
 
 using namespace weft;
 using namespace weft::precision;
 using namespace weft::precision::quant;
 
 namespace {
-
-// Pages of t's bytes resident in this process (mincore).
-int64_t resident_pages(const Tensor& t) {
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr()) / page * page;
-  const auto end = (reinterpret_cast<uintptr_t>(t.data_ptr()) + t.nbytes() + page - 1) / page * page;
-  std::vector<unsigned char> in_core((end - begin) / page);
-  REQUIRE(::mincore(reinterpret_cast<void*>(begin), end - begin, in_core.data()) == 0);
-  int64_t count = 0;
-  for (unsigned char c : in_core) count += c & 1;
-  return count;
-}
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && equal(a.reshape({-1}).contiguous().view(kUInt8), b.reshape({-1}).contiguous().view(kUInt8));

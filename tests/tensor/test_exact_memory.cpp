@@ -2,31 +2,14 @@
 // the memory outside the caching allocator, and zero pages that are not resident until written.
 #include <doctest/doctest.h>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <vector>
 
+#include "resident_pages.h"
 #include "tensor/cpu/caching_allocator.h"
 #include "tensor/cpu/exact_memory.h"
 #include "tensor/ops.h"
 
 using namespace weft;
-
-namespace {
-
-int64_t resident_pages(const Tensor& t) {
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr()) / page * page;
-  const auto end = (reinterpret_cast<uintptr_t>(t.data_ptr()) + t.nbytes() + page - 1) / page * page;
-  std::vector<unsigned char> in_core((end - begin) / page);
-  REQUIRE(::mincore(reinterpret_cast<void*>(begin), end - begin, in_core.data()) == 0);
-  int64_t count = 0;
-  for (unsigned char c : in_core) count += c & 1;
-  return count;
-}
-
-}  // namespace
 
 TEST_CASE("exact_empty and exact_clone: contiguous CPU tensors outside the caching allocator's size classes") {
   const CpuAllocatorStats before = cpu_allocator::stats();

@@ -8,8 +8,6 @@
 //
 // The decode path's row kernels (attention_rows.h) are here too, eight features or keys per ymm;
 // a ragged end of a bfloat16 row goes through a zeroed buffer (AVX2 has no 16-bit masked load).
-#include <cstring>
-
 #include "tensor/cpu/attention/attention_rows.h"
 #include "tensor/cpu/attention/attention_tiles.h"
 #include "tensor/cpu/simd.h"
@@ -123,7 +121,7 @@ static inline __m256 load_bf16(const uint16_t* p, int64_t n) {
     bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   } else {
     alignas(16) uint16_t tail[8] = {};
-    if (n > 0) std::memcpy(tail, p, static_cast<size_t>(n) * sizeof(uint16_t));
+    for (int64_t i = 0; i < n; ++i) tail[i] = p[i];
     bits = _mm_load_si128(reinterpret_cast<const __m128i*>(tail));
   }
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));

@@ -150,14 +150,7 @@ void pack_pairs_by_lanes(const uint16_t* src, int64_t lane_stride, int lanes, in
 // 16 lanes at a time, with one two-source permute of 16-bit words. Pairs q_begin..q_end of one panel.
 void pack_pairs_by_steps(const uint16_t* src, int64_t step_stride, int lanes, int64_t steps, int64_t q_begin,
                          int64_t q_end, int width, uint16_t* dst) {
-  // Word j of the result takes word j/2 (+ 16 for lanes 16..31) of the even step (j even) or of
-  // the odd one (index + 32).
-  alignas(64) static const uint16_t kInterleave[2][32] = {
-      {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
-       8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
-      {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
-       24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
-  const __m512i low = _mm512_load_si512(kInterleave[0]), high = _mm512_load_si512(kInterleave[1]);
+  const __m512i low = _mm512_load_si512(kBf16PairInterleave[0]), high = _mm512_load_si512(kBf16PairInterleave[1]);
   dst += q_begin * width * 2;
   for (int64_t q = q_begin; q < q_end; ++q, dst += width * 2) {
     const uint16_t* first_step = src + 2 * q * step_stride;

@@ -167,4 +167,10 @@ extern const GemmKernelF64 kGemmF64Scalar;
 extern const GemmKernelF64 kGemmF64Avx2;
 extern const GemmKernelF64 kGemmF64Avx512;
 
+// The word indices of the two-source 16-bit permute that interleaves two K steps into K pairs
+// (Note [bf16 K-pair panels] in packing.h): word j of a result takes word j/2 (+ 16 for lanes
+// 16..31) of the even step (j even) or of the odd one (index + 32). 64-byte aligned (packing.cpp),
+// for the AVX-512 packers' aligned loads.
+extern const uint16_t kBf16PairInterleave[2][32];
+
 }  // namespace weft::detail

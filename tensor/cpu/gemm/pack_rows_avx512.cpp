@@ -18,14 +18,8 @@ bool pack_rows_avx512(const uint16_t* src, int64_t rs, int64_t cs, int64_t mc, i
                       uint16_t* dst) {
   const int64_t padded_steps = (kc + 31) / 32 * 32;  // the blocks below write whole 32-step runs
   if (rs != 1 || cs == 1 || width < padded_steps) return false;  // rows in memory are copied whole by the reference
-  // Word j of a result takes word j/2 (+ 16 for rows 16..31) of the even step (j even) or of the
-  // odd one (index + 32): word pair d is (A(d, 2q), A(d, 2q + 1)).
-  alignas(64) static const uint16_t kInterleave[2][32] = {
-      {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
-       8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
-      {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
-       24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
-  const __m512i low = _mm512_load_si512(kInterleave[0]), high = _mm512_load_si512(kInterleave[1]);
+  // Word pair d of a result is (A(d, 2q), A(d, 2q + 1)).
+  const __m512i low = _mm512_load_si512(kBf16PairInterleave[0]), high = _mm512_load_si512(kBf16PairInterleave[1]);
   for (int64_t i0 = 0; i0 < mc; i0 += 32) {
     const int64_t rows = mc - i0 < 32 ? mc - i0 : 32;
     const __mmask32 lanes = lane_mask32(rows);

@@ -6,9 +6,15 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/float_formats.h"
 
 namespace weft::detail {
+
+alignas(64) const uint16_t kBf16PairInterleave[2][32] = {
+    {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
+    {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
+
 namespace {
 
 float widen(float v) { return v; }
