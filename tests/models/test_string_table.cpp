@@ -49,9 +49,9 @@ TEST_CASE("StringIndex: finds every indexed id among thousands, nothing else, an
   expected[""] = static_cast<int32_t>(n + 1);
 
   const StringIndex index(table, ids);
-  for (const auto& [s, id] : expected) {
-    CAPTURE(s);
-    CHECK(index.find(table, s) == id);
+  for (const auto& entry : expected) {
+    CAPTURE(entry.first);
+    CHECK(index.find(table, entry.first) == entry.second);
   }
   CHECK_FALSE(index.find(table, "t0_0").has_value());  // set, not indexed
   CHECK_FALSE(index.find(table, "t3_3").has_value());  // a hole
