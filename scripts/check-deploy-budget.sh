@@ -35,7 +35,7 @@ for program in "$@"; do
   if [ ! -x "$path" ]; then
     cmake --build "$build_dir" --target "$program" > "$scratch/build.log" 2>&1 ||
       { cat "$scratch/build.log" >&2; echo "FAIL: cannot build target $program in $build_dir" >&2; exit 1; }
-    path=$(find "$build_dir" -type f -name "$program" -perm -u+x | head -n 1)
+    path=$(find "$build_dir" -type f -name "$program" -perm -u+x -print -quit)
     [ -n "$path" ] || { echo "FAIL: no executable $program under $build_dir" >&2; exit 1; }
   fi
   name=$(basename "$path")
