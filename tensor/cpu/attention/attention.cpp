@@ -29,9 +29,9 @@
 // per product at long context), Bc = 64 keys.
 //
 // bfloat16 at CpuIsa::Amx runs the same loops with the products on AMX tiles (forward_amx,
-// backward_amx below); every other dtype and level uses the float32 tiles. A bfloat16 forward of
-// at most kRowsMaxQueries queries (a decode step) takes the row path at every level instead
-// (forward_rows, attention_rows.h): one query row against the keys and values in place.
+// backward_amx below); every other dtype and level uses the float32 tiles. A float32 or bfloat16
+// forward of at most kRowsMaxQueries queries (a decode step) takes the row path at every level
+// instead (forward_rows, attention_rows.h): one query row against the keys and values in place.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -320,15 +320,16 @@ const AttentionRows& rows_for(CpuIsa isa) {
   return isa >= CpuIsa::Avx2 ? kAttentionRowsAvx2 : kAttentionRowsScalar;
 }
 
-// The decode path for bfloat16 (attention_rows.h): per (batch, head, query) the scores of every
-// key the query sees, the mask added, one softmax over them, the value rows summed with the
-// probabilities. Keys and values are read where they lie (the KV cache's rows), so nothing is
-// packed or padded. Causal (top-left aligned, as the tile path): query i sees keys j <= i.
+// The decode path (attention_rows.h): per (batch, head, query) the scores of every key the query
+// sees, the mask added, one softmax over them, the value rows summed with the probabilities. Keys
+// and values are read where they lie (the KV cache's rows), so nothing is packed or padded. Causal
+// (top-left aligned, as the tile path): query i sees keys j <= i. T is float or BFloat16.
+template <class T>
 void forward_rows(const AttentionForward& a) {
   const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
   const int64_t Hk = a.k.size(1), S = a.k.size(2), Ev = a.v.size(3), group = Hq / Hk;
-  const View4<const BFloat16> q(a.q), k(a.k), v(a.v);
-  const View4<BFloat16> out(a.out);
+  const View4<const T> q(a.q), k(a.k), v(a.v);
+  const View4<T> out(a.out);
   float* const lse = a.lse.data<float>();
   const AttentionRows& kernels = rows_for(cpu_isa());
   const float scale = static_cast<float>(a.scale);
@@ -339,11 +340,17 @@ void forward_rows(const AttentionForward& a) {
     float* s = scratch(kScores, std::max<int64_t>(keys, 1));
     float* o = scratch_filled(kOut, Ev, 0.0f);
     load_row(q.row(n, h, i), q.s3, E, query);
-    kernels.scores(query, reinterpret_cast<const uint16_t*>(k.row(n, hk, 0)), k.s2, keys, E, scale, s);
+    if constexpr (std::is_same_v<T, float>)
+      kernels.scores_f32(query, k.row(n, hk, 0), k.s2, keys, E, scale, s);
+    else
+      kernels.scores_bf16(query, reinterpret_cast<const uint16_t*>(k.row(n, hk, 0)), k.s2, keys, E, scale, s);
     if (a.mask.defined()) add_mask_any(a.mask, n, h, i, 0, static_cast<int>(keys), 1, s, 1);
     float m = 0.0f;
     const float l = kernels.exp_row(s, keys, &m);
-    kernels.accumulate(s, reinterpret_cast<const uint16_t*>(v.row(n, hk, 0)), v.s2, keys, Ev, o);
+    if constexpr (std::is_same_v<T, float>)
+      kernels.accumulate_f32(s, v.row(n, hk, 0), v.s2, keys, Ev, o);
+    else
+      kernels.accumulate_bf16(s, reinterpret_cast<const uint16_t*>(v.row(n, hk, 0)), v.s2, keys, Ev, o);
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     for (int64_t d = 0; d < Ev; ++d) o[d] *= inv;
     store_row(out.row(n, h, i), out.s3, Ev, o);
@@ -359,9 +366,11 @@ void forward_typed(const AttentionForward& a) {
   const View4<T> out(a.out);
   float* const lse = a.lse.data<float>();
   const CpuIsa isa = cpu_isa();
-  if constexpr (std::is_same_v<T, BFloat16>) {
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, float>) {
     const bool rows_in_place = a.k.stride(3) == 1 && a.v.stride(3) == 1;
-    if (L <= kRowsMaxQueries && a.dropout_p == 0.0 && rows_in_place) return forward_rows(a);
+    if (L <= kRowsMaxQueries && a.dropout_p == 0.0 && rows_in_place) return forward_rows<T>(a);
+  }
+  if constexpr (std::is_same_v<T, BFloat16>) {
     if (isa == CpuIsa::Amx) return forward_amx(a);
   }
   const AttentionTiles& tiles = tiles_for(isa);

@@ -127,6 +127,10 @@ static inline __m256 load_bf16(const uint16_t* p, int64_t n) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
 }
 
+// Up to 8 keys' or values' elements as float32 (n clamped to [0, 8]; the other lanes 0).
+static inline __m256 load_x8(const uint16_t* p, int64_t n) { return load_bf16(p, n); }
+static inline __m256 load_x8(const float* p, int64_t n) { return load(p, lanes_below(n)); }
+
 static inline float sum_lanes(__m256 x) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -139,11 +143,12 @@ static inline float max_lanes(__m256 x) {
   return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
 }
 
-void row_scores(const float* q, const uint16_t* k, int64_t ldk, int64_t rows, int64_t E, float scale, float* s) {
+template <class T>
+void row_scores(const float* q, const T* k, int64_t ldk, int64_t rows, int64_t E, float scale, float* s) {
   for (int64_t j = 0; j < rows; ++j) {
-    const uint16_t* key = k + j * ldk;
+    const T* key = k + j * ldk;
     __m256 sum = _mm256_setzero_ps();
-    for (int64_t e = 0; e < E; e += 8) sum = _mm256_fmadd_ps(load(q + e, lanes_below(E - e)), load_bf16(key + e, E - e), sum);
+    for (int64_t e = 0; e < E; e += 8) sum = _mm256_fmadd_ps(load(q + e, lanes_below(E - e)), load_x8(key + e, E - e), sum);
     s[j] = sum_lanes(sum) * scale;
   }
 }
@@ -169,18 +174,19 @@ float row_exp(float* s, int64_t n, float* m) {
 }
 
 // Four ymm of output features at a time stay in registers down all the keys.
-void row_accumulate(const float* p, const uint16_t* v, int64_t ldv, int64_t rows, int64_t Ev, float* o) {
+template <class T>
+void row_accumulate(const float* p, const T* v, int64_t ldv, int64_t rows, int64_t Ev, float* o) {
   for (int64_t d0 = 0; d0 < Ev; d0 += 32) {
     const int64_t n0 = Ev - d0, n1 = n0 - 8, n2 = n0 - 16, n3 = n0 - 24;
     const __m256i m0 = lanes_below(n0), m1 = lanes_below(n1), m2 = lanes_below(n2), m3 = lanes_below(n3);
     __m256 o0 = load(o + d0, m0), o1 = load(o + d0 + 8, m1), o2 = load(o + d0 + 16, m2), o3 = load(o + d0 + 24, m3);
     for (int64_t j = 0; j < rows; ++j) {
-      const uint16_t* row = v + j * ldv + d0;
+      const T* row = v + j * ldv + d0;
       const __m256 w = _mm256_set1_ps(p[j]);
-      o0 = _mm256_fmadd_ps(w, load_bf16(row, n0), o0);
-      o1 = _mm256_fmadd_ps(w, load_bf16(row + 8, n1), o1);
-      o2 = _mm256_fmadd_ps(w, load_bf16(row + 16, n2), o2);
-      o3 = _mm256_fmadd_ps(w, load_bf16(row + 24, n3), o3);
+      o0 = _mm256_fmadd_ps(w, load_x8(row, n0), o0);
+      o1 = _mm256_fmadd_ps(w, load_x8(row + 8, n1), o1);
+      o2 = _mm256_fmadd_ps(w, load_x8(row + 16, n2), o2);
+      o3 = _mm256_fmadd_ps(w, load_x8(row + 24, n3), o3);
     }
     store(o + d0, m0, o0);
     store(o + d0 + 8, m1, o1);
@@ -192,6 +198,7 @@ void row_accumulate(const float* p, const uint16_t* v, int64_t ldv, int64_t rows
 }  // namespace
 
 const AttentionTiles kAttentionTilesAvx2 = {"avx2", softmax_step, rescale, probs, dscores};
-const AttentionRows kAttentionRowsAvx2 = {"avx2", row_scores, row_exp, row_accumulate};
+const AttentionRows kAttentionRowsAvx2 = {"avx2", row_scores<float>, row_scores<uint16_t>, row_exp, row_accumulate<float>,
+                                          row_accumulate<uint16_t>};
 
 }  // namespace weft::detail

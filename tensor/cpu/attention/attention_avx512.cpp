@@ -84,17 +84,20 @@ void dscores(const float* p, float* dp, int64_t ld, int rows, int cols, const fl
   }
 }
 
-static inline __m512 load_bf16(const uint16_t* p, __mmask16 valid) {
+// Up to 16 keys' or values' elements as float32, the lanes outside `valid` 0.
+static inline __m512 load_x16(const float* p, __mmask16 valid) { return _mm512_maskz_loadu_ps(valid, p); }
+static inline __m512 load_x16(const uint16_t* p, __mmask16 valid) {
   return bf16_to_float_x16(_mm256_maskz_loadu_epi16(valid, p));
 }
 
-void row_scores(const float* q, const uint16_t* k, int64_t ldk, int64_t rows, int64_t E, float scale, float* s) {
+template <class T>
+void row_scores(const float* q, const T* k, int64_t ldk, int64_t rows, int64_t E, float scale, float* s) {
   for (int64_t j = 0; j < rows; ++j) {
-    const uint16_t* key = k + j * ldk;
+    const T* key = k + j * ldk;
     __m512 sum = _mm512_setzero_ps();
     for (int64_t e = 0; e < E; e += 16) {
       const __mmask16 valid = lane_mask(E - e);
-      sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(valid, q + e), load_bf16(key + e, valid), sum);
+      sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(valid, q + e), load_x16(key + e, valid), sum);
     }
     s[j] = _mm512_reduce_add_ps(sum) * scale;
   }
@@ -119,19 +122,20 @@ float row_exp(float* s, int64_t n, float* m) {
 }
 
 // Four zmm of output features at a time stay in registers down all the keys.
-void row_accumulate(const float* p, const uint16_t* v, int64_t ldv, int64_t rows, int64_t Ev, float* o) {
+template <class T>
+void row_accumulate(const float* p, const T* v, int64_t ldv, int64_t rows, int64_t Ev, float* o) {
   for (int64_t d0 = 0; d0 < Ev; d0 += 64) {
     const __mmask16 m0 = lane_mask(Ev - d0), m1 = lane_mask(Ev - d0 - 16), m2 = lane_mask(Ev - d0 - 32),
                     m3 = lane_mask(Ev - d0 - 48);
     __m512 o0 = _mm512_maskz_loadu_ps(m0, o + d0), o1 = _mm512_maskz_loadu_ps(m1, o + d0 + 16),
            o2 = _mm512_maskz_loadu_ps(m2, o + d0 + 32), o3 = _mm512_maskz_loadu_ps(m3, o + d0 + 48);
     for (int64_t j = 0; j < rows; ++j) {
-      const uint16_t* row = v + j * ldv + d0;
+      const T* row = v + j * ldv + d0;
       const __m512 w = _mm512_set1_ps(p[j]);
-      o0 = _mm512_fmadd_ps(w, load_bf16(row, m0), o0);
-      o1 = _mm512_fmadd_ps(w, load_bf16(row + 16, m1), o1);
-      o2 = _mm512_fmadd_ps(w, load_bf16(row + 32, m2), o2);
-      o3 = _mm512_fmadd_ps(w, load_bf16(row + 48, m3), o3);
+      o0 = _mm512_fmadd_ps(w, load_x16(row, m0), o0);
+      o1 = _mm512_fmadd_ps(w, load_x16(row + 16, m1), o1);
+      o2 = _mm512_fmadd_ps(w, load_x16(row + 32, m2), o2);
+      o3 = _mm512_fmadd_ps(w, load_x16(row + 48, m3), o3);
     }
     _mm512_mask_storeu_ps(o + d0, m0, o0);
     _mm512_mask_storeu_ps(o + d0 + 16, m1, o1);
@@ -163,6 +167,7 @@ void attention_pairs_avx512(const float* src, int64_t ld, int rows, int cols, in
 }
 
 const AttentionTiles kAttentionTilesAvx512 = {"avx512", softmax_step, rescale, probs, dscores};
-const AttentionRows kAttentionRowsAvx512 = {"avx512", row_scores, row_exp, row_accumulate};
+const AttentionRows kAttentionRowsAvx512 = {"avx512", row_scores<float>, row_scores<uint16_t>, row_exp,
+                                            row_accumulate<float>, row_accumulate<uint16_t>};
 
 }  // namespace weft::detail

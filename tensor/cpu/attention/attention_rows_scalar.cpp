@@ -11,10 +11,14 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-void scores(const float* q, const uint16_t* k, int64_t ldk, int64_t rows, int64_t E, float scale, float* s) {
+float widen(float x) { return x; }
+float widen(uint16_t bits) { return bfloat16_to_float(bits); }
+
+template <class T>
+void scores(const float* q, const T* k, int64_t ldk, int64_t rows, int64_t E, float scale, float* s) {
   for (int64_t j = 0; j < rows; ++j) {
     float sum = 0.0f;
-    for (int64_t e = 0; e < E; ++e) sum += q[e] * bfloat16_to_float(k[j * ldk + e]);
+    for (int64_t e = 0; e < E; ++e) sum += q[e] * widen(k[j * ldk + e]);
     s[j] = sum * scale;
   }
 }
@@ -32,13 +36,15 @@ float exp_row(float* s, int64_t n, float* m) {
   return sum;
 }
 
-void accumulate(const float* p, const uint16_t* v, int64_t ldv, int64_t rows, int64_t Ev, float* o) {
+template <class T>
+void accumulate(const float* p, const T* v, int64_t ldv, int64_t rows, int64_t Ev, float* o) {
   for (int64_t j = 0; j < rows; ++j)
-    for (int64_t d = 0; d < Ev; ++d) o[d] += p[j] * bfloat16_to_float(v[j * ldv + d]);
+    for (int64_t d = 0; d < Ev; ++d) o[d] += p[j] * widen(v[j * ldv + d]);
 }
 
 }  // namespace
 
-const AttentionRows kAttentionRowsScalar = {"scalar", scores, exp_row, accumulate};
+const AttentionRows kAttentionRowsScalar = {"scalar", scores<float>, scores<uint16_t>, exp_row, accumulate<float>,
+                                            accumulate<uint16_t>};
 
 }  // namespace weft::detail
