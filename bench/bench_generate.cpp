@@ -7,12 +7,16 @@
 // Per run: prefill tokens/s (the prompt's forward and the first token), decode tokens/s (every
 // later step). Decode at batch 1 reads every weight once per token, so its limit is memory
 // bandwidth: the bytes a decode step reads (the weights as stored, the KV cache at its mean length)
-// divided by the step's time, against a read-only stream over a buffer of the same size timed in
-// the same run ("bandwidth_fraction"). The median of --repeat runs is reported, with the peak
+// divided by the step's time, against a read-only stream over a buffer of the same size timed right
+// after each run ("bandwidth_fraction": the median of the runs' ratios, so a shared machine's
+// bandwidth drifting between runs cancels out). The stream runs in a child process, so its buffer
+// stays out of this one's peak resident memory. The median of --repeat runs is reported, with the peak
 // resident memory against weights + KV cache, as one JSON line after a table. --packed-mb sets the
 // packed-weight cache's limit (tensor/packed_weights.h; 0, the default, leaves it off); the packed
 // copies it made are reported, and count in the peak resident memory.
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -102,6 +106,44 @@ double stream_seconds(size_t bytes, int threads) {
   return passes[passes.size() / 2];
 }
 
+// stream_seconds in a forked child: the parent's peak resident memory (ru_maxrss) never sees the
+// buffer. The parent's pool threads are idle here, and the child only allocates, spawns its own
+// threads and exits.
+double stream_seconds_apart(size_t bytes, int threads) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    std::perror("bench_generate: pipe");
+    std::exit(1);
+  }
+  const pid_t child = fork();
+  if (child < 0) {
+    std::perror("bench_generate: fork");
+    std::exit(1);
+  }
+  if (child == 0) {
+    close(fds[0]);
+    const double seconds = stream_seconds(bytes, threads);
+    const bool sent = write(fds[1], &seconds, sizeof(seconds)) == static_cast<ssize_t>(sizeof(seconds));
+    _exit(sent ? 0 : 1);
+  }
+  close(fds[1]);
+  double seconds = 0.0;
+  const bool received = read(fds[0], &seconds, sizeof(seconds)) == static_cast<ssize_t>(sizeof(seconds));
+  close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!received || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || !(seconds > 0.0)) {
+    std::fprintf(stderr, "bench_generate: the stream measurement's process failed\n");
+    std::exit(1);
+  }
+  return seconds;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 double peak_rss_mb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -141,36 +183,34 @@ int main(int argc, char** argv) {
   g.use_eos = false;
   g.kv_dtype = o.dtype == "bfloat16" ? kBFloat16 : kFloat32;
 
-  std::vector<double> prefill, decode;
-  size_t kv_bytes = 0;
-  for (int r = 0; r < o.repeat; ++r) {
-    const models::GenerateResult result = models::generate(model, {prompt}, g);
-    prefill.push_back(static_cast<double>(result.prefill_tokens) / result.prefill_seconds);
-    decode.push_back(static_cast<double>(result.decode_tokens) / result.decode_seconds);
-    kv_bytes = result.kv_cache_bytes;
-  }
-  std::sort(prefill.begin(), prefill.end());
-  std::sort(decode.begin(), decode.end());
-  const double prefill_rate = prefill[prefill.size() / 2], decode_rate = decode[decode.size() / 2];
-
   // Per decode step: every weight once, and the cache's keys and values up to the step's length
   // (on average the prompt plus half the new tokens of the cache's capacity).
   const size_t weights = weight_bytes(model);
   const double kv_fraction = (static_cast<double>(o.prompt) + static_cast<double>(o.new_tokens) / 2.0) /
                              static_cast<double>(o.prompt + o.new_tokens);
-  const auto bytes_per_token = static_cast<size_t>(static_cast<double>(weights) + kv_fraction * static_cast<double>(kv_bytes));
-  // Read before the stream's buffer (as large as the model) is allocated.
+  std::vector<double> prefill, decode, stream, fraction;
+  size_t kv_bytes = 0, bytes_per_token = 0;
+  for (int r = 0; r < o.repeat; ++r) {
+    const models::GenerateResult result = models::generate(model, {prompt}, g);
+    prefill.push_back(static_cast<double>(result.prefill_tokens) / result.prefill_seconds);
+    decode.push_back(static_cast<double>(result.decode_tokens) / result.decode_seconds);
+    kv_bytes = result.kv_cache_bytes;
+    bytes_per_token = static_cast<size_t>(static_cast<double>(weights) + kv_fraction * static_cast<double>(kv_bytes));
+    const double seconds = stream_seconds_apart(bytes_per_token, o.threads);
+    stream.push_back(static_cast<double>(bytes_per_token) / seconds / 1e9);
+    fraction.push_back(seconds * decode.back());  // (bytes × tokens/s) / (bytes / seconds)
+  }
+  const double prefill_rate = median(prefill), decode_rate = median(decode);
   const double rss = peak_rss_mb();
-  const double stream = stream_seconds(bytes_per_token, o.threads);
   const double decode_gbps = static_cast<double>(bytes_per_token) * decode_rate / 1e9;
-  const double stream_gbps = static_cast<double>(bytes_per_token) / stream / 1e9;
+  const double stream_gbps = median(stream), bandwidth_fraction = median(fraction);
   const double stored_mb = static_cast<double>(weights + kv_bytes) / 1048576.0;
 
   std::printf("%-10s %-9s %10s %10s %12s %12s %9s %10s %10s\n", "quantize", "dtype", "prefill/s", "decode/s",
               "decode GB/s", "stream GB/s", "fraction", "rss MB", "stored MB");
   std::printf("%-10s %-9s %10.1f %10.2f %12.2f %12.2f %9.3f %10.1f %10.1f\n",
               o.quantize.empty() ? "none" : o.quantize.c_str(), o.dtype.c_str(), prefill_rate, decode_rate, decode_gbps,
-              stream_gbps, decode_gbps / stream_gbps, rss, stored_mb);
+              stream_gbps, bandwidth_fraction, rss, stored_mb);
   std::printf("{\"program\":\"bench_generate\",\"model\":\"%s\",\"architecture\":\"%s\",\"quantize\":\"%s\",\"dtype\":\"%s\","
               "\"threads\":%d,\"prompt\":%lld,\"new_tokens\":%lld,\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.3f,"
               "\"bytes_per_token\":%zu,\"decode_gbps\":%.3f,\"stream_gbps\":%.3f,\"bandwidth_fraction\":%.4f,"
@@ -179,7 +219,7 @@ int main(int argc, char** argv) {
               o.model.c_str(), models::hf_architecture_name(pretrained.config.architecture),
               o.quantize.empty() ? "none" : o.quantize.c_str(), o.dtype.c_str(), o.threads,
               static_cast<long long>(o.prompt), static_cast<long long>(o.new_tokens), prefill_rate, decode_rate,
-              bytes_per_token, decode_gbps, stream_gbps, decode_gbps / stream_gbps, static_cast<double>(weights) / 1048576.0,
+              bytes_per_token, decode_gbps, stream_gbps, bandwidth_fraction, static_cast<double>(weights) / 1048576.0,
               static_cast<double>(kv_bytes) / 1048576.0, rss, rss / stored_mb, load_ms,
               std::string(cpu_isa_name(cpu_isa())).c_str(), static_cast<double>(packed_weight_bytes()) / 1048576.0);
   return 0;
