@@ -15,7 +15,7 @@
 // keeps (it grows to the largest A the thread has packed), and so does B's when it is packed for
 // one product (int8_gemm with an unpacked b, where each thread may pack its own copy of a small
 // A: Note [Each thread its own copy of A] in int8_gemm.cpp). An unpacked b multiplied at a few rows
-// (up to 4: decoding) from AVX-512 up is read in place, not packed (Note [A few rows: B in place]).
+// (up to 4: decoding) from AVX2 up is read in place, not packed (Note [A few rows: B in place]).
 #pragma once
 
 #include <cstdint>

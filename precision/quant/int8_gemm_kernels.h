@@ -40,9 +40,10 @@ void int8_gemm_panel_avx512vnni(const Int8PanelArgs& args);
 void int8_gemm_panel_amx(const Int8PanelArgs& args);
 
 // The product at a few rows of A, B row-major and read in place (no packing): c[i·ldc + j] =
-// Σ a[i·k + t] · b[j·k + t] for i < m, j < n (int8_gemv_avx512.cpp, int8_gemv_avx512vnni.cpp), B
-// read once per 4 rows of A. Returns true when B holds -128, whose products it does not compute
-// exactly; A must not hold it.
+// Σ a[i·k + t] · b[j·k + t] for i < m, j < n (int8_gemv_avx2.cpp, int8_gemv_avx512.cpp,
+// int8_gemv_avx512vnni.cpp), B read once per 4 rows of A. Returns true when B holds -128, whose
+// products it does not compute exactly; A must not hold it.
+bool int8_gemv_avx2(const int8_t* a, int64_t m, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc);
 bool int8_gemv_avx512(const int8_t* a, int64_t m, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc);
 bool int8_gemv_avx512vnni(const int8_t* a, int64_t m, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc);
 

@@ -149,11 +149,12 @@ TEST_CASE("int8 GEMM refuses -128, oversized K, and packing above the CPU's leve
 }
 
 TEST_CASE("int8 GEMM at a few rows reads B in place: exact at every level, on threads, at the extremes") {
-  // Up to 4 rows from AVX-512 up (Note [A few rows: B in place]): partial 64-byte chunks of K,
-  // partial groups of 4 rows of B, one thread and several (N·K·M past the threading threshold).
+  // Up to 4 rows from AVX2 up (Note [A few rows: B in place]): partial 32- and 64-byte chunks of
+  // K, partial groups of 4 rows of B, one thread and several (N·K·M past the threading threshold).
   std::mt19937 rng(5);
   const std::array<int64_t, 3> shapes[] = {{1, 1, 1},    {1, 7, 63},    {2, 9, 64},   {3, 4, 65},
-                                           {4, 13, 200}, {1, 2048, 768}, {4, 3000, 129}, {2, 5, 4097}};
+                                           {4, 13, 200}, {1, 2048, 768}, {4, 3000, 129}, {2, 5, 4097},
+                                           {1, 6, 31},   {3, 5, 33}};
   for (const CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);
     for (const auto& shape : shapes) {
