@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,10 @@ std::vector<Case> cases(DType dtype) {
   out.push_back({"tiles one column past three vectors (AVX-512: 49 of 64)", r({30, 40}, 51), r({40, 49}, 52)});
   out.push_back({"B in place, tiles of whole vectors short of a tile (AVX-512: 48 of 64)", r({33, 40}, 66),
                  r({40, 112}, 67)});
+  out.push_back({"a prompt's rows times a transposed weight, K whole tiles (AMX: computed transposed in tiles, W read "
+                 "in place, a last partial strip of W packed)",
+                 r({40, 256}, 68), r({100, 256}, 69).t()});
+  out.push_back({"the same, K in chunks and threaded", r({64, 2112}, 70), r({1000, 2112}, 71).t()});
   out.push_back({"more columns than one N block", r({8, 64}, 13), r({64, 8200}, 14)});
   out.push_back({"row strips sweeping a wide block of B in parts, the last ones partial (AMX)", r({70, 100}, 64),
                  r({100, 1100}, 65)});
@@ -304,7 +309,10 @@ TEST_CASE("a bfloat16 C stored by the GEMM itself has the bits of the float32 pr
                                          {"split along N, A transposed", 128, 784, 128, true, false},
                                          {"both transposed", 97, 61, 45, true, true},
                                          {"small, split by row tiles over the threads", 100, 40, 200, false, false},
-                                         {"K = 32, one AMX tile deep", 45, 33, 32, false, true}};
+                                         {"K = 32, one AMX tile deep", 45, 33, 32, false, true},
+                                         {"a prompt times a transposed weight (AMX: in tiles, transposed)", 40, 100, 256,
+                                          false, true},
+                                         {"the same, threaded", 64, 1000, 512, false, true}};
   bool ran = false;
   for (const CpuIsa isa : cpu_isas_supported()) {
     CpuIsaGuard guard(isa);
@@ -362,6 +370,80 @@ TEST_CASE("a bfloat16 C stored by the GEMM itself has the bits of the float32 pr
       }
   }
   if (!ran) MESSAGE("no level here has a kernel set that stores bfloat16 (AVX-512 BF16, AMX): nothing to check");
+}
+
+TEST_CASE("a product computed transposed in AMX tiles has the bits of the usual path") {
+  // Note [Few rows times a transposed B, in AMX tiles]: x·Wᵀ for a few rows of bfloat16 is computed
+  // as Cᵀ = W·xᵀ, W read in place, and transposed. The usual orientation, W packed into K-pair
+  // panels, is what a B packed ahead runs (gemm_packed): the two must agree bit for bit,
+  // into float32 or a rounded bfloat16 C, accumulating onto C or not, with K in one chunk or
+  // several, a last partial strip of W's rows, on one thread and on several.
+  const auto isas = cpu_isas_supported();
+  if (std::find(isas.begin(), isas.end(), CpuIsa::Amx) == isas.end()) {
+    MESSAGE("no AMX here: nothing to check");
+    return;
+  }
+  CpuIsaGuard guard(CpuIsa::Amx);
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  for (const Shape3 p : {Shape3{40, 100, 256}, Shape3{64, 1000, 512}, Shape3{24, 70, 2112}, Shape3{200, 1024, 768}})
+    for (const bool accumulate : {false, true}) {
+      const int64_t m = p.m, n = p.n, k = p.k;  // not bindings: CAPTURE takes them (clang 14)
+      CAPTURE(m);
+      CAPTURE(n);
+      CAPTURE(k);
+      CAPTURE(accumulate);
+      const Tensor x = random({m, k}, 80, kFloat32).to(kBFloat16), w = random({n, k}, 81, kFloat32).to(kBFloat16);
+      const Tensor c0 = random({m, n}, 82, kFloat32);
+      const detail::GemmMatrix xm{x.data_ptr(), k, 1, true}, wt{w.data_ptr(), 1, k, true};
+      // wt is B = Wᵀ read down its columns; gemm_pack_b takes B (k×n) as a strided matrix.
+      const detail::GemmPackedB packed = detail::gemm_pack_b(k, n, wt);
+      std::vector<float> got = c0.to_vector<float>(), want = got;
+      detail::gemm(m, n, k, xm, wt, got.data(), n, accumulate);
+      detail::gemm_packed(m, n, k, xm, packed, want.data(), n, accumulate);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+      if (detail::gemm_stores_bf16(m, n, k)) {
+        const Tensor c16 = c0.to(kBFloat16);
+        const auto* bits = static_cast<const uint16_t*>(c16.data_ptr());
+        std::vector<uint16_t> got16(bits, bits + m * n), want16 = got16;
+        detail::gemm_to_bf16(m, n, k, xm, wt, got16.data(), n, accumulate);
+        detail::gemm_packed(m, n, k, xm, packed, nullptr, n, accumulate, want16.data());
+        CHECK(got16 == want16);
+      }
+    }
+}
+
+TEST_CASE("the AVX-512 transposing copy writes the reference's bits") {
+  // transpose_copy_avx512 against transpose_copy (packing.cpp) for each side float32 or bfloat16,
+  // ragged blocks both ways, and values the rounding must treat as the conversions do: halfway
+  // cases, a NaN with a payload, infinities, denormals, -0. Cells past the copy keep their bytes.
+  const auto isas = cpu_isas_supported();
+  if (std::find(isas.begin(), isas.end(), CpuIsa::Avx512) == isas.end()) return;
+  std::vector<float> values(64 * 70);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(static_cast<int>(i * 37 % 1001) - 500) / 7.0f;
+  values[3] = std::nanf("7");
+  values[5] = -std::numeric_limits<float>::infinity();
+  values[8] = 1e-40f;  // a float32 denormal
+  values[9] = -0.0f;
+  values[11] = 1.00390625f;  // halfway between two bfloat16: rounds to even
+  std::vector<uint16_t> values16(values.size());
+  for (size_t i = 0; i < values.size(); ++i) values16[i] = float_to_bfloat16(values[i]);
+  for (const int64_t rows : {1, 15, 16, 17, 40})
+    for (const int64_t cols : {1, 16, 31, 33})
+      for (const bool src_bf16 : {false, true})
+        for (const bool dst_bf16 : {false, true}) {
+          CAPTURE(rows);
+          CAPTURE(cols);
+          CAPTURE(src_bf16);
+          CAPTURE(dst_bf16);
+          const int64_t ld_src = cols + 5, ld_dst = rows + 3;  // padded, so a stray read or write would show
+          const void* src = src_bf16 ? static_cast<const void*>(values16.data()) : static_cast<const void*>(values.data());
+          std::vector<uint32_t> fast(static_cast<size_t>(cols * ld_dst), 0xDEADBEEF), slow = fast;
+          detail::transpose_copy_avx512(src, src_bf16, ld_src, rows, cols, fast.data(), dst_bf16, ld_dst);
+          detail::transpose_copy(src, src_bf16, ld_src, rows, cols, slow.data(), dst_bf16, ld_dst);
+          CHECK(fast == slow);
+        }
 }
 
 TEST_CASE("the kernel in use is named for each dtype and level") {

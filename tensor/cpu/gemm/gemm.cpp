@@ -57,6 +57,10 @@ constexpr int64_t kInPlaceColumns = 512;
 // product loses: x·Wᵀ at 128 rows (the MLP's forward, W 512×784 and 512×512) ran 5-12 % faster
 // packed, two threads, paired runs on Zen 3; at 64 rows the transposed product was ahead.
 constexpr int64_t kTransposedMaxRows = 64;
+// bfloat16 products on the AMX set with at most this many rows, no more than half as many as K,
+// and a B read down its columns are computed transposed in tiles (Note [Few rows times a
+// transposed B, in AMX tiles]): transposing C costs 2·M·N·4 bytes against packing W's 2·N·K·2.
+constexpr int64_t kTransposedTilesMaxRows = 256;
 
 // The kernel set for a product whose C is n columns wide (AVX-512 float32 has two tile shapes).
 const GemmKernel& kernel_for(CpuIsa isa, bool bf16, int64_t n) {
@@ -407,18 +411,6 @@ void gemm_small(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const Ge
   }
 }
 
-// dst(cols×rows, leading dimension ld_dst) = src(rows×cols, leading dimension ld_src)ᵀ, by
-// 16×16 blocks so both sides stay in L1.
-void transpose_into(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst, int64_t ld_dst) {
-  constexpr int64_t kBlock = 16;
-  for (int64_t i0 = 0; i0 < rows; i0 += kBlock)
-    for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
-      const int64_t i1 = std::min(rows, i0 + kBlock), j1 = std::min(cols, j0 + kBlock);
-      for (int64_t j = j0; j < j1; ++j)
-        for (int64_t i = i0; i < i1; ++i) dst[j * ld_dst + i] = src[i * ld_src + j];
-    }
-}
-
 // Note [Few rows times a transposed B]: x·Wᵀ with W (N×K) row-major reads B down its columns,
 // so the usual path packs all of W, K·N values, to use each of them only 2·M times: at a batch
 // of 1 the packing is nearly the whole cost (4096², one core: ~20 ms). The transposed product
@@ -451,10 +443,50 @@ void gemm_transposed(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, con
       return;
     }
     float* t = t_transposed.get<float>(rows.length * m);
-    if (accumulate) transpose_into(c_part, ldc, m, rows.length, t, m);
+    if (accumulate) transpose_copy(c_part, false, ldc, m, rows.length, t, false, m);
     if (whole_rows) gemm_small(ker, rows.length, m, k, w.at(rows.first, 0), xt, t, m, accumulate);
     else gemm_blocked(ker, rows.length, m, k, w.at(rows.first, 0), xt, t, m, accumulate, true, 1);
-    transpose_into(t, m, rows.length, m, c_part, ldc);
+    transpose_copy(t, false, m, rows.length, m, c_part, false, ldc);
+  };
+  if (parts == 1) return run(0);
+  parallel_for(parts, run);
+}
+
+// Note [Few rows times a transposed B, in AMX tiles]: the AMX set's B is K-pair panels, so x·Wᵀ
+// with a bfloat16 W (N×K) row-major packs all of W on every call, a pass that cost as much as the
+// tiles' arithmetic in a GPT-2 prefill of 128 tokens. But its A tiles take 16 rows of 32
+// consecutive values, which W's rows are: Cᵀ = W·xᵀ reads W in place as A and packs only xᵀ (M·K
+// values) as B. The tiles' Cᵀ goes through a per-thread float32 buffer, transposed into C by
+// 16 × 16 blocks in registers (transpose_copy_avx512; C is first transposed into it when
+// accumulating, so linear's bias comes first, as on the usual path). Every element is the same
+// sum of the same pair products in the same K chunks as on the usual path, so the bits are too,
+// rounded to a bfloat16 C at the end as its tiles would round it. W's rows are read in place in
+// whole strips of 32 (the tiles load exactly those; a last partial strip is packed) and only where
+// K is whole tiles of 32 values (gemm_transposes_tiles). Threads split W's rows.
+bool gemm_transposes_tiles(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a,
+                           const GemmMatrix& b) {
+  return ker.a_rows && a.bf16 && b.rs == 1 && b.cs != 1 && k % (2 * ker.pair_block) == 0 &&
+         m <= kTransposedTilesMaxRows && 2 * m <= k && m < n;
+}
+
+void gemm_transposed_tiles(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a,
+                           const GemmMatrix& b, float* c, int64_t ldc, bool accumulate, uint16_t* c_bf16) {
+  const GemmMatrix w{b.data, b.cs, b.rs, true};   // Bᵀ: n×k, contiguous rows
+  const GemmMatrix xt{a.data, a.cs, a.rs, true};  // Aᵀ: k×m
+  const int64_t threads = std::clamp<int64_t>(2 * m * n * k / kWorkPerThread, 1, num_threads());
+  const int64_t parts = std::min<int64_t>(threads, (n + ker.mr - 1) / ker.mr);
+  const bool bf16_c = c_bf16 != nullptr;
+  auto run = [&](int64_t part) {
+    const PartRange rows = part_of(n, ker.mr, parts, part);
+    void* c_part = bf16_c ? static_cast<void*>(c_bf16 + rows.first) : static_cast<void*>(c + rows.first);
+    float* t = t_transposed.get<float>(rows.length * m);
+    if (accumulate) transpose_copy_avx512(c_part, bf16_c, ldc, m, rows.length, t, false, m);
+    const int64_t whole = rows.length / ker.mr * ker.mr;
+    if (whole > 0) gemm_blocked(ker, whole, m, k, w.at(rows.first, 0), xt, t, m, accumulate, true, 1);
+    if (whole < rows.length)
+      gemm_blocked(ker, rows.length - whole, m, k, w.at(rows.first + whole, 0), xt, t + whole * m, m, accumulate,
+                   false, 1);
+    transpose_copy_avx512(t, false, m, rows.length, m, c_part, bf16_c, ldc);
   };
   if (parts == 1) return run(0);
   parallel_for(parts, run);
@@ -562,6 +594,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   }
   if (!a.bf16 && b.rs == 1 && b.cs != 1 && m <= kTransposedMaxRows && m < n)
     return gemm_transposed(kernel_for(isa, false, m), m, n, k, a, b, c, ldc, accumulate);
+  if (gemm_transposes_tiles(ker, m, n, k, a, b)) return gemm_transposed_tiles(ker, m, n, k, a, b, c, ldc, accumulate, nullptr);
   if (work <= kSmallWork) {
     // Whole row tiles per thread. Each part packs B for itself when B is not row-major: a small
     // product's B is small, and packing it twice costs less than sharing one copy would.
@@ -586,6 +619,7 @@ void gemm_to_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Ge
              "[gemm] internal: gemm_to_bf16 called for a product gemm_stores_bf16 refuses");
   const GemmKernel& ker = kernel_for(cpu_isa(), true, n);
   const int64_t work = 2 * m * n * k;
+  if (gemm_transposes_tiles(ker, m, n, k, a, b)) return gemm_transposed_tiles(ker, m, n, k, a, b, nullptr, ldc, accumulate, c);
   if (work <= kSmallWork) {
     return split_small_by_rows(ker, m, work, k, [&](int64_t first, int64_t rows) {
       gemm_blocked(ker, rows, n, k, a.at(first, 0), b, nullptr, ldc, accumulate, false, 1, c + first * ldc);

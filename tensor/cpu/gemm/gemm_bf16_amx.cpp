@@ -49,6 +49,7 @@ void store_c_bf16(uint16_t* c, int64_t ldc, int rows, int cols) {
 }
 
 // c(m×n) (+)= A(m × 2·kpairs) · B(2·kpairs × n), A as rows, B as a K-pair panel of 32 columns.
+// A read in place must have its 32 rows and 2·kpairs values per row readable (no padding).
 // The driver has configured the tiles for the block (begin_block): reading the configuration back
 // per tile waits for the tile instructions in flight, ~6 % of a bf16-mixed MLP step.
 void micro_bf16(const GemmTileBf16& t) {
@@ -62,9 +63,12 @@ void micro_bf16(const GemmTileBf16& t) {
     _tile_zero(2);
     _tile_zero(3);
   }
-  const int64_t a_row_bytes = t.kpairs * 4;
+  // A's rows packed, kpairs·2 values each, or read in place lda apart (a product computed
+  // transposed: Note [Few rows times a transposed B, in AMX tiles] in gemm.cpp).
+  const int64_t a_row_values = t.a_packed ? t.kpairs * 2 : t.lda;
+  const int64_t a_row_bytes = a_row_values * 2;
   const uint16_t* a = t.a;
-  const uint16_t* a_lower = t.a + 16 * t.kpairs * 2;  // rows 16-31
+  const uint16_t* a_lower = t.a + 16 * a_row_values;  // rows 16-31
   const uint16_t* b = t.b;
   const bool two_row_tiles = t.m > 16;  // rows past m are zero padding: skip a tile of them
   for (int64_t q = 0; q < t.kpairs; q += kPairsPerTile) {

@@ -126,6 +126,13 @@ bool pack_pairs_avx512(const uint16_t* src, int64_t lane_stride, int64_t step_st
 bool pack_rows_avx512(const uint16_t* src, int64_t rs, int64_t cs, int64_t mc, int64_t kc, int64_t width, int mr,
                       uint16_t* dst);
 
+// dst(j, i) = src(i, j) for i < rows, j < cols; each side float32, or bfloat16 bits when its flag
+// is set (widened exactly, rounded to nearest even), with leading dimensions ld_src and ld_dst.
+// The AVX-512 kernel (transpose_avx512.cpp) of the AMX products computed transposed: every CPU
+// with AMX has the AVX-512BW it needs.
+void transpose_copy_avx512(const void* src, bool src_bf16, int64_t ld_src, int64_t rows, int64_t cols, void* dst,
+                           bool dst_bf16, int64_t ld_dst);
+
 // One float64 C tile from packed panels: c(m×n) (+)= Σ_{p<kc} a[p·MR + i]·b[p·NR + j], added to c
 // when `accumulate`, with m ≤ MR and n ≤ NR. Both panels are whole (zero past m and n), so only
 // C's stores need masking. C is row-major with leading dimension ldc.

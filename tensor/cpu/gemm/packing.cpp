@@ -87,6 +87,25 @@ void pack_panel_pairs(const GemmMatrix& x, bool lanes_are_columns, int64_t lanes
 
 }  // namespace
 
+void transpose_copy(const void* src, bool src_bf16, int64_t ld_src, int64_t rows, int64_t cols, void* dst,
+                    bool dst_bf16, int64_t ld_dst) {
+  constexpr int64_t kBlock = 16;
+  const auto* src32 = static_cast<const float*>(src);
+  const auto* src16 = static_cast<const uint16_t*>(src);
+  auto* dst32 = static_cast<float*>(dst);
+  auto* dst16 = static_cast<uint16_t*>(dst);
+  for (int64_t i0 = 0; i0 < rows; i0 += kBlock)
+    for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
+      const int64_t i1 = std::min(rows, i0 + kBlock), j1 = std::min(cols, j0 + kBlock);
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t i = i0; i < i1; ++i) {
+          const float v = src_bf16 ? bfloat16_to_float(src16[i * ld_src + j]) : src32[i * ld_src + j];
+          if (dst_bf16) dst16[j * ld_dst + i] = float_to_bfloat16(v);
+          else dst32[j * ld_dst + i] = v;
+        }
+    }
+}
+
 void widen_bf16(const GemmMatrix& x, int64_t rows, int64_t cols, bool column_major, float* dst) {
   if (column_major) pack_panel(x, false, rows, cols, static_cast<int>(rows), dst);
   else pack_panel(x, true, cols, rows, static_cast<int>(cols), dst);

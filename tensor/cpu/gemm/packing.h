@@ -30,6 +30,13 @@ void pack_a_bf16_pairs(const GemmMatrix& a, int64_t mc, int64_t kc, int64_t pair
 void pack_b_bf16_pairs(const GemmMatrix& b, int64_t kc, int64_t nc, int64_t pairs, int nr, uint16_t* dst);
 void pack_a_bf16_rows(const GemmMatrix& a, int64_t mc, int64_t kc, int64_t pairs, int mr, uint16_t* dst);
 
+// dst(j, i) = src(i, j) for i < rows, j < cols; each side float32, or bfloat16 bits when its flag
+// is set (widened exactly, rounded to nearest even), with leading dimensions ld_src and ld_dst.
+// The reference of transpose_copy_avx512 (gemm_kernels.h), by 16 × 16 blocks so both sides stay
+// in L1.
+void transpose_copy(const void* src, bool src_bf16, int64_t ld_src, int64_t rows, int64_t cols, void* dst,
+                    bool dst_bf16, int64_t ld_dst);
+
 // x(rows×cols) of bfloat16 bits widened into float32: row-major, dst[i·cols + j], or, when
 // column_major, dst[j·rows + i] (for an x read down its columns, so the copy keeps its layout).
 void widen_bf16(const GemmMatrix& x, int64_t rows, int64_t cols, bool column_major, float* dst);
