@@ -61,6 +61,10 @@ constexpr int64_t kTransposedMaxRows = 64;
 // and a B read down its columns are computed transposed in tiles (Note [Few rows times a
 // transposed B, in AMX tiles]): transposing C costs 2·M·N·4 bytes against packing W's 2·N·K·2.
 constexpr int64_t kTransposedTilesMaxRows = 256;
+// Rows of W a transposed product in tiles takes at a time: its float32 Cᵀ (at most 512 × 256, half a
+// MiB) stays in L2 from the tiles' stores to the transposing copy, however wide the product (an
+// LM head's 50,257 rows would otherwise need a 51 MB buffer per thread).
+constexpr int64_t kTransposedTilesChunkRows = 512;
 
 // The kernel set for a product whose C is n columns wide (AVX-512 float32 has two tile shapes).
 const GemmKernel& kernel_for(CpuIsa isa, bool bf16, int64_t n) {
@@ -469,24 +473,51 @@ bool gemm_transposes_tiles(const GemmKernel& ker, int64_t m, int64_t n, int64_t 
          m <= kTransposedTilesMaxRows && 2 * m <= k && m < n;
 }
 
+// The K chunk length gemm_blocked cuts a memory B into (blocking_for with k_align 1).
+int64_t b_chunk_step(const GemmKernel& ker, int64_t k) { return even_step(k, ker.kc, 2 * ker.pair_block); }
+
+// b (k×n, bfloat16) packed ahead as gemm_pack_b packs it, into `packed`, whose storage is reused.
+void pack_b_ahead_into(const GemmKernel& ker, int64_t k, int64_t n, const GemmMatrix& b, GemmPackedB& packed) {
+  packed.kernel = &ker;
+  packed.k = k;
+  packed.n = n;
+  packed.kc_step = b_chunk_step(ker, k);
+  packed.chunk_offset.clear();
+  const int64_t n_padded = (n + ker.nr - 1) / ker.nr * ker.nr;
+  int64_t size = 0;
+  for (int64_t pc = 0; pc < k; pc += packed.kc_step) {
+    packed.chunk_offset.push_back(size);
+    size += packed_pairs(ker, std::min(packed.kc_step, k - pc)) * 2 * n_padded;
+  }
+  packed.data.resize(static_cast<size_t>(size));
+  for (int64_t pc = 0, chunk = 0; pc < k; pc += packed.kc_step, ++chunk)
+    pack_b_memory(ker, b.at(pc, 0), std::min(packed.kc_step, k - pc), 0, n,
+                  packed.data.data() + packed.chunk_offset[static_cast<size_t>(chunk)]);
+}
+
 void gemm_transposed_tiles(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a,
                            const GemmMatrix& b, float* c, int64_t ldc, bool accumulate, uint16_t* c_bf16) {
-  const GemmMatrix w{b.data, b.cs, b.rs, true};   // Bᵀ: n×k, contiguous rows
-  const GemmMatrix xt{a.data, a.cs, a.rs, true};  // Aᵀ: k×m
+  const GemmMatrix w{b.data, b.cs, b.rs, true};  // Bᵀ: n×k, contiguous rows
+  // xᵀ (k×m) packed once, on this thread, for every part's blocks to read.
+  thread_local GemmPackedB t_packed_xt;
+  pack_b_ahead_into(ker, k, m, GemmMatrix{a.data, a.cs, a.rs, true}, t_packed_xt);
+  const BOperand xt(&t_packed_xt);
   const int64_t threads = std::clamp<int64_t>(2 * m * n * k / kWorkPerThread, 1, num_threads());
   const int64_t parts = std::min<int64_t>(threads, (n + ker.mr - 1) / ker.mr);
   const bool bf16_c = c_bf16 != nullptr;
   auto run = [&](int64_t part) {
     const PartRange rows = part_of(n, ker.mr, parts, part);
-    void* c_part = bf16_c ? static_cast<void*>(c_bf16 + rows.first) : static_cast<void*>(c + rows.first);
-    float* t = t_transposed.get<float>(rows.length * m);
-    if (accumulate) transpose_copy_avx512(c_part, bf16_c, ldc, m, rows.length, t, false, m);
-    const int64_t whole = rows.length / ker.mr * ker.mr;
-    if (whole > 0) gemm_blocked(ker, whole, m, k, w.at(rows.first, 0), xt, t, m, accumulate, true, 1);
-    if (whole < rows.length)
-      gemm_blocked(ker, rows.length - whole, m, k, w.at(rows.first + whole, 0), xt, t + whole * m, m, accumulate,
-                   false, 1);
-    transpose_copy_avx512(t, false, m, rows.length, m, c_part, bf16_c, ldc);
+    float* t = t_transposed.get<float>(std::min(rows.length, kTransposedTilesChunkRows) * m);
+    for (int64_t r0 = rows.first; r0 < rows.first + rows.length; r0 += kTransposedTilesChunkRows) {
+      const int64_t count = std::min(kTransposedTilesChunkRows, rows.first + rows.length - r0);
+      void* c_part = bf16_c ? static_cast<void*>(c_bf16 + r0) : static_cast<void*>(c + r0);
+      if (accumulate) transpose_copy_avx512(c_part, bf16_c, ldc, m, count, t, false, m);
+      const int64_t whole = count / ker.mr * ker.mr;
+      if (whole > 0) gemm_blocked(ker, whole, m, k, w.at(r0, 0), xt, t, m, accumulate, true, 1);
+      if (whole < count)
+        gemm_blocked(ker, count - whole, m, k, w.at(r0 + whole, 0), xt, t + whole * m, m, accumulate, false, 1);
+      transpose_copy_avx512(t, false, m, count, m, c_part, bf16_c, ldc);
+    }
   };
   if (parts == 1) return run(0);
   parallel_for(parts, run);
@@ -628,8 +659,6 @@ void gemm_to_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Ge
   gemm_large(ker, m, n, k, a, b, nullptr, ldc, accumulate, c);
 }
 
-// The K chunk length gemm_blocked cuts a memory B into (blocking_for with k_align 1).
-int64_t b_chunk_step(const GemmKernel& ker, int64_t k) { return even_step(k, ker.kc, 2 * ker.pair_block); }
 
 bool gemm_packs_b_ahead(int64_t k, int64_t n) {
   const GemmKernel& ker = kernel_for(cpu_isa(), true, n);
@@ -638,18 +667,8 @@ bool gemm_packs_b_ahead(int64_t k, int64_t n) {
 
 GemmPackedB gemm_pack_b(int64_t k, int64_t n, const GemmMatrix& b) {
   WEFT_CHECK(b.bf16 && gemm_packs_b_ahead(k, n), "[gemm] internal: gemm_pack_b called for a B it cannot pack ahead");
-  const GemmKernel& ker = kernel_for(cpu_isa(), true, n);
-  GemmPackedB packed{&ker, k, n, b_chunk_step(ker, k), {}, {}};
-  const int64_t n_padded = (n + ker.nr - 1) / ker.nr * ker.nr;
-  int64_t size = 0;
-  for (int64_t pc = 0; pc < k; pc += packed.kc_step) {
-    packed.chunk_offset.push_back(size);
-    size += packed_pairs(ker, std::min(packed.kc_step, k - pc)) * 2 * n_padded;
-  }
-  packed.data.resize(static_cast<size_t>(size));
-  for (int64_t pc = 0, chunk = 0; pc < k; pc += packed.kc_step, ++chunk)
-    pack_b_memory(ker, b.at(pc, 0), std::min(packed.kc_step, k - pc), 0, n,
-                  packed.data.data() + packed.chunk_offset[static_cast<size_t>(chunk)]);
+  GemmPackedB packed;
+  pack_b_ahead_into(kernel_for(cpu_isa(), true, n), k, n, b, packed);
   return packed;
 }
 
