@@ -6,7 +6,8 @@
 // over the output rather than three; on CUDA cuBLASLt's bias epilogue), the weight gradient comes
 // out as gᵀ·x directly in the weight's (out, in) layout (no transpose of it to copy), and only
 // the gradients the inputs need are computed (the first layer's input never needs one).
-// Under autocast both run in the low-precision dtype (tensor/autocast_state.h).
+// Under autocast both run in the low-precision dtype (tensor/autocast_state.h); on the CPU linear
+// keeps float32 parameters' gradients in float32 (Note [Autocast linear with float32 parameters]).
 #include "tensor/autocast_state.h"
 #include "tensor/fused_kernels.h"
 #include "tensor/op_helpers.h"
@@ -51,6 +52,31 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// Note [Autocast linear with float32 parameters]
+// Under autocast a float32 weight would be cast to bfloat16 by a recorded copy, its gradient
+// computed in bfloat16 (gᵀ·x rounded) and widened by the copy's backward: per step, a bfloat16
+// gradient written, read and widened for every weight (a tenth of a GPT-2 bf16-mixed step), and a
+// rounding the float32 sums never needed. On the CPU linear casts a float32 weight and bias that
+// need gradients itself, unrecorded, and records one node for them, whose backward writes their
+// gradients in float32 straight from the GEMM's float32 sums (bfloat16 products into a float32
+// C) and from a float32 sum of g. The forward product is the usual one of the same bfloat16
+// operands; the gradients are its sums without the bfloat16 rounding.
+bool casts_parameters_itself(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!detail::autocast_any_enabled() || !x.defined() || !weight.defined()) return false;
+  if (weight.device().type != DeviceType::CPU || !autocast_state(DeviceType::CPU).enabled) return false;
+  if (!x.is_floating_point() || x.dtype() == kFloat64 || weight.dtype() != kFloat32) return false;
+  if (bias.defined() && bias.dtype() != kFloat32) return false;
+  return autograd::needs_grad({&weight, &bias});
+}
+
+// gᵀ·x of bfloat16 rows into a float32 (out, in) gradient: the GEMM's float32 sums, unrounded.
+Tensor weight_grad_float32(const Tensor& g_rows, const Tensor& x_rows) {
+  Tensor dw = detail::make_tensor({g_rows.size(1), x_rows.size(1)}, kFloat32, g_rows.device());
+  detail::backend(g_rows.device()).matmul(g_rows.detach().t().unsqueeze(0), x_rows.detach().unsqueeze(0),
+                                          dw.view({1, g_rows.size(1), x_rows.size(1)}), /*accumulate=*/false);
+  return dw;
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
@@ -69,7 +95,20 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  const auto [x, weight, bias] = autocast_inputs(AutocastOp::Linear, {x_in, weight_in, bias_in});
+  // Note [Autocast linear with float32 parameters]: own_casts makes the parameters' casts here.
+  const bool own_casts = casts_parameters_itself(x_in, weight_in, bias_in);
+  Tensor x, weight, bias;
+  if (own_casts) {
+    const DType low = autocast_state(DeviceType::CPU).dtype;
+    x = autocast_inputs(AutocastOp::Linear, {x_in})[0];
+    weight = weight_in.detach().to(low);
+    bias = bias_in.defined() ? bias_in.detach().to(low) : Tensor();
+  } else {
+    const auto cast = autocast_inputs(AutocastOp::Linear, {x_in, weight_in, bias_in});
+    x = cast[0];
+    weight = cast[1];
+    bias = cast[2];
+  }
   detail::check_defined(x, "linear");
   detail::check_defined(weight, "linear", "weight");
   detail::check_same_device(x, weight, "linear");
@@ -97,17 +136,21 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
                                            !weight_in.requires_grad() && weight.is_same(weight_in) &&
                                                weight.dtype() == dtype});
 
-  if (autograd::needs_grad({&x, &weight, &bias})) {
-    const bool x_grad = x.requires_grad(), weight_grad = weight.requires_grad();
-    const bool bias_grad = bias.defined() && bias.requires_grad();
-    autograd::record("Linear", out, {x, weight, bias},
+  // The node's parameter inputs: the float32 ones where linear made their casts itself.
+  const Tensor& weight_input = own_casts ? weight_in : weight;
+  const Tensor& bias_input = own_casts ? bias_in : bias;
+  if (autograd::needs_grad({&x, &weight_input, &bias_input})) {
+    const bool x_grad = x.requires_grad(), weight_grad = weight_input.requires_grad();
+    const bool bias_grad = bias_input.defined() && bias_input.requires_grad();
+    autograd::record("Linear", out, {x, weight_input, bias_input},
                      [sx = weight_grad ? SavedTensor(x_rows) : SavedTensor(), sw = x_grad ? SavedTensor(weight) : SavedTensor(), x_grad, weight_grad, bias_grad,
-                      x_shape = x.shape(), rows, out_features](const Tensor& g) {
+                      own_casts, x_shape = x.shape(), rows, out_features](const Tensor& g) {
                        const Tensor g_rows = g.reshape({rows, out_features});
                        std::vector<Tensor> grads(3);
                        if (x_grad) grads[0] = matmul(g_rows, sw.unpack()).reshape(x_shape);
-                       if (weight_grad) grads[1] = matmul(g_rows.t(), sx.unpack());
-                       if (bias_grad) grads[2] = sum(g_rows, {0});
+                       if (weight_grad)
+                         grads[1] = own_casts ? weight_grad_float32(g_rows, sx.unpack()) : matmul(g_rows.t(), sx.unpack());
+                       if (bias_grad) grads[2] = own_casts ? sum(g_rows, {0}, false, kFloat32) : sum(g_rows, {0});
                        return grads;
                      });
   }

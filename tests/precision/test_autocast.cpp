@@ -127,6 +127,36 @@ TEST_CASE("gradients come back in each leaf's dtype") {
   CHECK(equal(h.grad(), exp(tensor({1.0, 2.0, 3.0})).to(kBFloat16)));
 }
 
+TEST_CASE("linear's float32 weight and bias gradients under bf16 autocast are float32 sums, not rounded to bf16") {
+  // Note [Autocast linear with float32 parameters]: on the CPU the gradients of float32 parameters
+  // come from the GEMM's float32 sums of the bfloat16 products gᵀ·x and from a float32 sum of g,
+  // with no bfloat16 rounding between (PyTorch rounds them to bfloat16, then widens).
+  Generator gen(11);
+  const Tensor x = randn({64, 96}, {}, &gen).requires_grad_();
+  const Tensor w = randn({40, 96}, {}, &gen).requires_grad_();
+  const Tensor b = randn({40}, {}, &gen).requires_grad_();
+  const Tensor g = randn({64, 40}, {}, &gen);
+  {
+    AutocastGuard guard(DeviceType::CPU, kBFloat16);
+    const Tensor y = linear(x, w, b);
+    CHECK(y.dtype() == kBFloat16);
+    y.backward(g.to(kBFloat16));
+  }
+  const Tensor g64 = bf16_rounded(g).to(kFloat64), x64 = bf16_rounded(x.detach()).to(kFloat64);
+  const Tensor dw_exact = matmul(g64.t(), x64), db_exact = sum(g64, {0});
+  REQUIRE(w.grad().dtype() == kFloat32);
+  REQUIRE(b.grad().dtype() == kFloat32);
+  // float32 sums of 64 exact products: within a few float32 ulps of the exact sums, far inside
+  // bfloat16's rounding (2^-9 relative), and most of them not bfloat16 values at all.
+  const double scale = amax(abs(dw_exact)).item<double>();
+  CHECK(amax(abs(sub(w.grad().to(kFloat64), dw_exact))).item<double>() <= 1e-5 * scale);
+  CHECK(amax(abs(sub(b.grad().to(kFloat64), db_exact))).item<double>() <= 1e-5 * amax(abs(db_exact)).item<double>());
+  CHECK(sum(ne(w.grad(), bf16_rounded(w.grad()))).item<double>() > 0.9 * w.numel());
+  // x's gradient stays the bfloat16 product g·w, widened to x's dtype.
+  CHECK(x.grad().dtype() == kFloat32);
+  CHECK(equal(x.grad(), matmul(bf16_rounded(g), bf16_rounded(w.detach())).to(kBFloat16).to(kFloat32)));
+}
+
 TEST_CASE("backward rules run without autocast") {
   const Tensor x = tensor({1.0, 2.0}).requires_grad_();
   bool enabled_in_rule = true;
