@@ -76,15 +76,39 @@ class RegionViewNode final : public Node {
     detail::backend(grad_output.device()).copy(grad_output, target);
     return {input_grad};
   }
-  // Adds the view's gradient into the region of `input_grad`, a gradient of the whole input that
-  // only the engine holds.
-  void add_into(const Tensor& grad_output, Tensor& input_grad) const { region_(input_grad).add_(grad_output); }
+  bool add_into(const Tensor& grad_output, Tensor& input_grad) const override {
+    region_(input_grad).add_(grad_output);
+    return true;
+  }
 
   std::string name() const override { return std::string(name_) + "Backward"; }
 
  private:
   const char* name_;
   std::function<Tensor(const Tensor&)> region_;
+};
+
+// A scatter's Node (tensor/autograd_region.h): the input's gradient is the output's added into
+// zeros shaped like the input, or into a gradient of the input the engine already holds.
+class ScatterNode final : public Node {
+ public:
+  ScatterNode(const char* name, ScatterFn add) : name_(name), add_(std::move(add)) {}
+
+  std::vector<Tensor> apply(const Tensor& grad_output) override {
+    Tensor input_grad = zeros(inputs[0].shape, TensorOptions(grad_output.dtype()).device(grad_output.device()));
+    add_(grad_output, input_grad);
+    return {input_grad};
+  }
+  bool add_into(const Tensor& grad_output, Tensor& input_grad) const override {
+    add_(grad_output, input_grad);
+    return true;
+  }
+  std::string name() const override { return std::string(name_) + "Backward"; }
+  void release_saved() override { add_ = nullptr; }
+
+ private:
+  const char* name_;
+  ScatterFn add_;
 };
 
 // Whether the engine's gradient buffer for an input may be added to in place: the engine holds
@@ -208,6 +232,15 @@ void record_region_view(const char* name, Tensor& output, const Tensor& input,
   impl->requires_grad = true;
 }
 
+void record_scatter(const char* name, Tensor& output, const Tensor& input, ScatterFn add) {
+  if (!needs_grad({&input})) return;
+  auto node = std::make_shared<ScatterNode>(name, std::move(add));
+  node->inputs.push_back(Node::Input{gradient_edge(input), input.shape(), input.dtype()});
+  auto* impl = output.impl();
+  impl->grad_fn = std::move(node);
+  impl->requires_grad = true;
+}
+
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   WEFT_CHECK(root.defined(), "[backward] called on an undefined tensor");
   WEFT_CHECK(root.requires_grad(),
@@ -253,13 +286,11 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     Tensor grad = std::move(buffers[n]);
     buffers.erase(n);
     std::vector<Tensor> grads;
-    auto* view = dynamic_cast<RegionViewNode*>(n);
-    const auto waiting = view && view->inputs[0].next ? buffers.find(view->inputs[0].next.get()) : buffers.end();
-    if (waiting != buffers.end() && owned_buffer(waiting->second, view->inputs[0]) &&
-        grad.dtype() == view->inputs[0].dtype)
-      view->add_into(grad, waiting->second);
-    else
-      grads = n->apply(grad);
+    const bool one_input = n->inputs.size() == 1 && n->inputs[0].next;
+    const auto waiting = one_input ? buffers.find(n->inputs[0].next.get()) : buffers.end();
+    const bool added = waiting != buffers.end() && owned_buffer(waiting->second, n->inputs[0]) &&
+                       grad.dtype() == n->inputs[0].dtype && n->add_into(grad, waiting->second);
+    if (!added) grads = n->apply(grad);
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       const auto& in = n->inputs[i];
       if (!in.next) continue;

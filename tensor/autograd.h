@@ -40,6 +40,11 @@ class Node {
   virtual std::string name() const = 0;
   // Frees what the rule saved, after a backward without retain_graph.
   virtual void release_saved() {}
+  // For a node of one input whose gradient is grad_output placed into zeros shaped like the input
+  // (tensor/autograd_region.h: a view's region, index_select's rows): adds it instead into
+  // `input_grad`, a gradient of the whole input that only the engine holds. False where the node
+  // cannot (the engine then calls apply).
+  virtual bool add_into(const Tensor& /*grad_output*/, Tensor& /*input_grad*/) const { return false; }
 
   std::vector<Input> inputs;
 };

@@ -380,15 +380,11 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index_in) {
   if (x.dim() > 0) shape[static_cast<size_t>(d)] = index.numel();
   Tensor out = detail::make_tensor(shape, x.dtype(), x.device());
   detail::backend(x.device()).index_select(as_3d(x.detach().contiguous(), d), index.contiguous(), as_3d(out.detach(), d));
-  if (autograd::needs_grad({&x})) {
-    autograd::record("IndexSelect", out, {x}, [shape = x.shape(), d, index](const Tensor& g) {
-      // Scattered straight into the zeros: index_add would copy them first (an embedding's whole
-      // table, 154 MB for GPT-2's, once per step).
-      Tensor grad = zeros(shape, TensorOptions(g.dtype()).device(g.device()));
-      detail::backend(g.device()).index_add(as_3d(grad, d), index.contiguous(), as_3d(g.contiguous(), d));
-      return std::vector<Tensor>{grad};
-    });
-  }
+  // Scattered straight into the zeros or a waiting gradient (tensor/autograd_region.h): index_add
+  // would copy them first (an embedding's whole table, 154 MB for GPT-2's, once per step).
+  autograd::record_scatter("IndexSelect", out, x, [d, index](const Tensor& g, Tensor& input_grad) {
+    detail::backend(g.device()).index_add(as_3d(input_grad, d), index.contiguous(), as_3d(g.contiguous(), d));
+  });
   return out;
 }
 

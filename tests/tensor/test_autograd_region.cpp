@@ -65,3 +65,26 @@ TEST_CASE("retain_graph: a second backward through the same pieces gives the sam
   loss.backward();
   CHECK(values(x.grad()) == std::vector<double>{4, 4, 4, 16, 16, 16});
 }
+
+TEST_CASE("index_select's rows add into a waiting gradient of its input, or into zeros, duplicates summed") {
+  // A tied embedding: the table gathered by index_select and used whole by a product. Whichever
+  // gradient the engine holds first, the rows' gradients are added where they came from
+  // (row 1 twice), into the product's gradient of the whole table or into zeros of their own.
+  const Tensor index = tensor({1.0, 3.0, 1.0}).to(kInt64);
+  const Tensor weights = tensor({1.0, 10.0, 100.0}).view({3, 1}).to(kFloat64);
+  // d/dtable of sum(weights · rows): row 1 gets 1 + 100, row 3 gets 10; of sum(0.5 · table²): table.
+  const std::vector<double> rows_only = {0, 0, 101, 101, 0, 0, 10, 10};
+  const std::vector<double> both = {0, 1, 103, 104, 4, 5, 16, 17};
+  for (const bool gather_last : {false, true}) {
+    CAPTURE(gather_last);
+    const Tensor table = arange(8.0, TensorOptions(kFloat64)).reshape({4, 2}).requires_grad_();
+    const Tensor gathered = mul(index_select(table, 0, index), weights).sum();
+    const Tensor whole = mul(mul(table, table), 0.5).sum();
+    const Tensor loss = gather_last ? add(whole, gathered) : add(gathered, whole);
+    loss.backward();
+    CHECK(values(table.grad()) == both);
+  }
+  const Tensor alone = arange(8.0, TensorOptions(kFloat64)).reshape({4, 2}).requires_grad_();
+  mul(index_select(alone, 0, index), weights).sum().backward();
+  CHECK(values(alone.grad()) == rows_only);
+}
