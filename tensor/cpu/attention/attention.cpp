@@ -34,6 +34,7 @@
 // instead (forward_rows, attention_rows.h): one query row against the keys and values in place.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -224,9 +225,11 @@ bool exact_in_bf16(float scale) {
 // every key/value head once (a whole-tensor copy, but per-tile packing would transpose each value
 // tile again for every query block): K as plain rows padded to whole AMX steps (E to a multiple of
 // 32), Vᵀ per tile of kBc keys (Ev rows of kBc). Per query block, q is packed into K-pair panels
-// once; per tile, Pᵀ is rounded to bf16 pairs (as PyTorch's bf16 kernels round P). A scale that is
-// a power of two (1/8 for heads of 64) is applied to q as it is packed, which is exact; any other
-// to the float32 scores, so q is never rounded again.
+// once; per tile, Pᵀ is rounded to bf16 pairs (as PyTorch's bf16 kernels round P). The scale
+// multiplies the float32 scores, so q is never rounded again (a power of two such as 1/8 for heads
+// of 64 gives the bits it would have given on q). The packing and the final transpose of Oᵀ into
+// the output rows go through the AVX-512 packers (every AMX CPU has AVX-512BW) where rows are
+// contiguous, scalar loops otherwise.
 void forward_amx(const AttentionForward& a) {
   using Bits = AlignedVector<uint16_t>;
   const int64_t N = a.q.size(0), Hq = a.q.size(1), L = a.q.size(2), E = a.q.size(3);
@@ -240,22 +243,29 @@ void forward_amx(const AttentionForward& a) {
   const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
   const int64_t e_pad = (E + 31) / 32 * 32, ev_pad = (Ev + 31) / 32 * 32, s_pad = (S + kBc - 1) / kBc * kBc;
   Bits keys(static_cast<size_t>(N * Hk * s_pad * e_pad), 0), values(static_cast<size_t>(N * Hk * s_pad * ev_pad), 0);
+  // Keys as rows of e_pad values; each block of kBc values transposed into ev_pad rows of kBc keys
+  // (the A operand of P·V as plain rows), by the AVX-512 row packer where a row's values are
+  // adjacent.
   parallel_for(N * Hk, [&](int64_t item) {
     const int64_t n = item / Hk, hk = item % Hk;
     uint16_t* kp = keys.data() + item * s_pad * e_pad;
     uint16_t* vp = values.data() + item * s_pad * ev_pad;
     for (int64_t j = 0; j < S; ++j) {
       const BFloat16* kr = k.row(n, hk, j);
-      const BFloat16* vr = v.row(n, hk, j);
-      for (int64_t e = 0; e < E; ++e) kp[j * e_pad + e] = kr[e * k.s3].bits;
-      uint16_t* tile = vp + j / kBc * ev_pad * kBc + j % kBc;
-      for (int64_t d = 0; d < Ev; ++d) tile[d * kBc] = vr[d * v.s3].bits;
+      if (k.s3 == 1) std::memcpy(kp + j * e_pad, kr, static_cast<size_t>(E) * sizeof(uint16_t));
+      else
+        for (int64_t e = 0; e < E; ++e) kp[j * e_pad + e] = kr[e * k.s3].bits;
+    }
+    for (int64_t j0 = 0; j0 < S; j0 += kBc) {
+      uint16_t* tile = vp + j0 / kBc * ev_pad * kBc;
+      const auto* block = reinterpret_cast<const uint16_t*>(v.row(n, hk, j0));
+      if (pack_rows_avx512(block, v.s3, v.s2, Ev, std::min(kBc, S - j0), kBc, 32, tile)) continue;
+      for (int64_t j = j0; j < std::min(S, j0 + kBc); ++j)
+        for (int64_t d = 0; d < Ev; ++d) tile[d * kBc + j - j0] = v.row(n, hk, j)[d * v.s3].bits;
     }
   });
   const int64_t blocks = (L + kBr - 1) / kBr, e_pairs = e_pad / 2, panels = kBr / 32;
   std::vector<float> scales(static_cast<size_t>(kBr), scale);
-  const bool exact_scale = exact_in_bf16(scale);
-  const float q_scale = exact_scale ? scale : 1.0f;
 
   parallel_for(N * Hq * blocks, [&](int64_t item) {
     const int64_t n = item / (Hq * blocks), h = item / blocks % Hq, hk = h / group;
@@ -264,12 +274,15 @@ void forward_amx(const AttentionForward& a) {
     thread_local Bits q_pairs, p_pairs;
     q_pairs.assign(static_cast<size_t>(panels * e_pairs * 64), 0);
     p_pairs.resize(static_cast<size_t>(panels * (kBc / 2) * 64));
-    for (int64_t i = 0; i < br; ++i) {
-      const BFloat16* qr = q.row(n, h, i0 + i);
-      uint16_t* panel = q_pairs.data() + i / 32 * e_pairs * 64 + i % 32 * 2;
-      for (int64_t e = 0; e < E; ++e)
-        panel[e / 2 * 64 + e % 2] = float_to_bfloat16(bfloat16_to_float(qr[e * q.s3].bits) * q_scale);
-    }
+    // The queries as K-pair panels, unscaled: the scale multiplies the scores (exactly, for a
+    // power of two such as 1/√64, as it would have multiplied q).
+    const auto* q_block = reinterpret_cast<const uint16_t*>(q.row(n, h, i0));
+    if (!pack_pairs_avx512(q_block, q.s2, q.s3, br, E, e_pairs, 32, q_pairs.data()))
+      for (int64_t i = 0; i < br; ++i) {
+        const BFloat16* qr = q.row(n, h, i0 + i);
+        uint16_t* panel = q_pairs.data() + i / 32 * e_pairs * 64 + i % 32 * 2;
+        for (int64_t e = 0; e < E; ++e) panel[e / 2 * 64 + e % 2] = qr[e * q.s3].bits;
+      }
     float* row = scratch(kRow, std::max(E, Ev));
     float* s = scratch(kScores, kBc * kBr);
     float* ot = scratch_filled(kOut, ev_pad * kBr, 0.0f);
@@ -288,7 +301,7 @@ void forward_amx(const AttentionForward& a) {
           amx.micro_bf16({e_pairs, kp + (j0 + r0) * e_pad, q_pairs.data() + c0 / 32 * e_pairs * 64, s + r0 * kBr + c0,
                           kBr, static_cast<int>(std::min<int64_t>(32, bc - r0)),
                           static_cast<int>(std::min<int64_t>(32, br - c0)), false});
-      if (!exact_scale) tiles.rescale(s, kBr, rows, cols, scales.data());
+      if (scale != 1.0f) tiles.rescale(s, kBr, rows, cols, scales.data());
       if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, s, kBr);
       tiles.softmax_step(s, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), m, l, alpha);
       if (dropout.active()) dropout.apply(s, s, kBr, rows, cols, n * Hq + h, i0, j0);
@@ -303,10 +316,18 @@ void forward_amx(const AttentionForward& a) {
     }
     float* lse_row = lse + (n * Hq + h) * L + i0;
     for (int64_t i = 0; i < br; ++i) {
-      const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-      for (int64_t d = 0; d < Ev; ++d) row[d] = ot[d * kBr + i] * inv;
-      store_row(out.row(n, h, i0 + i), out.s3, Ev, row);
+      alpha[i] = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
       lse_row[i] = l[i] > 0.0f ? m[i] + std::log(l[i]) : kInf;
+    }
+    // Oᵀ's columns divided by their sums, then transposed into the output rows, rounded.
+    tiles.rescale(ot, kBr, static_cast<int>(Ev), cols, alpha);
+    if (out.s3 == 1) {
+      transpose_copy_avx512(ot, false, kBr, Ev, br, out.row(n, h, i0), true, out.s2);
+    } else {
+      for (int64_t i = 0; i < br; ++i) {
+        for (int64_t d = 0; d < Ev; ++d) row[d] = ot[d * kBr + i];
+        store_row(out.row(n, h, i0 + i), out.s3, Ev, row);
+      }
     }
   });
 }
