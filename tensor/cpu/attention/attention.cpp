@@ -213,13 +213,6 @@ int64_t diag_of(bool causal, int64_t i0, int64_t j0, int64_t rows) {
   return causal && j0 + rows - 1 > i0 ? j0 - i0 : kNoDiag;
 }
 
-// A bf16 scale applied exactly: a power of two (1/8 for heads of 64) multiplies bf16 values
-// without rounding, so q can carry it; any other scale goes on the float32 scores.
-bool exact_in_bf16(float scale) {
-  int exponent = 0;
-  return std::frexp(scale, &exponent) == 0.5f;
-}
-
 // bfloat16 at CpuIsa::Amx: the forward's two products on AMX tiles (kGemmBf16Amx's microkernel,
 // 32×32 float32 C from bf16 K-pair panels, tdpbf16ps), the softmax as above. A first pass packs
 // every key/value head once (a whole-tensor copy, but per-tile packing would transpose each value
@@ -452,31 +445,30 @@ void amx_product(int64_t m, int64_t n, int64_t pairs, const uint16_t* a, const u
                                static_cast<int>(std::min<int64_t>(32, n - c0)), accumulate});
 }
 
-// K-pair panels over the columns of rows x(i), i < rows (feature f at x(i)[f·stride]), width
-// features: panel p holds dst[(p·pairs + q)·64 + 2j + t] = x(32p + j)[2q + t] (the Bᵀ of a
-// product whose K runs over the features), zero past `rows` and `width` up to `pairs`, `panels`.
-template <class Row>
-void pairs_over_features(Row x, int64_t rows, int64_t width, int64_t stride, int64_t pairs, int64_t panels,
-                         float factor, uint16_t* dst) {
-  std::fill_n(dst, panels * pairs * 64, uint16_t{0});
-  for (int64_t i = 0; i < rows; ++i) {
-    const BFloat16* r = x(i);
-    uint16_t* panel = dst + i / 32 * pairs * 64 + i % 32 * 2;
+// K-pair panels over the columns of `rows` rows at x (row i at x + i·row_stride, feature f at
+// f·stride), width features: panel p holds dst[(p·pairs + q)·64 + 2j + t] = x(32p + j)[2q + t]
+// (the Bᵀ of a product whose K runs over the features), zero past `rows` and `width` up to
+// `pairs`, `panels`. The AVX-512 pair packer where it has the layout, else value by value.
+void pairs_over_features(const BFloat16* x, int64_t row_stride, int64_t rows, int64_t width, int64_t stride,
+                         int64_t pairs, int64_t panels, uint16_t* dst) {
+  const int64_t written = (rows + 31) / 32;
+  std::fill_n(dst + written * pairs * 64, (panels - written) * pairs * 64, uint16_t{0});
+  if (pack_pairs_avx512(reinterpret_cast<const uint16_t*>(x), row_stride, stride, rows, width, pairs, 32, dst)) return;
+  std::fill_n(dst, written * pairs * 64, uint16_t{0});
+  for (int64_t i = 0; i < rows; ++i)
     for (int64_t f = 0; f < width; ++f)
-      panel[f / 2 * 64 + f % 2] = factor == 1.0f ? r[f * stride].bits
-                                                 : float_to_bfloat16(bfloat16_to_float(r[f * stride].bits) * factor);
-  }
+      dst[i / 32 * pairs * 64 + f / 2 * 64 + i % 32 * 2 + f % 2] = x[i * row_stride + f * stride].bits;
 }
 
-// K-pair panels over the rows (K runs over i): dst[(p·pairs + q)·64 + 2c + t] = x(2q + t)[32p + c].
-template <class Row>
-void pairs_over_rows(Row x, int64_t rows, int64_t width, int64_t stride, int64_t pairs, int64_t panels,
-                     uint16_t* dst) {
+// K-pair panels over the rows (K runs over i): dst[(p·pairs + q)·64 + 2c + t] = x(2q + t)[32p + c],
+// likewise.
+void pairs_over_rows(const BFloat16* x, int64_t row_stride, int64_t rows, int64_t width, int64_t stride,
+                     int64_t pairs, int64_t panels, uint16_t* dst) {
+  if (pack_pairs_avx512(reinterpret_cast<const uint16_t*>(x), stride, row_stride, width, rows, pairs, 32, dst)) return;
   std::fill_n(dst, panels * pairs * 64, uint16_t{0});
-  for (int64_t i = 0; i < rows; ++i) {
-    const BFloat16* r = x(i);
-    for (int64_t f = 0; f < width; ++f) dst[(f / 32 * pairs + i / 2) * 64 + f % 32 * 2 + i % 2] = r[f * stride].bits;
-  }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t f = 0; f < width; ++f)
+      dst[(f / 32 * pairs + i / 2) * 64 + f % 32 * 2 + i % 2] = x[i * row_stride + f * stride].bits;
 }
 
 // rows × cols of a float32 tile (ld) as bf16 rows of `width` values, zero-padded to `padded_rows`.
@@ -498,7 +490,6 @@ void backward_amx(const AttentionBackward& a) {
   const float* const lse = a.lse.data<float>();
   const AttentionTiles& tiles = kAttentionTilesAvx512;
   const float scale = static_cast<float>(a.scale);
-  const bool exact_scale = exact_in_bf16(scale);
   const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
   const int64_t e_pad = (E + 31) / 32 * 32, ev_pad = (Ev + 31) / 32 * 32, s_pad = (S + kBc - 1) / kBc * kBc;
   const int64_t blocks = (L + kBr - 1) / kBr, l_pad = blocks * kBr;
@@ -509,13 +500,22 @@ void backward_amx(const AttentionBackward& a) {
     const int64_t n = item / Hk, hk = item % Hk;
     Bits k_rows(static_cast<size_t>(s_pad * e_pad), 0), v_rows(static_cast<size_t>(s_pad * ev_pad), 0);
     Bits k_t(static_cast<size_t>(s_pad * e_pad), 0);
-    for (int64_t j = 0; j < S; ++j)
-      for (int64_t e = 0; e < E; ++e) {
-        k_rows[static_cast<size_t>(j * e_pad + e)] = k.row(n, hk, j)[e * k.s3].bits;
-        k_t[static_cast<size_t>(j / kBc * e_pad * kBc + e * kBc + j % kBc)] = k.row(n, hk, j)[e * k.s3].bits;
-      }
-    for (int64_t j = 0; j < S; ++j)
-      for (int64_t d = 0; d < Ev; ++d) v_rows[static_cast<size_t>(j * ev_pad + d)] = v.row(n, hk, j)[d * v.s3].bits;
+    for (int64_t j = 0; j < S; ++j) {
+      if (k.s3 == 1) std::memcpy(k_rows.data() + j * e_pad, k.row(n, hk, j), static_cast<size_t>(E) * sizeof(uint16_t));
+      else
+        for (int64_t e = 0; e < E; ++e) k_rows[static_cast<size_t>(j * e_pad + e)] = k.row(n, hk, j)[e * k.s3].bits;
+      if (v.s3 == 1) std::memcpy(v_rows.data() + j * ev_pad, v.row(n, hk, j), static_cast<size_t>(Ev) * sizeof(uint16_t));
+      else
+        for (int64_t d = 0; d < Ev; ++d) v_rows[static_cast<size_t>(j * ev_pad + d)] = v.row(n, hk, j)[d * v.s3].bits;
+    }
+    // Kᵀ per key tile: E rows of kBc keys (the A of dS·K).
+    for (int64_t j0 = 0; j0 < S; j0 += kBc) {
+      uint16_t* tile = k_t.data() + j0 / kBc * e_pad * kBc;
+      const auto* block = reinterpret_cast<const uint16_t*>(k.row(n, hk, j0));
+      if (pack_rows_avx512(block, k.s3, k.s2, E, std::min(kBc, S - j0), kBc, 32, tile)) continue;
+      for (int64_t j = j0; j < std::min(S, j0 + kBc); ++j)
+        for (int64_t e = 0; e < E; ++e) tile[e * kBc + j - j0] = k.row(n, hk, j)[e * k.s3].bits;
+    }
     Bits q_by_e(static_cast<size_t>(l_pad * e_pad)), do_by_d(static_cast<size_t>(l_pad * ev_pad));
     Bits q_by_i(static_cast<size_t>(l_pad * e_pad)), do_by_i(static_cast<size_t>(l_pad * ev_pad));
     Bits p_rows(static_cast<size_t>(kBc * kBr)), ds_rows(static_cast<size_t>(kBc * kBr));
@@ -533,13 +533,12 @@ void backward_amx(const AttentionBackward& a) {
     for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
       for (int64_t ib = 0; ib < blocks; ++ib) {
         const int64_t i0 = ib * kBr, br = std::min(kBr, L - i0);
-        auto q_row = [&](int64_t i) { return q.row(n, h, i0 + i); };
-        auto do_row = [&](int64_t i) { return grad_out.row(n, h, i0 + i); };
-        pairs_over_features(q_row, br, E, q.s3, e_pairs, kBr / 32, exact_scale ? scale : 1.0f,
-                            q_by_e.data() + i0 * e_pad);
-        pairs_over_features(do_row, br, Ev, grad_out.s3, ev_pairs, kBr / 32, 1.0f, do_by_d.data() + i0 * ev_pad);
-        pairs_over_rows(q_row, br, E, q.s3, i_pairs, e_pad / 32, q_by_i.data() + i0 * e_pad);
-        pairs_over_rows(do_row, br, Ev, grad_out.s3, i_pairs, ev_pad / 32, do_by_i.data() + i0 * ev_pad);
+        const BFloat16* q_rows = q.row(n, h, i0);
+        const BFloat16* do_rows = grad_out.row(n, h, i0);
+        pairs_over_features(q_rows, q.s2, br, E, q.s3, e_pairs, kBr / 32, q_by_e.data() + i0 * e_pad);
+        pairs_over_features(do_rows, grad_out.s2, br, Ev, grad_out.s3, ev_pairs, kBr / 32, do_by_d.data() + i0 * ev_pad);
+        pairs_over_rows(q_rows, q.s2, br, E, q.s3, i_pairs, e_pad / 32, q_by_i.data() + i0 * e_pad);
+        pairs_over_rows(do_rows, grad_out.s2, br, Ev, grad_out.s3, i_pairs, ev_pad / 32, do_by_i.data() + i0 * ev_pad);
       }
       for (int64_t i = 0; i < L; ++i) {
         load_row(grad_out.row(n, h, i), grad_out.s3, Ev, orow);
@@ -557,7 +556,7 @@ void backward_amx(const AttentionBackward& a) {
           const int64_t br = std::min(kBr, L - i0);
           const int cols = static_cast<int>(br);
           amx_product(bc, br, e_pairs, k_rows.data() + j0 * e_pad, q_by_e.data() + i0 * e_pad, p, kBr, false);
-          if (!exact_scale) tiles.rescale(p, kBr, rows, cols, scales.data());
+          if (scale != 1.0f) tiles.rescale(p, kBr, rows, cols, scales.data());
           if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, p, kBr);
           tiles.probs(p, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), lse_head + i0);
           amx_product(bc, br, ev_pairs, v_rows.data() + j0 * ev_pad, do_by_d.data() + i0 * ev_pad, dp, kBr, false);
@@ -576,9 +575,15 @@ void backward_amx(const AttentionBackward& a) {
           amx_product(E, br, j_pairs, k_t.data() + j0 / kBc * e_pad * kBc, ds_pairs.data(), dqt + i0, L, true);
         }
       }
-      for (int64_t i = 0; i < L; ++i) {
-        for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * L + i] * scale;
-        store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
+      // dQᵀ scaled, then transposed into dq's rows, rounded.
+      for (int64_t x = 0; x < E * L; ++x) dqt[x] *= scale;
+      if (grad_q.s3 == 1) {
+        transpose_copy_avx512(dqt, false, L, E, L, grad_q.row(n, h, 0), true, grad_q.s2);
+      } else {
+        for (int64_t i = 0; i < L; ++i) {
+          for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * L + i];
+          store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
+        }
       }
     }
     for (int64_t j = 0; j < S; ++j) {
