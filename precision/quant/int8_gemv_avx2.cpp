@@ -30,7 +30,8 @@ inline __m256i load_tail(const int8_t* p, int64_t count) {
 
 // R rows of B against M rows of A over one 32-byte chunk of K, loaded by `load`.
 template <int R, int M, class Load>
-void chunk(const int8_t* a, const int8_t* b, int64_t k, int64_t kk, Load&& load, __m256i (&acc)[R][M], __m256i& lowest) {
+void chunk(const int8_t* a, const int8_t* b, int64_t k, int64_t kk, Load&& load, __m256i (&acc)[R][M],
+           __m256i& lowest) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i av[M], magnitude[M];
   for (int i = 0; i < M; ++i) {

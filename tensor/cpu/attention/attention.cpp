@@ -501,12 +501,14 @@ void backward_amx(const AttentionBackward& a) {
     Bits k_rows(static_cast<size_t>(s_pad * e_pad), 0), v_rows(static_cast<size_t>(s_pad * ev_pad), 0);
     Bits k_t(static_cast<size_t>(s_pad * e_pad), 0);
     for (int64_t j = 0; j < S; ++j) {
-      if (k.s3 == 1) std::memcpy(k_rows.data() + j * e_pad, k.row(n, hk, j), static_cast<size_t>(E) * sizeof(uint16_t));
+      uint16_t* k_row = k_rows.data() + j * e_pad;
+      uint16_t* v_row = v_rows.data() + j * ev_pad;
+      if (k.s3 == 1) std::memcpy(k_row, k.row(n, hk, j), static_cast<size_t>(E) * sizeof(uint16_t));
       else
-        for (int64_t e = 0; e < E; ++e) k_rows[static_cast<size_t>(j * e_pad + e)] = k.row(n, hk, j)[e * k.s3].bits;
-      if (v.s3 == 1) std::memcpy(v_rows.data() + j * ev_pad, v.row(n, hk, j), static_cast<size_t>(Ev) * sizeof(uint16_t));
+        for (int64_t e = 0; e < E; ++e) k_row[e] = k.row(n, hk, j)[e * k.s3].bits;
+      if (v.s3 == 1) std::memcpy(v_row, v.row(n, hk, j), static_cast<size_t>(Ev) * sizeof(uint16_t));
       else
-        for (int64_t d = 0; d < Ev; ++d) v_rows[static_cast<size_t>(j * ev_pad + d)] = v.row(n, hk, j)[d * v.s3].bits;
+        for (int64_t d = 0; d < Ev; ++d) v_row[d] = v.row(n, hk, j)[d * v.s3].bits;
     }
     // Kᵀ per key tile: E rows of kBc keys (the A of dS·K).
     for (int64_t j0 = 0; j0 < S; j0 += kBc) {

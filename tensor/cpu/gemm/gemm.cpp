@@ -627,7 +627,8 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   }
   if (!a.bf16 && b.rs == 1 && b.cs != 1 && m <= kTransposedMaxRows && m < n)
     return gemm_transposed(kernel_for(isa, false, m), m, n, k, a, b, c, ldc, accumulate);
-  if (gemm_transposes_tiles(ker, m, n, k, a, b)) return gemm_transposed_tiles(ker, m, n, k, a, b, c, ldc, accumulate, nullptr);
+  if (gemm_transposes_tiles(ker, m, n, k, a, b))
+    return gemm_transposed_tiles(ker, m, n, k, a, b, c, ldc, accumulate, nullptr);
   if (work <= kSmallWork) {
     // Whole row tiles per thread. Each part packs B for itself when B is not row-major: a small
     // product's B is small, and packing it twice costs less than sharing one copy would.
@@ -652,7 +653,8 @@ void gemm_to_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Ge
              "[gemm] internal: gemm_to_bf16 called for a product gemm_stores_bf16 refuses");
   const GemmKernel& ker = kernel_for(cpu_isa(), true, n);
   const int64_t work = 2 * m * n * k;
-  if (gemm_transposes_tiles(ker, m, n, k, a, b)) return gemm_transposed_tiles(ker, m, n, k, a, b, nullptr, ldc, accumulate, c);
+  if (gemm_transposes_tiles(ker, m, n, k, a, b))
+    return gemm_transposed_tiles(ker, m, n, k, a, b, nullptr, ldc, accumulate, c);
   if (work <= kSmallWork) {
     return split_small_by_rows(ker, m, work, k, [&](int64_t first, int64_t rows) {
       gemm_blocked(ker, rows, n, k, a.at(first, 0), b, nullptr, ldc, accumulate, false, 1, c + first * ldc);
@@ -660,7 +662,6 @@ void gemm_to_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Ge
   }
   gemm_large(ker, m, n, k, a, b, nullptr, ldc, accumulate, c);
 }
-
 
 bool gemm_packs_b_ahead(int64_t k, int64_t n) {
   const GemmKernel& ker = kernel_for(cpu_isa(), true, n);
