@@ -8,15 +8,17 @@
 No weights are downloaded: transformers builds the models from their configs with seed 0.
 Needs torch and transformers.   python3 bench/make_generate_models.py DIR
 """
+import argparse
 import os
-import sys
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 
 def main():
-    root = sys.argv[1]
+    parser = argparse.ArgumentParser(description="Writes random-init GPT-2 124M and 1.1B Llama folders, once.")
+    parser.add_argument("dir", help="where the model folders go")
+    root = parser.parse_args().dir
     torch.manual_seed(0)
     path = os.path.join(root, "gpt2-124m")
     if not os.path.exists(os.path.join(path, "model.safetensors")):
