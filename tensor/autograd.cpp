@@ -222,23 +222,25 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
   impl->requires_grad = true;
 }
 
-void record_region_view(const char* name, Tensor& output, const Tensor& input,
-                        std::function<Tensor(const Tensor&)> region) {
-  if (!needs_grad({&input})) return;
-  auto node = std::make_shared<RegionViewNode>(name, std::move(region));
+namespace {
+
+// Makes `node`, whose one input is `input`, the grad_fn of `output`.
+void attach_one_input(std::shared_ptr<Node> node, Tensor& output, const Tensor& input) {
   node->inputs.push_back(Node::Input{gradient_edge(input), input.shape(), input.dtype()});
   auto* impl = output.impl();
   impl->grad_fn = std::move(node);
   impl->requires_grad = true;
 }
 
+}  // namespace
+
+void record_region_view(const char* name, Tensor& output, const Tensor& input,
+                        std::function<Tensor(const Tensor&)> region) {
+  if (needs_grad({&input})) attach_one_input(std::make_shared<RegionViewNode>(name, std::move(region)), output, input);
+}
+
 void record_scatter(const char* name, Tensor& output, const Tensor& input, ScatterFn add) {
-  if (!needs_grad({&input})) return;
-  auto node = std::make_shared<ScatterNode>(name, std::move(add));
-  node->inputs.push_back(Node::Input{gradient_edge(input), input.shape(), input.dtype()});
-  auto* impl = output.impl();
-  impl->grad_fn = std::move(node);
-  impl->requires_grad = true;
+  if (needs_grad({&input})) attach_one_input(std::make_shared<ScatterNode>(name, std::move(add)), output, input);
 }
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {

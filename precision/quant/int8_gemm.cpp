@@ -330,21 +330,24 @@ void int8_gemm(const int8_t* a, int64_t m, const PackedInt8Matrix& b, int32_t* c
 //
 // Note [A few rows: B in place]: at a few rows of A (a layer decoding one token) the product reads
 // all of B for little arithmetic, so its cost is B's bytes: packing B first reads it, writes a
-// copy and reads that. From AVX2 up, kernels::int8_gemv_avx2 / _avx512 (vpdpbusd from AVX-512
-// VNNI) read B as it is, split by rows of B over weft's threads; a layer then needs no packed copy
-// of its weight beside the codes.
+// copy and reads that. From AVX2 up, the kernels::Int8Gemv tables (vpdpbusd from AVX-512 VNNI)
+// read B as it is, split by rows of B over weft's threads; a layer then needs no packed copy of
+// its weight beside the codes.
 void int8_gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k) {
   const CpuIsa level = cpu_isa();
   check_sizes(m, n, k);
   if (m > 0 && m <= kInPlaceMaxRows && n > 0 && k > 0 && level >= CpuIsa::Avx2) {
     const int64_t parts = m * n * k >= kParallelWork ? std::min<int64_t>(num_threads(), (n + 15) / 16) : 1;
-    auto* gemv = level >= CpuIsa::Avx512Vnni ? kernels::int8_gemv_avx512vnni
-                 : level >= CpuIsa::Avx512   ? kernels::int8_gemv_avx512
-                                             : kernels::int8_gemv_avx2;
+    const kernels::Int8Gemv& gemv = level >= CpuIsa::Avx512Vnni ? kernels::kInt8GemvAvx512Vnni
+                                    : level >= CpuIsa::Avx512   ? kernels::kInt8GemvAvx512
+                                                                : kernels::kInt8GemvAvx2;
     std::atomic<bool> minus_128{false};
     parallel_for_if(parts > 1, parts, [&](int64_t part) {
       const int64_t first = n * part / parts, count = n * (part + 1) / parts - first;
-      if (gemv(a, m, b + first * k, count, k, c + first, n)) minus_128 = true;
+      for (int64_t i = 0; i < m; i += 4) {
+        const auto rows = gemv.rows[std::min<int64_t>(m - i, 4) - 1];
+        if (rows(a + i * k, b + first * k, count, k, c + i * n + first, n)) minus_128 = true;
+      }
     });
     if (minus_128) fail_minus_128(b, n * k, "B");
     if (holds_minus_128(a, m * k)) fail_minus_128(a, m * k, "A");

@@ -40,12 +40,17 @@ void int8_gemm_panel_avx512vnni(const Int8PanelArgs& args);
 void int8_gemm_panel_amx(const Int8PanelArgs& args);
 
 // The product at a few rows of A, B row-major and read in place (no packing): c[i·ldc + j] =
-// Σ a[i·k + t] · b[j·k + t] for i < m, j < n (int8_gemv_avx2.cpp, int8_gemv_avx512.cpp,
-// int8_gemv_avx512vnni.cpp), B read once per 4 rows of A. Returns true when B holds -128, whose
-// products it does not compute exactly; A must not hold it.
-bool int8_gemv_avx2(const int8_t* a, int64_t m, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc);
-bool int8_gemv_avx512(const int8_t* a, int64_t m, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc);
-bool int8_gemv_avx512vnni(const int8_t* a, int64_t m, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc);
+// Σ a[i·k + t] · b[j·k + t] for i < M, j < n, B read once for all M rows; rows[M - 1] takes M
+// (1 to 4) rows of A. Each returns true when B holds -128, whose products it does not compute
+// exactly; A must not hold it. One table per level (int8_gemv_avx2.cpp, int8_gemv_avx512.cpp,
+// int8_gemv_avx512vnni.cpp); int8_gemm.cpp splits A into groups of 4 rows and B over threads.
+using Int8GemvRows = bool (*)(const int8_t* a, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc);
+struct Int8Gemv {
+  Int8GemvRows rows[4];
+};
+extern const Int8Gemv kInt8GemvAvx2;
+extern const Int8Gemv kInt8GemvAvx512;
+extern const Int8Gemv kInt8GemvAvx512Vnni;
 
 // Packs one 32-column panel of B: rows src[0 .. cols) of b (k bytes each, cols <= 32) into dst,
 // whose padding is already zero. The AVX-512 levels' packer; int8_gemm.cpp has the portable one.

@@ -2,7 +2,7 @@
 // LLM.int8() layer, which reads the whole weight once per token, so the loop must keep up with
 // memory: a few instructions per 64 bytes of B.
 //
-//   a: (m, k) int8, m small (4 rows at a time) · b: (n, k) int8, both row-major -> c: (m, n) int32
+//   a: (M, k) int8, M <= 4 · b: (n, k) int8, both row-major -> c: (M, n) int32
 //
 // vpdpbusd adds four products of unsigned bytes by signed ones into each int32 lane, without
 // saturating, so each product a·b is formed as |a| · (b negated where a < 0) and summed in one
@@ -48,28 +48,18 @@ void block(const int8_t* a, const int8_t* b, int64_t k, int32_t* c, int64_t ldc,
     for (int r = 0; r < R; ++r) c[i * ldc + r] = _mm512_reduce_add_epi32(acc[r][i]);
 }
 
+// M rows of A against all n rows of B.
 template <int M>
-void rows_of_b(const int8_t* a, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc, __m512i& lowest) {
+bool rows_of_b(const int8_t* a, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc) {
+  __m512i lowest = _mm512_setzero_si512();
   int64_t j = 0;
   for (; j + kRows <= n; j += kRows) block<kRows, M>(a, b + j * k, k, c + j, ldc, lowest);
   for (; j < n; ++j) block<1, M>(a, b + j * k, k, c + j, ldc, lowest);
+  return _mm512_cmpeq_epi8_mask(lowest, _mm512_set1_epi8(-128)) != 0;
 }
 
 }  // namespace
 
-bool int8_gemv_avx512vnni(const int8_t* a, int64_t m, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc) {
-  __m512i lowest = _mm512_setzero_si512();
-  for (int64_t i = 0; i < m; i += 4) {
-    const int8_t* rows_a = a + i * k;
-    int32_t* rows_c = c + i * ldc;
-    switch (m - i) {
-      case 1: rows_of_b<1>(rows_a, b, n, k, rows_c, ldc, lowest); break;
-      case 2: rows_of_b<2>(rows_a, b, n, k, rows_c, ldc, lowest); break;
-      case 3: rows_of_b<3>(rows_a, b, n, k, rows_c, ldc, lowest); break;
-      default: rows_of_b<4>(rows_a, b, n, k, rows_c, ldc, lowest); break;
-    }
-  }
-  return _mm512_cmpeq_epi8_mask(lowest, _mm512_set1_epi8(-128)) != 0;
-}
+const Int8Gemv kInt8GemvAvx512Vnni = {{rows_of_b<1>, rows_of_b<2>, rows_of_b<3>, rows_of_b<4>}};
 
 }  // namespace weft::precision::quant::kernels
