@@ -299,7 +299,7 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
   }
   if (ker.begin_block) ker.begin_block();
   // One tile: rows ir.., columns jr.. of this block.
-  auto tile = [&](int64_t ir, int64_t jr) {
+  auto tile = [&](int64_t ir, int64_t jr, const uint16_t* prefetch = nullptr, int prefetch_rows = 0) {
     const int64_t offset = (ic + ir) * ldc + jc + jr;
     float* tile_c = c_bf16 ? nullptr : c + offset;
     const int rows = static_cast<int>(std::min<int64_t>(ker.mr, mc - ir));
@@ -307,7 +307,8 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
     const int64_t a_row = source_strips ? 0 : ir;  // the tile's first row in a_block
     if (pairs && a_in_place) {
       ker.micro_bf16({kpairs, static_cast<const uint16_t*>(a_block.data) + a_row * a_block.rs, bp + jr * kpairs * 2,
-                      tile_c, ldc, rows, cols, add, c_bf16 ? c_bf16 + offset : nullptr, a_block.rs, false});
+                      tile_c, ldc, rows, cols, add, c_bf16 ? c_bf16 + offset : nullptr, a_block.rs, false, prefetch,
+                      prefetch_rows});
     } else if (pairs) {
       ker.micro_bf16({kpairs, ap + ir * kpairs * 2, bp + jr * kpairs * 2, tile_c, ldc, rows, cols, add,
                       c_bf16 ? c_bf16 + offset : nullptr});
@@ -325,9 +326,23 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
   // A be packed again (2048³ with 512-column blocks spent 16 % of its time copying A).
   if (ker.a_rows) {
     const int64_t sweep = ker.nc_sweep > 0 ? ker.nc_sweep : nc;
+    // A read in place from memory (a prefill's weights, Note [Few rows times a transposed B, in
+    // AMX tiles]) came into the tiles from DRAM one strided line at a time, the tiles waiting on
+    // each. The tiles of a strip's first sweep now fetch the next strip into L2, a share of its
+    // rows each (GPT-2 bf16 prefill of 128 tokens: 0.91-0.93x the time, paired in one process).
     for (int64_t j0 = 0; j0 < nc; j0 += sweep)
-      for (int64_t ir = 0; ir < mc; ir += ker.mr)
-        for (int64_t jr = j0; jr < std::min(nc, j0 + sweep); jr += ker.nr) tile(ir, jr);
+      for (int64_t ir = 0; ir < mc; ir += ker.mr) {
+        const int64_t j1 = std::min(nc, j0 + sweep);
+        const bool fetch = pairs && a_in_place && !source_strips && j0 == 0 && ir + ker.mr < mc;
+        const int64_t tiles = (j1 - j0 + ker.nr - 1) / ker.nr;
+        const int64_t next_rows = fetch ? std::min<int64_t>(ker.mr, mc - ir - ker.mr) : 0;
+        const int64_t share = (next_rows + tiles - 1) / tiles;
+        const uint16_t* next = fetch ? static_cast<const uint16_t*>(a_block.data) + (ir + ker.mr) * a_block.rs : nullptr;
+        for (int64_t jr = j0, index = 0; jr < j1; jr += ker.nr, ++index) {
+          const int64_t first = std::min(next_rows, index * share);
+          tile(ir, jr, next ? next + first * a_block.rs : nullptr, static_cast<int>(std::min(share, next_rows - first)));
+        }
+      }
   } else if (a_in_place) {
     for (int64_t ir = 0; ir < mc; ir += ker.mr) {
       const int64_t rows = std::min<int64_t>(ker.mr, mc - ir);

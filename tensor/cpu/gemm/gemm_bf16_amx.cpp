@@ -72,6 +72,8 @@ void micro_bf16(const GemmTileBf16& t) {
   const uint16_t* b = t.b;
   const bool two_row_tiles = t.m > 16;  // rows past m are zero padding: skip a tile of them
   for (int64_t q = 0; q < t.kpairs; q += kPairsPerTile) {
+    for (int r = 0; r < t.prefetch_rows; ++r)
+      _mm_prefetch(reinterpret_cast<const char*>(t.a_prefetch + r * a_row_values + q * 2), _MM_HINT_T1);
     _tile_loadd(4, a + q * 2, a_row_bytes);
     _tile_loadd(6, b, kNr * 4);
     _tile_loadd(7, b + 32, kNr * 4);

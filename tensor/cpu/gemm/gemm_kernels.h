@@ -53,6 +53,8 @@ using GemmMicroF32 = void (*)(const GemmTileF32& tile);
 // unless a_packed (kernel sets with a_rows_in_place), A's rows in place: a[i·lda + 2q + t].
 // C is float32 at c, or, when c_bf16 is set (kernel sets with stores_bf16), bfloat16 at c_bf16:
 // the float32 sums (plus C widened, when accumulating) rounded as the copy kernels round.
+// prefetch_rows rows at a_prefetch (lda apart, A in place) are fetched into L2 over the K steps,
+// for a later tile to find there (kernel sets with a_rows may honor it; it changes no result).
 struct GemmTileBf16 {
   int64_t kpairs;
   const uint16_t* a;
@@ -64,6 +66,8 @@ struct GemmTileBf16 {
   uint16_t* c_bf16 = nullptr;
   int64_t lda = 0;  // may be 0: rows repeated by expand
   bool a_packed = true;
+  const uint16_t* a_prefetch = nullptr;
+  int prefetch_rows = 0;
 };
 using GemmMicroBf16 = void (*)(const GemmTileBf16& tile);
 
