@@ -40,6 +40,8 @@ constexpr int64_t kSmallWork = int64_t{4} << 20;
 constexpr int64_t kSmallWorkPerThread = int64_t{512} << 10;
 // Each thread of a split product gets at least this much work.
 constexpr int64_t kWorkPerThread = int64_t{2} << 20;
+// A B packed ahead is packed over the threads from this many values (~10 µs on one core).
+constexpr int64_t kParallelPackValues = int64_t{64} << 10;
 // Blocks of C per thread when a product is split along N.
 constexpr int64_t kPartsPerThreadAlongN = 4;
 // A float32 A with contiguous rows is read in place, unpacked, by blocks of C with at most this
@@ -507,9 +509,16 @@ void pack_b_ahead_into(const GemmKernel& ker, int64_t k, int64_t n, const GemmMa
     size += packed_pairs(ker, std::min(packed.kc_step, k - pc)) * 2 * n_padded;
   }
   packed.data.resize(static_cast<size_t>(size));
-  for (int64_t pc = 0, chunk = 0; pc < k; pc += packed.kc_step, ++chunk)
-    pack_b_memory(ker, b.at(pc, 0), std::min(packed.kc_step, k - pc), 0, n,
+  // A panel of one K chunk per task, over the threads: the transposed products pack xᵀ just
+  // before the threads split W, which left the other threads waiting (2 % of a bf16 prefill).
+  const int64_t panels = n_padded / ker.nr;
+  const auto chunks = static_cast<int64_t>(packed.chunk_offset.size());
+  parallel_for_if(k * n >= kParallelPackValues, chunks * panels, [&](int64_t task) {
+    const int64_t chunk = task / panels, j = task % panels * ker.nr;
+    const int64_t pc = chunk * packed.kc_step;
+    pack_b_memory(ker, b.at(pc, j), std::min(packed.kc_step, k - pc), j, std::min<int64_t>(ker.nr, n - j),
                   packed.data.data() + packed.chunk_offset[static_cast<size_t>(chunk)]);
+  });
 }
 
 void gemm_transposed_tiles(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a,
