@@ -4,8 +4,9 @@
 //                  [--new 128] [--threads 2] [--repeat 3] [--packed-mb 0]
 //
 // A prompt of random token ids (seed 0), greedy decoding of --new tokens with eos ignored, batch 1.
-// Per run: prefill tokens/s (the prompt's forward and the first token), decode tokens/s (every
-// later step). Decode at batch 1 reads every weight once per token, so its limit is memory
+// Per run: decode tokens/s (every step after the first token) from a full generation, then
+// prefill tokens/s from a generation of one token (the prompt's forward and the first token, the
+// whole call timed), run right after it as transformers' side runs its own. Decode at batch 1 reads every weight once per token, so its limit is memory
 // bandwidth: the bytes a decode step reads (the weights as stored, the KV cache at its mean length)
 // divided by the step's time, against a read-only stream over a buffer of the same size timed right
 // after each run ("bandwidth_fraction": the median of the runs' ratios, so a shared machine's
@@ -188,11 +189,18 @@ int main(int argc, char** argv) {
   const size_t weights = weight_bytes(model);
   const double kv_fraction = (static_cast<double>(o.prompt) + static_cast<double>(o.new_tokens) / 2.0) /
                              static_cast<double>(o.prompt + o.new_tokens);
+  // Prefill is timed as transformers' side times it: a whole generate of one token, right after a
+  // full generation (so the weights are where the decode left them, not where the stream did).
+  models::GenerateOptions first_token = g;
+  first_token.max_new_tokens = 1;
   std::vector<double> prefill, decode, stream, fraction;
   size_t kv_bytes = 0, bytes_per_token = 0;
   for (int r = 0; r < o.repeat; ++r) {
     const models::GenerateResult result = models::generate(model, {prompt}, g);
-    prefill.push_back(static_cast<double>(result.prefill_tokens) / result.prefill_seconds);
+    const auto prefill_start = std::chrono::steady_clock::now();
+    models::generate(model, {prompt}, first_token);
+    prefill.push_back(static_cast<double>(o.prompt) /
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - prefill_start).count());
     decode.push_back(static_cast<double>(result.decode_tokens) / result.decode_seconds);
     kv_bytes = result.kv_cache_bytes;
     bytes_per_token = static_cast<size_t>(static_cast<double>(weights) + kv_fraction * static_cast<double>(kv_bytes));
