@@ -8,6 +8,7 @@
 #include <limits>
 #include <tuple>
 
+#include "gemm_levels.h"
 #include "precision/quant/blockwise.h"
 #include "precision/quant/gemm_4bit.h"
 #include "precision/quant/quant_format.h"
@@ -61,16 +62,17 @@ struct Shape4bit {
   int64_t m, n, k, bs;  // x (m, k) times W (n, k), in blocks of bs
 };
 
-// For each shape and both 4-bit types, at every instruction set: the product x·Wᵀ (gemm_4bit) or,
-// with `input_grad`, g·W (gemm_4bit_input_grad, g random (m, n)), against the float64 product of
-// the same values with W dequantized.
+// For each shape and both 4-bit types, at every instruction set with its own float32 GEMM kernels
+// (the dequantizers change level where those do, at AVX2 and AVX-512): the product x·Wᵀ
+// (gemm_4bit) or, with `input_grad`, g·W (gemm_4bit_input_grad, g random (m, n)), against the
+// float64 product of the same values with W dequantized.
 void check_exact_at_every_level(const std::vector<Shape4bit>& shapes, bool input_grad) {
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
     for (const auto& s : shapes) {
       const Case c = quantized(s.n, s.k, s.bs, type);
       const Tensor lhs = randn({s.m, input_grad ? s.n : s.k});
       const Tensor rhs = input_grad ? c.dequantized : c.dequantized.t();
-      for (const CpuIsa isa : cpu_isas_supported()) {
+      for (const CpuIsa isa : levels_with_own_gemm_kernels(kFloat32)) {
         INFO("isa ", cpu_isa_name(isa), " M=", s.m, " N=", s.n, " K=", s.k, " bs=", s.bs);
         CpuIsaGuard guard(isa);
         std::vector<float> got(static_cast<size_t>(s.m * (input_grad ? s.k : s.n)), -1.0f);
@@ -302,7 +304,7 @@ TEST_CASE("4-bit product in bfloat16: W rounded to bfloat16 through weft's GEMM 
   // more, under 512 rows), its rows made a strip at a time, K in chunks of 1024, 300 rows not a
   // multiple of the 12-row tiles; W as B (smaller weights): K = 100 in blocks of 32 (rows start
   // mid-block), an odd K (rows start mid-byte; its pairs are packed, the last padded), the
-  // example's first layer.
+  // example's first layer. Each level with its own bfloat16 GEMM kernels (gemm_levels.h).
   for (const QuantKind type : {QuantKind::NF4, QuantKind::FP4})
     for (const auto& s : std::vector<Shape4bit>{{20, 300, 4096, 64}, {40, 30, 2100, 64}, {17, 33, 100, 32},
                                                 {24, 30, 101, 64}, {20, 512, 784, 64}}) {
@@ -310,7 +312,7 @@ TEST_CASE("4-bit product in bfloat16: W rounded to bfloat16 through weft's GEMM 
       const Tensor x = randn({s.m, s.k}).to(kBFloat16);
       const Tensor w = c.dequantized.to(kBFloat16);
       const auto* x_bits = static_cast<const uint16_t*>(x.data_ptr());
-      for (const CpuIsa isa : cpu_isas_supported()) {
+      for (const CpuIsa isa : levels_with_own_gemm_kernels(kBFloat16)) {
         INFO("isa ", cpu_isa_name(isa), " M=", s.m, " N=", s.n, " K=", s.k, " bs=", s.bs);
         CpuIsaGuard guard(isa);
         std::vector<float> got(static_cast<size_t>(s.m * s.n), -1.0f);
