@@ -191,8 +191,10 @@ int main(int argc, char** argv) {
                              static_cast<double>(o.prompt + o.new_tokens);
   // Prefill is timed as transformers' side times it: a whole generate of one token, right after a
   // full generation (so the weights are where the decode left them, not where the stream did).
+  // The callback ends it after that token, so its KV cache is the full one's size and reuses its
+  // memory instead of adding a second cache to the peak.
   models::GenerateOptions first_token = g;
-  first_token.max_new_tokens = 1;
+  first_token.on_token = [](int64_t, int64_t) { return false; };
   std::vector<double> prefill, decode, stream, fraction;
   size_t kv_bytes = 0, bytes_per_token = 0;
   for (int r = 0; r < o.repeat; ++r) {
