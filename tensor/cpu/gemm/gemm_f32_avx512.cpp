@@ -125,11 +125,17 @@ void micro(const GemmTileF32& t) {
   return micro_vectors<MR, VECTORS>(t);
 }
 
+// W·x streams W from memory once (a decode step): the hardware's prefetch alone kept too few of
+// its lines in flight, so each step also asks for the line 4 KB ahead (the 1.1B Llama's float32
+// decode: 0.90x the time per token, paired in one process).
+constexpr int64_t kDotAhead = 1024;
+
 void dot_rows_avx512(const float* w, int64_t ldw, const float* x, int64_t k, int64_t rows, float* y, bool accumulate) {
   for (int64_t j = 0; j < rows; ++j, w += ldw) {
     __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     int64_t p = 0;
     for (; p + 64 <= k; p += 64) {
+      for (int l = 0; l < 64; l += 16) _mm_prefetch(reinterpret_cast<const char*>(w + p + kDotAhead + l), _MM_HINT_T0);
       s0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + p), _mm512_loadu_ps(x + p), s0);
       s1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + p + 16), _mm512_loadu_ps(x + p + 16), s1);
       s2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + p + 32), _mm512_loadu_ps(x + p + 32), s2);
