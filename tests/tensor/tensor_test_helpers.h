@@ -34,4 +34,31 @@ inline Tensor random(const Shape& shape, uint64_t seed, DType dtype = kFloat64) 
   return randn(shape, dtype, &g);
 }
 
+// An elementwise function in float32 against float64 on 200,001 points of [-20, 20], value and
+// gradient (one upstream gradient for both): within value_tol·(1 + |x|) and grad_tol·(1 + |x|),
+// a few float32 roundings of the values involved. Reports the first point outside.
+template <class F>
+void check_float32_against_float64(const char* name, F f, double value_tol, double grad_tol) {
+  const int64_t n = 200'001;
+  const Tensor x64 = add(mul(arange(static_cast<double>(n), TensorOptions(kFloat64)), 2e-4), -20.0).requires_grad_();
+  const Tensor x32 = x64.detach().to(kFloat32).requires_grad_();
+  const Tensor y64 = f(x64), y32 = f(x32);
+  const Tensor g = add(mul(arange(static_cast<double>(n), TensorOptions(kFloat64)), 1e-5), -1.0);
+  y64.backward(g);
+  y32.backward(g.to(kFloat32));
+  const std::vector<double> xs = x64.detach().to_vector<double>();
+  const std::vector<double> v64 = y64.detach().to_vector<double>(), v32 = y32.detach().to(kFloat64).to_vector<double>();
+  const std::vector<double> d64 = x64.grad().to_vector<double>(), d32 = x32.grad().to(kFloat64).to_vector<double>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (std::abs(v32[i] - v64[i]) > value_tol * (1.0 + std::abs(xs[i]))) {
+      CHECK_MESSAGE(false, name, " at x = ", xs[i], ": ", v32[i], " vs ", v64[i]);
+      return;
+    }
+    if (std::abs(d32[i] - d64[i]) > grad_tol * (1.0 + std::abs(xs[i]))) {
+      CHECK_MESSAGE(false, name, "'s gradient at x = ", xs[i], ": ", d32[i], " vs ", d64[i]);
+      return;
+    }
+  }
+}
+
 }  // namespace weft::testing

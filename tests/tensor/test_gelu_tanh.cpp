@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "tensor_test_helpers.h"
 #include "tensor/all.h"
 #include "tensor/elementwise_math.h"
 
@@ -29,28 +30,7 @@ TEST_CASE("tanh_arith: absolute error below 1.5e-7 on a dense grid, odd, saturat
 }
 
 TEST_CASE("gelu(tanh) in float32 matches float64 in value and gradient; NaN propagates") {
-  const int64_t n = 200'001;
-  const Tensor x64 = add(mul(arange(static_cast<double>(n), TensorOptions(kFloat64)), 2e-4), -20.0).requires_grad_();
-  const Tensor x32 = x64.detach().to(kFloat32).requires_grad_();
-  const Tensor y64 = gelu(x64, true), y32 = gelu(x32, true);
-  // The same upstream gradient on both sides.
-  const Tensor g = add(mul(arange(static_cast<double>(n), TensorOptions(kFloat64)), 1e-5), -1.0);
-  y64.backward(g);
-  y32.backward(g.to(kFloat32));
-  const std::vector<double> xs = x64.detach().to_vector<double>();
-  const std::vector<double> v64 = y64.detach().to_vector<double>(), v32 = y32.detach().to(kFloat64).to_vector<double>();
-  const std::vector<double> d64 = x64.grad().to_vector<double>(), d32 = x32.grad().to(kFloat64).to_vector<double>();
-  for (size_t i = 0; i < xs.size(); ++i) {
-    // Within a few float32 roundings of the values involved.
-    if (std::abs(v32[i] - v64[i]) > 4e-7 * (1.0 + std::abs(xs[i]))) {
-      CHECK_MESSAGE(false, "value at x = ", xs[i], ": ", v32[i], " vs ", v64[i]);
-      break;
-    }
-    if (std::abs(d32[i] - d64[i]) > 1e-6 * (1.0 + std::abs(xs[i]))) {
-      CHECK_MESSAGE(false, "gradient at x = ", xs[i], ": ", d32[i], " vs ", d64[i]);
-      break;
-    }
-  }
+  testing::check_float32_against_float64("gelu(tanh)", [](const Tensor& x) { return gelu(x, true); }, 4e-7, 1e-6);
   const Tensor nan = full({3}, std::numeric_limits<double>::quiet_NaN());
   CHECK(std::isnan(gelu(nan, true).sum().item()));
 }
