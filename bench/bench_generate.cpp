@@ -6,13 +6,14 @@
 // A prompt of random token ids (seed 0), greedy decoding of --new tokens with eos ignored, batch 1.
 // Per run: decode tokens/s (every step after the first token) from a full generation, then
 // prefill tokens/s from a generation of one token (the prompt's forward and the first token, the
-// whole call timed), run right after it as transformers' side runs its own. Decode at batch 1 reads every weight once per token, so its limit is memory
-// bandwidth: the bytes a decode step reads (the weights as stored, the KV cache at its mean length)
-// divided by the step's time, against a read-only stream over a buffer of the same size timed right
-// after each run ("bandwidth_fraction": the median of the runs' ratios, so a shared machine's
-// bandwidth drifting between runs cancels out). The stream runs in a child process, so its buffer
-// stays out of this one's peak resident memory. The median of --repeat runs is reported, with the peak
-// resident memory against weights + KV cache, as one JSON line after a table. --packed-mb sets the
+// whole call timed), run right after it as transformers' side runs its own. Decode at batch 1
+// reads every weight once per token, so its limit is memory bandwidth: the bytes a decode step
+// reads (the weights as stored, the KV cache at its mean length) divided by the step's time,
+// against a read-only stream over a buffer of the same size timed right after each run
+// ("bandwidth_fraction": the median of the runs' ratios, so a shared machine's bandwidth drifting
+// between runs cancels out). The stream runs in a child process, so its buffer stays out of this
+// one's peak resident memory. The median of --repeat runs is reported, with the peak resident
+// memory against weights + KV cache, as one JSON line after a table. --packed-mb sets the
 // packed-weight cache's limit (tensor/packed_weights.h; 0, the default, leaves it off); the packed
 // copies it made are reported, and count in the peak resident memory.
 #include <sys/resource.h>
