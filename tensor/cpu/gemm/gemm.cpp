@@ -332,19 +332,19 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
     // AMX tiles]) came into the tiles from DRAM one strided line at a time, the tiles waiting on
     // each. The tiles of a strip's first sweep now fetch the next strip into L2, a share of its
     // rows each (GPT-2 bf16 prefill of 128 tokens: 0.91-0.93x the time, paired in one process).
-    for (int64_t j0 = 0; j0 < nc; j0 += sweep)
+    const bool fetch = pairs && a_in_place && !source_strips;
+    for (int64_t j0 = 0; j0 < nc; j0 += sweep) {
+      const int64_t j1 = std::min(nc, j0 + sweep), tiles = (j1 - j0 + ker.nr - 1) / ker.nr;
       for (int64_t ir = 0; ir < mc; ir += ker.mr) {
-        const int64_t j1 = std::min(nc, j0 + sweep);
-        const bool fetch = pairs && a_in_place && !source_strips && j0 == 0 && ir + ker.mr < mc;
-        const int64_t tiles = (j1 - j0 + ker.nr - 1) / ker.nr;
-        const int64_t next_rows = fetch ? std::min<int64_t>(ker.mr, mc - ir - ker.mr) : 0;
+        const int64_t next_rows = fetch && j0 == 0 ? std::clamp<int64_t>(mc - ir - ker.mr, 0, ker.mr) : 0;
         const int64_t share = (next_rows + tiles - 1) / tiles;
-        const uint16_t* next = fetch ? static_cast<const uint16_t*>(a_block.data) + (ir + ker.mr) * a_block.rs : nullptr;
-        for (int64_t jr = j0, index = 0; jr < j1; jr += ker.nr, ++index) {
-          const int64_t first = std::min(next_rows, index * share);
-          tile(ir, jr, next ? next + first * a_block.rs : nullptr, static_cast<int>(std::min(share, next_rows - first)));
-        }
+        const uint16_t* next =
+            next_rows > 0 ? static_cast<const uint16_t*>(a_block.data) + (ir + ker.mr) * a_block.rs : nullptr;
+        for (int64_t jr = j0, first = 0; jr < j1; jr += ker.nr, first += share)
+          tile(ir, jr, next + std::min(first, next_rows) * a_block.rs,
+               static_cast<int>(std::clamp<int64_t>(next_rows - first, 0, share)));
       }
+    }
   } else if (a_in_place) {
     for (int64_t ir = 0; ir < mc; ir += ker.mr) {
       const int64_t rows = std::min<int64_t>(ker.mr, mc - ir);
