@@ -143,6 +143,36 @@ static inline __m512i float_to_bf16_x32(__m512 lo, __m512 hi) {
                                    bf16_in_high_words_x16(hi));
 }
 
+#if defined(__AVX512BF16__) || defined(WEFT_SIMD_EMULATE_UNIT)
+// The same roundings in AVX-512 BF16 units, by the instruction where it gives the same bits. The
+// instruction (vcvtne2ps2bf16, vcvtneps2bf16) rounds to nearest even in one step but flushes
+// denormals to zero and keeps a NaN's sign and payload, where float_to_bfloat16 keeps denormals
+// and makes every NaN 0x7FC0; so it converts only vectors with neither, which one vfpclassps each
+// finds (the others take the integer rounding above).
+static inline bool has_nan_or_denormal(__m512 x) {
+  constexpr int kNanOrDenormal = 0x01 | 0x20 | 0x80;  // vfpclassps: quiet NaN, denormal, signalling NaN
+  return _mm512_fpclass_ps_mask(x, kNanOrDenormal) != 0;
+}
+
+// 32 lanes (lo: values 0-15, hi: 16-31) in order.
+static inline __m512i float_to_bf16_x32_vcvt(__m512 lo, __m512 hi) {
+  if (has_nan_or_denormal(lo) || has_nan_or_denormal(hi)) return float_to_bf16_x32(lo, hi);
+  const __m512bh both = _mm512_cvtne2ps_pbh(hi, lo);  // lo's values in the low half
+  __m512i bits;
+  __builtin_memcpy(&bits, &both, sizeof(bits));
+  return bits;
+}
+
+// 16 lanes.
+static inline __m256i float_to_bf16_x16_vcvt(__m512 x) {
+  if (has_nan_or_denormal(x)) return float_to_bf16_x16(x);
+  const __m256bh half = _mm512_cvtneps_pbh(x);
+  __m256i bits;
+  __builtin_memcpy(&bits, &half, sizeof(bits));
+  return bits;
+}
+#endif
+
 // float32 from 16 bfloat16 values: the bits shifted up by 16.
 static inline __m512 bf16_to_float_x16(__m256i h) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));

@@ -29,7 +29,9 @@
 // per product at long context), Bc = 64 keys.
 //
 // bfloat16 at CpuIsa::Amx runs the same loops with the products on AMX tiles (forward_amx,
-// backward_amx below); every other dtype and level uses the float32 tiles. A float32 or bfloat16
+// backward_amx below) and the elementwise steps fused with the rounding of what they produce for
+// the next product (AttentionTilesBf16, attention_avx512bf16.cpp); every other dtype and level
+// uses the float32 tiles. A float32 or bfloat16
 // forward of at most kRowsMaxQueries queries (a decode step) takes the row path at every level
 // instead (forward_rows, attention_rows.h): one query row against the keys and values in place.
 #include <algorithm>
@@ -73,6 +75,12 @@ float* scratch(Slot slot, int64_t n) {
   if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
   return b.data();
 }
+
+// A leading dimension of at least n floats that starts rows an odd number of cache lines apart.
+// The backward's transposed per-head buffers (E rows of L) are read 64 rows at a time as a
+// product's operand; at L = 1024 or 4096 their rows fell in the same L1 sets and an operand that
+// fits in L1 was fetched from L2 row by row.
+int64_t spread_ld(int64_t n) { return ((n + 15) / 16 | 1) * 16; }
 
 float* scratch_filled(Slot slot, int64_t n, float value) {
   float* p = scratch(slot, n);
@@ -213,6 +221,17 @@ int64_t diag_of(bool causal, int64_t i0, int64_t j0, int64_t rows) {
   return causal && j0 + rows - 1 > i0 ? j0 - i0 : kNoDiag;
 }
 
+// The scale the bf16 path's fused step (AttentionTilesBf16) is left to apply to a tile of unscaled
+// scores s: a mask is added to scaled scores, so with one the scale and the mask go on first and 1
+// is left.
+float masked_scale(const Tensor& mask, float scale, const std::vector<float>& scales, int64_t n, int64_t h,
+                   int64_t i0, int64_t j0, int rows, int cols, float* s) {
+  if (!mask.defined()) return scale;
+  if (scale != 1.0f) kAttentionTilesAvx512.rescale(s, kBr, rows, cols, scales.data());
+  add_mask_any(mask, n, h, i0, j0, rows, cols, s, kBr);
+  return 1.0f;
+}
+
 // bfloat16 at CpuIsa::Amx: the forward's two products on AMX tiles (kGemmBf16Amx's microkernel,
 // 32×32 float32 C from bf16 K-pair panels, tdpbf16ps), the softmax as above. A first pass packs
 // every key/value head once (a whole-tensor copy, but per-tile packing would transpose each value
@@ -231,6 +250,7 @@ void forward_amx(const AttentionForward& a) {
   const View4<BFloat16> out(a.out);
   float* const lse = a.lse.data<float>();
   const AttentionTiles& tiles = kAttentionTilesAvx512;
+  const AttentionTilesBf16& fused = kAttentionTilesBf16Avx512Bf16;
   const GemmKernel& amx = kGemmBf16Amx;
   const float scale = static_cast<float>(a.scale);
   const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
@@ -294,12 +314,18 @@ void forward_amx(const AttentionForward& a) {
           amx.micro_bf16({e_pairs, kp + (j0 + r0) * e_pad, q_pairs.data() + c0 / 32 * e_pairs * 64, s + r0 * kBr + c0,
                           kBr, static_cast<int>(std::min<int64_t>(32, bc - r0)),
                           static_cast<int>(std::min<int64_t>(32, br - c0)), false});
-      if (scale != 1.0f) tiles.rescale(s, kBr, rows, cols, scales.data());
-      if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, s, kBr);
-      tiles.softmax_step(s, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), m, l, alpha);
-      if (dropout.active()) dropout.apply(s, s, kBr, rows, cols, n * Hq + h, i0, j0);
+      const float tile_scale = masked_scale(a.mask, scale, scales, n, h, i0, j0, rows, cols, s);
+      const int64_t diag = diag_of(a.is_causal, i0, j0, bc);
+      if (dropout.active()) {
+        // Dropout drops float32 probabilities after the sums: the steps one by one.
+        if (tile_scale != 1.0f) tiles.rescale(s, kBr, rows, cols, scales.data());
+        tiles.softmax_step(s, kBr, rows, cols, diag, m, l, alpha);
+        dropout.apply(s, s, kBr, rows, cols, n * Hq + h, i0, j0);
+        attention_pairs_avx512(s, kBr, rows, cols, kBc / 2, p_pairs.data());
+      } else {
+        fused.softmax_step_pairs(s, kBr, rows, cols, diag, tile_scale, m, l, alpha, kBc / 2, p_pairs.data());
+      }
       tiles.rescale(ot, kBr, static_cast<int>(Ev), cols, alpha);
-      attention_pairs_avx512(s, kBr, rows, cols, kBc / 2, p_pairs.data());
       const uint16_t* vt = vp + j0 / kBc * ev_pad * kBc;
       for (int64_t r0 = 0; r0 < Ev; r0 += 32)
         for (int64_t c0 = 0; c0 < br; c0 += 32)
@@ -488,7 +514,7 @@ void backward_amx(const AttentionBackward& a) {
   const View4<const BFloat16> q(a.q), k(a.k), v(a.v), out(a.out), grad_out(a.grad_out);
   const View4<BFloat16> grad_q(a.grad_q), grad_k(a.grad_k), grad_v(a.grad_v);
   const float* const lse = a.lse.data<float>();
-  const AttentionTiles& tiles = kAttentionTilesAvx512;
+  const AttentionTilesBf16& fused = kAttentionTilesBf16Avx512Bf16;
   const float scale = static_cast<float>(a.scale);
   const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
   const int64_t e_pad = (E + 31) / 32 * 32, ev_pad = (Ev + 31) / 32 * 32, s_pad = (S + kBc - 1) / kBc * kBc;
@@ -523,7 +549,8 @@ void backward_amx(const AttentionBackward& a) {
     Bits p_rows(static_cast<size_t>(kBc * kBr)), ds_rows(static_cast<size_t>(kBc * kBr));
     Bits ds_pairs(static_cast<size_t>(kBr / 32 * j_pairs * 64));
     float* dsum = scratch(kD, L);
-    float* dqt = scratch(kDQt, e_pad * L);
+    const int64_t l_ld = spread_ld(L);
+    float* dqt = scratch(kDQt, e_pad * l_ld);
     float* dk = scratch_filled(kDK, s_pad * e_pad, 0.0f);
     float* dv = scratch_filled(kDV, s_pad * ev_pad, 0.0f);
     float* p = scratch(kScores, kBc * kBr);
@@ -549,7 +576,7 @@ void backward_amx(const AttentionBackward& a) {
         for (int64_t e = 0; e < Ev; ++e) d += orow[e] * orow[Ev + e];
         dsum[i] = d;
       }
-      std::fill_n(dqt, e_pad * L, 0.0f);
+      std::fill_n(dqt, e_pad * l_ld, 0.0f);
       const float* lse_head = lse + (n * Hq + h) * L;
       for (int64_t j0 = 0; j0 < S; j0 += kBc) {
         const int64_t bc = std::min(kBc, S - j0);
@@ -558,32 +585,29 @@ void backward_amx(const AttentionBackward& a) {
           const int64_t br = std::min(kBr, L - i0);
           const int cols = static_cast<int>(br);
           amx_product(bc, br, e_pairs, k_rows.data() + j0 * e_pad, q_by_e.data() + i0 * e_pad, p, kBr, false);
-          if (scale != 1.0f) tiles.rescale(p, kBr, rows, cols, scales.data());
-          if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, p, kBr);
-          tiles.probs(p, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), lse_head + i0);
+          const float tile_scale = masked_scale(a.mask, scale, scales, n, h, i0, j0, rows, cols, p);
+          // Pᵀ's bf16 rows come with it, unless dropout is to drop from it first.
+          fused.probs_rows(p, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), tile_scale, lse_head + i0, j_pairs,
+                           dropout.active() ? nullptr : p_rows.data());
           amx_product(bc, br, ev_pairs, v_rows.data() + j0 * ev_pad, do_by_d.data() + i0 * ev_pad, dp, kBr, false);
-          const float* kept = p;
           if (dropout.active()) {
             dropout.apply(p, pd, kBr, rows, cols, n * Hq + h, i0, j0);
             dropout.apply(dp, dp, kBr, rows, cols, n * Hq + h, i0, j0);
-            kept = pd;
+            bf16_rows(pd, kBr, rows, cols, kBr, kBc, p_rows.data());
           }
-          bf16_rows(kept, kBr, rows, cols, kBr, kBc, p_rows.data());
           amx_product(bc, Ev, i_pairs, p_rows.data(), do_by_i.data() + i0 * ev_pad, dv + j0 * ev_pad, ev_pad, true);
-          tiles.dscores(p, dp, kBr, rows, cols, dsum + i0);
-          bf16_rows(dp, kBr, rows, cols, kBr, kBc, ds_rows.data());
+          fused.dscores_bf16(p, dp, kBr, rows, cols, dsum + i0, j_pairs, ds_rows.data(), ds_pairs.data());
           amx_product(bc, E, i_pairs, ds_rows.data(), q_by_i.data() + i0 * e_pad, dk + j0 * e_pad, e_pad, true);
-          attention_pairs_avx512(dp, kBr, rows, cols, j_pairs, ds_pairs.data());
-          amx_product(E, br, j_pairs, k_t.data() + j0 / kBc * e_pad * kBc, ds_pairs.data(), dqt + i0, L, true);
+          amx_product(E, br, j_pairs, k_t.data() + j0 / kBc * e_pad * kBc, ds_pairs.data(), dqt + i0, l_ld, true);
         }
       }
       // dQᵀ scaled, then transposed into dq's rows, rounded.
-      for (int64_t x = 0; x < E * L; ++x) dqt[x] *= scale;
+      for (int64_t x = 0; x < E * l_ld; ++x) dqt[x] *= scale;
       if (grad_q.s3 == 1) {
-        transpose_copy_avx512(dqt, false, L, E, L, grad_q.row(n, h, 0), true, grad_q.s2);
+        transpose_copy_avx512(dqt, false, l_ld, E, L, grad_q.row(n, h, 0), true, grad_q.s2);
       } else {
         for (int64_t i = 0; i < L; ++i) {
-          for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * L + i];
+          for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * l_ld + i];
           store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
         }
       }
@@ -614,12 +638,13 @@ void backward_typed(const AttentionBackward& a) {
 
   parallel_for(N * Hk, [&](int64_t item) {
     const int64_t n = item / Hk, hk = item % Hk;
-    float* qt = scratch(kQt, E * L);
+    const int64_t l_ld = spread_ld(L);
+    float* qt = scratch(kQt, E * l_ld);
     float* qrows = scratch(kQRows, L * E);
-    float* dot = scratch(kDOutT, Ev * L);
+    float* dot = scratch(kDOutT, Ev * l_ld);
     float* dorows = scratch(kDOut, L * Ev);
     float* dsum = scratch(kD, L);
-    float* dqt = scratch(kDQt, E * L);
+    float* dqt = scratch(kDQt, E * l_ld);
     float* dk = scratch_filled(kDK, S * E, 0.0f);
     float* dv = scratch_filled(kDV, S * Ev, 0.0f);
     float* p = scratch(kScores, kBc * kBr);
@@ -631,18 +656,18 @@ void backward_typed(const AttentionBackward& a) {
       for (int64_t i = 0; i < L; ++i) {
         float* qr = qrows + i * E;
         load_row(q.row(n, h, i), q.s3, E, qr);
-        for (int64_t e = 0; e < E; ++e) qt[e * L + i] = qr[e] * scale;
+        for (int64_t e = 0; e < E; ++e) qt[e * l_ld + i] = qr[e] * scale;
         float* dor = dorows + i * Ev;
         load_row(grad_out.row(n, h, i), grad_out.s3, Ev, dor);
         load_row(out.row(n, h, i), out.s3, Ev, orow);
         float d = 0.0f;
         for (int64_t e = 0; e < Ev; ++e) {
-          dot[e * L + i] = dor[e];
+          dot[e * l_ld + i] = dor[e];
           d += dor[e] * orow[e];
         }
         dsum[i] = d;
       }
-      std::fill_n(dqt, E * L, 0.0f);
+      std::fill_n(dqt, E * l_ld, 0.0f);
       const float* lse_head = lse + (n * Hq + h) * L;
       for (int64_t j0 = 0; j0 < S; j0 += kBc) {
         const int64_t bc = std::min(kBc, S - j0);
@@ -653,10 +678,10 @@ void backward_typed(const AttentionBackward& a) {
         for (int64_t i0 = a.is_causal ? j0 / kBr * kBr : 0; i0 < L; i0 += kBr) {
           const int64_t br = std::min(kBr, L - i0);
           const int cols = static_cast<int>(br);
-          product(gemm, bc, br, E, kt, k_ld, 1, qt + i0, L, p, kBr, false);
+          product(gemm, bc, br, E, kt, k_ld, 1, qt + i0, l_ld, p, kBr, false);
           if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, p, kBr);
           tiles.probs(p, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), lse_head + i0);
-          product(gemm, bc, br, Ev, vt, v_ld, 1, dot + i0, L, dp, kBr, false);
+          product(gemm, bc, br, Ev, vt, v_ld, 1, dot + i0, l_ld, dp, kBr, false);
           const float* kept = p;
           if (dropout.active()) {
             dropout.apply(p, pd, kBr, rows, cols, n * Hq + h, i0, j0);
@@ -666,11 +691,11 @@ void backward_typed(const AttentionBackward& a) {
           product(gemm, bc, Ev, br, kept, kBr, 1, dorows + i0 * Ev, Ev, dv + j0 * Ev, Ev, true);
           tiles.dscores(p, dp, kBr, rows, cols, dsum + i0);
           product(gemm, bc, E, br, dp, kBr, 1, qrows + i0 * E, E, dk + j0 * E, E, true);
-          product(gemm, E, br, bc, kt, 1, k_ld, dp, kBr, dqt + i0, L, true);
+          product(gemm, E, br, bc, kt, 1, k_ld, dp, kBr, dqt + i0, l_ld, true);
         }
       }
       for (int64_t i = 0; i < L; ++i) {
-        for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * L + i] * scale;
+        for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * l_ld + i] * scale;
         store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
       }
     }

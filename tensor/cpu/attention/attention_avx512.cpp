@@ -15,25 +15,35 @@
 namespace weft::detail {
 namespace {
 
-// Lanes of the column block starting at c0 that the causal mask hides in row j.
-static inline __mmask16 hidden_lanes(int64_t diag, int64_t j, int64_t c0) { return lane_mask(diag + j - c0); }
+// Lanes of the column block starting at c0 that the causal mask hides in row j: none while j is at
+// most c0 − diag, which spares most rows (and every row of a tile off the diagonal) the scalar
+// instructions of a lane mask.
+static inline __mmask16 hidden_lanes(int64_t diag, int64_t j, int64_t c0) {
+  return j <= c0 - diag ? __mmask16(0) : lane_mask(diag + j - c0);
+}
 
 void softmax_step(float* s, int64_t ld, int rows, int cols, int64_t diag, float* m, float* l, float* alpha) {
   const __m512 minus_inf = _mm512_set1_ps(-__builtin_inff());
   for (int64_t c0 = 0; c0 < cols; c0 += 16) {
     const __mmask16 valid = lane_mask(cols - c0);
     const __m512 m_old = _mm512_mask_loadu_ps(minus_inf, valid, m + c0);
-    __m512 most = m_old;
-    for (int64_t j = 0; j < rows; ++j) {
-      float* row = s + j * ld + c0;
-      __m512 x = _mm512_maskz_loadu_ps(valid, row);
-      const __mmask16 hidden = hidden_lanes(diag, j, c0);
-      if (hidden) {
-        x = _mm512_mask_mov_ps(x, hidden, minus_inf);
-        _mm512_mask_storeu_ps(row, valid, x);
+    // Four running maxima: with one, each row waited on the previous row's max.
+    __m512 most4[4] = {m_old, minus_inf, minus_inf, minus_inf};
+    for (int64_t j0 = 0; j0 < rows; j0 += 4)
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) {
+        const int64_t j = j0 + u;
+        if (j >= rows) break;
+        float* row = s + j * ld + c0;
+        __m512 x = _mm512_maskz_loadu_ps(valid, row);
+        const __mmask16 hidden = hidden_lanes(diag, j, c0);
+        if (hidden) {
+          x = _mm512_mask_mov_ps(x, hidden, minus_inf);
+          _mm512_mask_storeu_ps(row, valid, x);
+        }
+        most4[u] = _mm512_max_ps(most4[u], x);
       }
-      most = _mm512_max_ps(most, x);
-    }
+    const __m512 most = _mm512_max_ps(_mm512_max_ps(most4[0], most4[1]), _mm512_max_ps(most4[2], most4[3]));
     const __m512 base = _mm512_mask_mov_ps(most, _mm512_cmp_ps_mask(most, minus_inf, _CMP_EQ_OQ), _mm512_setzero_ps());
     __m512 sum = _mm512_setzero_ps();
     for (int64_t j = 0; j < rows; ++j) {
@@ -49,10 +59,13 @@ void softmax_step(float* s, int64_t ld, int rows, int cols, int64_t diag, float*
   }
 }
 
+// Columns whose every factor is 1 are left as they are: once the running maxima settle, most
+// column blocks of the output accumulator keep their scale from tile to tile.
 void rescale(float* o, int64_t ld, int rows, int cols, const float* alpha) {
   for (int64_t c0 = 0; c0 < cols; c0 += 16) {
     const __mmask16 valid = lane_mask(cols - c0);
     const __m512 a = _mm512_maskz_loadu_ps(valid, alpha + c0);
+    if (_mm512_mask_cmp_ps_mask(valid, a, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ) == 0) continue;
     for (int64_t d = 0; d < rows; ++d) {
       float* row = o + d * ld + c0;
       _mm512_mask_storeu_ps(row, valid, _mm512_mul_ps(a, _mm512_maskz_loadu_ps(valid, row)));

@@ -39,8 +39,29 @@ struct AttentionTiles {
 // zero past `rows` and `cols` (up to whole panels). AVX-512BW, which every AMX CPU has.
 void attention_pairs_avx512(const float* src, int64_t ld, int rows, int cols, int64_t pairs, uint16_t* dst);
 
+// The bfloat16 path's tile steps (the products on AMX tiles): each is a float32 step above fused
+// with the rounding of its result into the bf16 layouts the next products read, so a score tile
+// is read once instead of three or four times. Scores arrive unscaled: `scale` multiplies them
+// first (as `rescale` would). A tile's bf16 copies cover 2·pairs rows (zero past `rows`) and, as
+// rows, `ld` columns (zero past `cols`; ld a multiple of 16); as K-pair panels (above), the panels
+// that hold `cols` columns.
+struct AttentionTilesBf16 {
+  const char* name;
+  // softmax_step on scale·s, P written only as K-pair panels (s is left as it was).
+  void (*softmax_step_pairs)(const float* s, int64_t ld, int rows, int cols, int64_t diag, float scale, float* m,
+                             float* l, float* alpha, int64_t pairs, uint16_t* dst);
+  // probs on scale·s: P in place, and as bf16 rows of ld values in `rows_dst` unless it is null.
+  void (*probs_rows)(float* s, int64_t ld, int rows, int cols, int64_t diag, float scale, const float* lse,
+                     int64_t pairs, uint16_t* rows_dst);
+  // dscores, dS = p·(dp − D), written only as bf16 rows and as K-pair panels (dp is left as it was).
+  void (*dscores_bf16)(const float* p, const float* dp, int64_t ld, int rows, int cols, const float* d,
+                       int64_t pairs, uint16_t* rows_dst, uint16_t* pairs_dst);
+};
+
 extern const AttentionTiles kAttentionTilesScalar;
 extern const AttentionTiles kAttentionTilesAvx2;
 extern const AttentionTiles kAttentionTilesAvx512;
+extern const AttentionTilesBf16 kAttentionTilesBf16Scalar;
+extern const AttentionTilesBf16 kAttentionTilesBf16Avx512Bf16;
 
 }  // namespace weft::detail

@@ -35,22 +35,6 @@ __m512bh broadcast_pair(const uint16_t* p) {
   return as_bf16x32(_mm512_set1_epi32(pair));
 }
 
-// 32 float32 lanes (lo: 0-15, hi: 16-31) as bfloat16, rounded as float_to_bfloat16 rounds. The
-// instruction vcvtne2ps2bf16 rounds every other value the same way in one step, but flushes
-// denormals to zero and keeps a NaN's sign and payload where float_to_bfloat16 keeps denormals and
-// makes every NaN 0x7FC0; so it converts only a row of the tile with neither, which one check per
-// 16 lanes finds (the other rows take simd.h's rounding). At K = 128 the stores were a tenth of a
-// tile's time (one core, bfloat16 C, 12×32 tiles in L1: 201-204 -> 190-195 ns a tile).
-__m512i rounded_bf16(__m512 lo, __m512 hi) {
-  constexpr int kNanOrDenormal = 0x01 | 0x20 | 0x80;  // vfpclassps: quiet NaN, denormal, signalling NaN
-  if ((_mm512_fpclass_ps_mask(lo, kNanOrDenormal) | _mm512_fpclass_ps_mask(hi, kNanOrDenormal)) != 0)
-    return float_to_bf16_x32(lo, hi);
-  const __m512bh both = _mm512_cvtne2ps_pbh(hi, lo);  // lo's values in the low half
-  __m512i bits;
-  __builtin_memcpy(&bits, &both, sizeof(bits));
-  return bits;
-}
-
 template <int ROWS, bool PACKED_A>
 void tile(const GemmTileBf16& t) {
   __m512 c0[ROWS], c1[ROWS];
@@ -101,7 +85,9 @@ void tile(const GemmTileBf16& t) {
         c0[r] = _mm512_add_ps(c0[r], bf16_to_float_x16(_mm512_castsi512_si256(old)));
         c1[r] = _mm512_add_ps(c1[r], bf16_to_float_x16(_mm512_extracti64x4_epi64(old, 1)));
       }
-      _mm512_mask_storeu_epi16(c, row, rounded_bf16(c0[r], c1[r]));
+      // Rounded by the instruction where it can (simd.h): at K = 128 the stores were a tenth of
+      // a tile's time (one core, 12×32 tiles in L1: 201-204 -> 190-195 ns a tile).
+      _mm512_mask_storeu_epi16(c, row, float_to_bf16_x32_vcvt(c0[r], c1[r]));
     }
     return;
   }
