@@ -69,6 +69,7 @@ Options parse(int argc, char** argv) {
     else usage("unknown option " + flag);
   }
   if (o.model.empty()) usage("--model is required");
+  if (o.dtype != "float32" && o.dtype != "bfloat16") usage("--dtype expects float32 or bfloat16, got '" + o.dtype + "'");
   if (o.prompt < 1 || o.new_tokens < 2 || o.threads < 1 || o.repeat < 1 || o.packed_mb < 0) usage("sizes must be positive");
   return o;
 }
