@@ -269,6 +269,22 @@ TEST_CASE("sdpa dropout: kept fraction, 1/(1-p) scaling, the same mask forward a
     CHECK(max_abs_diff(qf.grad(), q64.grad()) <= 1e-4);
     CHECK(max_abs_diff(kf.grad(), k64.grad()) <= 1e-4);
     CHECK(max_abs_diff(vf.grad(), v64.grad()) <= 1e-4);
+
+    // bfloat16 (on AMX its own loops) against the composition of the rounded inputs.
+    Tensor qb = qn.to(DType::BFloat16).requires_grad_(), kb = kn.to(DType::BFloat16).requires_grad_(),
+           vb = vn.to(DType::BFloat16).requires_grad_();
+    Generator gb(9);
+    const Tensor fused_bf16 = scaled_dot_product_attention(qb, kb, vb, Tensor(), p, true, std::nullopt, false, &gb);
+    mul(fused_bf16.to(kFloat64), r).sum().backward();
+    Tensor q64b = qb.detach().to(kFloat64).requires_grad_(), k64b = kb.detach().to(kFloat64).requires_grad_(),
+           v64b = vb.detach().to(kFloat64).requires_grad_();
+    const Tensor want_bf16 = detail::scaled_dot_product_attention_unfused(q64b, k64b, v64b, Tensor(), p, true,
+                                                                          1.0 / std::sqrt(8.0), false, key);
+    mul(want_bf16, r).sum().backward();
+    CHECK(max_abs_diff(fused_bf16, want_bf16) <= 3e-2);
+    CHECK(max_abs_diff(qb.grad(), q64b.grad()) <= 1e-1);
+    CHECK(max_abs_diff(kb.grad(), k64b.grad()) <= 1e-1);
+    CHECK(max_abs_diff(vb.grad(), v64b.grad()) <= 1e-1);
   }
   // The composition with a fixed key against float64 finite differences.
   testing::gradcheck(

@@ -221,6 +221,22 @@ int64_t diag_of(bool causal, int64_t i0, int64_t j0, int64_t rows) {
   return causal && j0 + rows - 1 > i0 ? j0 - i0 : kNoDiag;
 }
 
+// The columns of a tile of keys j0.. × queries i0 .. i0+br that its products and steps cover:
+// queries before the causal diagonal's start (i < diag) see none of the tile's keys, so the tile
+// starts `skip` columns in (whole AMX panels of 32), with the diagonal's place relative to there.
+// The block's last key tile is half such queries; at T = 256 a sixth of the forward's products.
+struct TileColumns {
+  int64_t skip;
+  int cols;
+  int64_t diag;
+};
+
+TileColumns tile_columns(bool causal, int64_t i0, int64_t j0, int64_t rows, int64_t br) {
+  const int64_t diag = diag_of(causal, i0, j0, rows);
+  const int64_t skip = diag >= br ? br : diag > 0 ? diag / 32 * 32 : 0;
+  return {skip, static_cast<int>(br - skip), diag == kNoDiag ? kNoDiag : diag - skip};
+}
+
 // The scale the bf16 path's fused step (AttentionTilesBf16) is left to apply to a tile of unscaled
 // scores s: a mask is added to scaled scores, so with one the scale and the mask go on first and 1
 // is left.
@@ -309,26 +325,29 @@ void forward_amx(const AttentionForward& a) {
     for (int64_t j0 = 0; j0 < end; j0 += kBc) {
       const int64_t bc = std::min(kBc, end - j0);
       const int rows = static_cast<int>(bc);
+      const TileColumns t = tile_columns(a.is_causal, i0, j0, bc, br);
+      const int64_t c = t.skip;
       for (int64_t r0 = 0; r0 < bc; r0 += 32)
-        for (int64_t c0 = 0; c0 < br; c0 += 32)
+        for (int64_t c0 = c; c0 < br; c0 += 32)
           amx.micro_bf16({e_pairs, kp + (j0 + r0) * e_pad, q_pairs.data() + c0 / 32 * e_pairs * 64, s + r0 * kBr + c0,
                           kBr, static_cast<int>(std::min<int64_t>(32, bc - r0)),
                           static_cast<int>(std::min<int64_t>(32, br - c0)), false});
-      const float tile_scale = masked_scale(a.mask, scale, scales, n, h, i0, j0, rows, cols, s);
-      const int64_t diag = diag_of(a.is_causal, i0, j0, bc);
+      float* const sc = s + c;
+      uint16_t* const pc = p_pairs.data() + c / 32 * (kBc / 2) * 64;
+      const float tile_scale = masked_scale(a.mask, scale, scales, n, h, i0 + c, j0, rows, t.cols, sc);
       if (dropout.active()) {
         // Dropout drops float32 probabilities after the sums: the steps one by one.
-        if (tile_scale != 1.0f) tiles.rescale(s, kBr, rows, cols, scales.data());
-        tiles.softmax_step(s, kBr, rows, cols, diag, m, l, alpha);
-        dropout.apply(s, s, kBr, rows, cols, n * Hq + h, i0, j0);
-        attention_pairs_avx512(s, kBr, rows, cols, kBc / 2, p_pairs.data());
+        if (tile_scale != 1.0f) tiles.rescale(sc, kBr, rows, t.cols, scales.data());
+        tiles.softmax_step(sc, kBr, rows, t.cols, t.diag, m + c, l + c, alpha + c);
+        dropout.apply(sc, sc, kBr, rows, t.cols, n * Hq + h, i0 + c, j0);
+        attention_pairs_avx512(sc, kBr, rows, t.cols, kBc / 2, pc);
       } else {
-        fused.softmax_step_pairs(s, kBr, rows, cols, diag, tile_scale, m, l, alpha, kBc / 2, p_pairs.data());
+        fused.softmax_step_pairs(sc, kBr, rows, t.cols, t.diag, tile_scale, m + c, l + c, alpha + c, kBc / 2, pc);
       }
-      tiles.rescale(ot, kBr, static_cast<int>(Ev), cols, alpha);
+      tiles.rescale(ot + c, kBr, static_cast<int>(Ev), t.cols, alpha + c);
       const uint16_t* vt = vp + j0 / kBc * ev_pad * kBc;
       for (int64_t r0 = 0; r0 < Ev; r0 += 32)
-        for (int64_t c0 = 0; c0 < br; c0 += 32)
+        for (int64_t c0 = c; c0 < br; c0 += 32)
           amx.micro_bf16({kBc / 2, vt + r0 * kBc, p_pairs.data() + c0 / 32 * (kBc / 2) * 64, ot + r0 * kBr + c0, kBr,
                           static_cast<int>(std::min<int64_t>(32, Ev - r0)),
                           static_cast<int>(std::min<int64_t>(32, br - c0)), true});
@@ -422,7 +441,6 @@ void forward_typed(const AttentionForward& a) {
   parallel_for(N * Hq * blocks, [&](int64_t item) {
     const int64_t n = item / (Hq * blocks), h = item / blocks % Hq, hk = h / group;
     const int64_t i0 = item % blocks * kBr, br = std::min(kBr, L - i0);
-    const int cols = static_cast<int>(br);
     float* qt = scratch(kQt, E * kBr);
     float* row = scratch(kRow, std::max(E, Ev));
     float* s = scratch(kScores, kBc * kBr);
@@ -441,13 +459,15 @@ void forward_typed(const AttentionForward& a) {
       int64_t k_ld = 0, v_ld = 0;
       const float* kt = rows_of(k, n, hk, j0, bc, E, kKeys, k_ld);
       const float* vt = rows_of(v, n, hk, j0, bc, Ev, kValues, v_ld);
-      product(gemm, bc, br, E, kt, k_ld, 1, qt, kBr, s, kBr, false);
-      if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, s, kBr);
-      tiles.softmax_step(s, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), m, l,
-                         alpha);
-      if (dropout.active()) dropout.apply(s, s, kBr, rows, cols, n * Hq + h, i0, j0);
-      tiles.rescale(ot, kBr, static_cast<int>(Ev), cols, alpha);
-      product(gemm, Ev, br, bc, vt, 1, v_ld, s, kBr, ot, kBr, true);
+      const TileColumns t = tile_columns(a.is_causal, i0, j0, bc, br);
+      const int64_t c = t.skip;
+      float* const sc = s + c;
+      product(gemm, bc, t.cols, E, kt, k_ld, 1, qt + c, kBr, sc, kBr, false);
+      if (a.mask.defined()) add_mask_any(a.mask, n, h, i0 + c, j0, rows, t.cols, sc, kBr);
+      tiles.softmax_step(sc, kBr, rows, t.cols, t.diag, m + c, l + c, alpha + c);
+      if (dropout.active()) dropout.apply(sc, sc, kBr, rows, t.cols, n * Hq + h, i0 + c, j0);
+      tiles.rescale(ot + c, kBr, static_cast<int>(Ev), t.cols, alpha + c);
+      product(gemm, Ev, t.cols, bc, vt, 1, v_ld, sc, kBr, ot + c, kBr, true);
     }
     float* lse_row = lse + (n * Hq + h) * L + i0;
     for (int64_t i = 0; i < br; ++i) {
@@ -584,7 +604,14 @@ void backward_amx(const AttentionBackward& a) {
         for (int64_t i0 = a.is_causal ? j0 / kBr * kBr : 0; i0 < L; i0 += kBr) {
           const int64_t br = std::min(kBr, L - i0);
           const int cols = static_cast<int>(br);
-          amx_product(bc, br, e_pairs, k_rows.data() + j0 * e_pad, q_by_e.data() + i0 * e_pad, p, kBr, false);
+          // Pᵀ and dQᵀ's products skip the queries that see none of the tile's keys
+          // (tile_columns); the steps run over the whole block, their probabilities 0 there, so
+          // that the products whose K runs over the queries read zeros.
+          const TileColumns t = tile_columns(a.is_causal, i0, j0, bc, br);
+          if (t.cols <= 0) continue;
+          const int64_t c = t.skip;
+          amx_product(bc, br - c, e_pairs, k_rows.data() + j0 * e_pad, q_by_e.data() + (i0 + c) * e_pad, p + c, kBr,
+                      false);
           const float tile_scale = masked_scale(a.mask, scale, scales, n, h, i0, j0, rows, cols, p);
           // Pᵀ's bf16 rows come with it, unless dropout is to drop from it first.
           fused.probs_rows(p, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), tile_scale, lse_head + i0, j_pairs,
@@ -598,7 +625,8 @@ void backward_amx(const AttentionBackward& a) {
           amx_product(bc, Ev, i_pairs, p_rows.data(), do_by_i.data() + i0 * ev_pad, dv + j0 * ev_pad, ev_pad, true);
           fused.dscores_bf16(p, dp, kBr, rows, cols, dsum + i0, j_pairs, ds_rows.data(), ds_pairs.data());
           amx_product(bc, E, i_pairs, ds_rows.data(), q_by_i.data() + i0 * e_pad, dk + j0 * e_pad, e_pad, true);
-          amx_product(E, br, j_pairs, k_t.data() + j0 / kBc * e_pad * kBc, ds_pairs.data(), dqt + i0, l_ld, true);
+          amx_product(E, br - c, j_pairs, k_t.data() + j0 / kBc * e_pad * kBc, ds_pairs.data() + c / 32 * j_pairs * 64,
+                      dqt + i0 + c, l_ld, true);
         }
       }
       // dQᵀ scaled, then transposed into dq's rows, rounded.
@@ -676,22 +704,27 @@ void backward_typed(const AttentionBackward& a) {
         const float* kt = rows_of(k, n, hk, j0, bc, E, kKeys, k_ld);
         const float* vt = rows_of(v, n, hk, j0, bc, Ev, kValues, v_ld);
         for (int64_t i0 = a.is_causal ? j0 / kBr * kBr : 0; i0 < L; i0 += kBr) {
-          const int64_t br = std::min(kBr, L - i0);
-          const int cols = static_cast<int>(br);
-          product(gemm, bc, br, E, kt, k_ld, 1, qt + i0, l_ld, p, kBr, false);
-          if (a.mask.defined()) add_mask_any(a.mask, n, h, i0, j0, rows, cols, p, kBr);
-          tiles.probs(p, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), lse_head + i0);
-          product(gemm, bc, br, Ev, vt, v_ld, 1, dot + i0, l_ld, dp, kBr, false);
-          const float* kept = p;
+          const TileColumns t = tile_columns(a.is_causal, i0, j0, bc, std::min(kBr, L - i0));
+          if (t.cols <= 0) continue;
+          // The tile's queries from ic on (tile_columns); pc, dpc, pdc the tiles' columns there.
+          const int64_t ic = i0 + t.skip;
+          float* const pc = p + t.skip;
+          float* const dpc = dp + t.skip;
+          product(gemm, bc, t.cols, E, kt, k_ld, 1, qt + ic, l_ld, pc, kBr, false);
+          if (a.mask.defined()) add_mask_any(a.mask, n, h, ic, j0, rows, t.cols, pc, kBr);
+          tiles.probs(pc, kBr, rows, t.cols, t.diag, lse_head + ic);
+          product(gemm, bc, t.cols, Ev, vt, v_ld, 1, dot + ic, l_ld, dpc, kBr, false);
+          const float* kept = pc;
           if (dropout.active()) {
-            dropout.apply(p, pd, kBr, rows, cols, n * Hq + h, i0, j0);
-            dropout.apply(dp, dp, kBr, rows, cols, n * Hq + h, i0, j0);
-            kept = pd;
+            float* const pdc = pd + t.skip;
+            dropout.apply(pc, pdc, kBr, rows, t.cols, n * Hq + h, ic, j0);
+            dropout.apply(dpc, dpc, kBr, rows, t.cols, n * Hq + h, ic, j0);
+            kept = pdc;
           }
-          product(gemm, bc, Ev, br, kept, kBr, 1, dorows + i0 * Ev, Ev, dv + j0 * Ev, Ev, true);
-          tiles.dscores(p, dp, kBr, rows, cols, dsum + i0);
-          product(gemm, bc, E, br, dp, kBr, 1, qrows + i0 * E, E, dk + j0 * E, E, true);
-          product(gemm, E, br, bc, kt, 1, k_ld, dp, kBr, dqt + i0, l_ld, true);
+          product(gemm, bc, Ev, t.cols, kept, kBr, 1, dorows + ic * Ev, Ev, dv + j0 * Ev, Ev, true);
+          tiles.dscores(pc, dpc, kBr, rows, t.cols, dsum + ic);
+          product(gemm, bc, E, t.cols, dpc, kBr, 1, qrows + ic * E, E, dk + j0 * E, E, true);
+          product(gemm, E, t.cols, bc, kt, 1, k_ld, dpc, kBr, dqt + ic, l_ld, true);
         }
       }
       for (int64_t i = 0; i < L; ++i) {

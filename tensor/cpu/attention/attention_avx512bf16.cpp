@@ -80,10 +80,14 @@ void probs_rows(float* s, int64_t ld, int rows, int cols, int64_t diag, float sc
   for (int64_t c0 = 0; c0 < width; c0 += 16) {
     const __mmask16 valid = lane_mask(cols - c0);
     const __m512 base = _mm512_maskz_loadu_ps(valid, lse + c0);
+    // Queries before the diagonal's start see no key of the tile: their block is zeros, its
+    // scores never read (the caller may have left them uncomputed).
+    const bool all_hidden = c0 + 16 <= diag;
     for (int64_t j = 0; j < rows; ++j) {
       float* row = s + j * ld + c0;
       const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(valid, row), k);
-      const __m512 e = _mm512_maskz_mov_ps(valid & ~hidden_lanes(diag, j, c0), exp_x16(_mm512_sub_ps(x, base)));
+      const __m512 e = all_hidden ? _mm512_setzero_ps()
+                                  : _mm512_maskz_mov_ps(valid & ~hidden_lanes(diag, j, c0), exp_x16(_mm512_sub_ps(x, base)));
       _mm512_mask_storeu_ps(row, valid, e);
       if (rows_dst != nullptr) store_row_bf16(rows_dst + j * ld + c0, e);
     }
