@@ -24,7 +24,8 @@
 // Work items own what they write (a block of out; a key/value head's dk, dv and its query heads'
 // dq), so no two threads touch one output. The backward runs N·Hk items in parallel: one head
 // and batch 1 runs on one thread. Memory: besides out and lse, the forward takes a few tiles per
-// thread; the backward (3E + 2Ev)·L + (E + Ev)·S floats per thread, linear in the context.
+// thread; the backward (2E + Ev)·L + (E + Ev)·S floats per thread, (E + 2Ev)·L more for inputs it
+// widens (q, dO and out are read in place when float32), linear in the context.
 // Blocks: Br = 128 queries (four zmm across a score tile; against 64, half the key/value traffic
 // per product at long context), Bc = 64 keys.
 //
@@ -668,9 +669,7 @@ void backward_typed(const AttentionBackward& a) {
     const int64_t n = item / Hk, hk = item % Hk;
     const int64_t l_ld = spread_ld(L);
     float* qt = scratch(kQt, E * l_ld);
-    float* qrows = scratch(kQRows, L * E);
     float* dot = scratch(kDOutT, Ev * l_ld);
-    float* dorows = scratch(kDOut, L * Ev);
     float* dsum = scratch(kD, L);
     float* dqt = scratch(kDQt, E * l_ld);
     float* dk = scratch_filled(kDK, S * E, 0.0f);
@@ -678,16 +677,18 @@ void backward_typed(const AttentionBackward& a) {
     float* p = scratch(kScores, kBc * kBr);
     float* dp = scratch(kDScores, kBc * kBr);
     float* pd = dropout.active() ? scratch(kDropped, kBc * kBr) : nullptr;
-    float* orow = scratch(kOut, Ev);
     float* row = scratch(kRow, std::max(E, Ev));
     for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+      // q, dO and out as float32 rows, read in place where they already are.
+      int64_t q_ld = 0, do_ld = 0, o_ld = 0;
+      const float* qrows = rows_of(q, n, h, 0, L, E, kQRows, q_ld);
+      const float* dorows = rows_of(grad_out, n, h, 0, L, Ev, kDOut, do_ld);
+      const float* orows = rows_of(out, n, h, 0, L, Ev, kOut, o_ld);
       for (int64_t i = 0; i < L; ++i) {
-        float* qr = qrows + i * E;
-        load_row(q.row(n, h, i), q.s3, E, qr);
+        const float* qr = qrows + i * q_ld;
         for (int64_t e = 0; e < E; ++e) qt[e * l_ld + i] = qr[e] * scale;
-        float* dor = dorows + i * Ev;
-        load_row(grad_out.row(n, h, i), grad_out.s3, Ev, dor);
-        load_row(out.row(n, h, i), out.s3, Ev, orow);
+        const float* dor = dorows + i * do_ld;
+        const float* orow = orows + i * o_ld;
         float d = 0.0f;
         for (int64_t e = 0; e < Ev; ++e) {
           dot[e * l_ld + i] = dor[e];
@@ -721,9 +722,9 @@ void backward_typed(const AttentionBackward& a) {
             dropout.apply(dpc, dpc, kBr, rows, t.cols, n * Hq + h, ic, j0);
             kept = pdc;
           }
-          product(gemm, bc, Ev, t.cols, kept, kBr, 1, dorows + ic * Ev, Ev, dv + j0 * Ev, Ev, true);
+          product(gemm, bc, Ev, t.cols, kept, kBr, 1, dorows + ic * do_ld, do_ld, dv + j0 * Ev, Ev, true);
           tiles.dscores(pc, dpc, kBr, rows, t.cols, dsum + ic);
-          product(gemm, bc, E, t.cols, dpc, kBr, 1, qrows + ic * E, E, dk + j0 * E, E, true);
+          product(gemm, bc, E, t.cols, dpc, kBr, 1, qrows + ic * q_ld, q_ld, dk + j0 * E, E, true);
           product(gemm, E, t.cols, bc, kt, 1, k_ld, dpc, kBr, dqt + ic, l_ld, true);
         }
       }
