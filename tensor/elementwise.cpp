@@ -299,11 +299,16 @@ Tensor relu(const Tensor& x) {
 // (tensor/fused_kernels.h) when it has one for these tensors; an undefined tensor otherwise.
 // `tanh` (float32, x's shape), when defined, receives the formula's tanh in the forward and gives
 // it to the gradient.
+// Whether a fused activation kernel takes x (and grad, when defined): float32 or bfloat16,
+// contiguous, the two of one dtype and shape.
+bool fused_activation_takes(const Tensor& x, const Tensor& grad) {
+  return (x.dtype() == DType::Float32 || x.dtype() == DType::BFloat16) && x.is_contiguous() &&
+         (!grad.defined() || (grad.dtype() == x.dtype() && grad.shape() == x.shape() && grad.is_contiguous()));
+}
+
 Tensor fused_gelu_tanh(const Tensor& x, const Tensor& grad, const Tensor& tanh = Tensor()) {
   detail::GeluTanhKernel* kernel = detail::gelu_tanh_kernels().find(x.device().type);
-  const bool takes = kernel && (x.dtype() == DType::Float32 || x.dtype() == DType::BFloat16) && x.is_contiguous() &&
-                     (!grad.defined() || (grad.dtype() == x.dtype() && grad.shape() == x.shape() && grad.is_contiguous()));
-  if (!takes) return Tensor();
+  if (!kernel || !fused_activation_takes(x, grad)) return Tensor();
   Tensor out = detail::make_tensor(x.shape(), x.dtype(), x.device());
   kernel({x.detach(), grad.defined() ? grad.detach() : Tensor(), out, tanh});
   return out;
@@ -336,10 +341,30 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
   }
   return floating_unary(op, x, "gelu", "Gelu", backward);
 }
+// SiLU's forward (grad undefined) or gradient on the device's fused kernel when it has one for
+// these tensors; an undefined tensor otherwise.
+Tensor fused_silu(const Tensor& x, const Tensor& grad) {
+  detail::SiluKernel* kernel = detail::silu_kernels().find(x.device().type);
+  if (!kernel || !fused_activation_takes(x, grad)) return Tensor();
+  Tensor out = detail::make_tensor(x.shape(), x.dtype(), x.device());
+  kernel({x.detach(), grad.defined() ? grad.detach() : Tensor(), out});
+  return out;
+}
+
 Tensor silu(const Tensor& x) {
-  return floating_unary(UnaryOp::Silu, x, "silu", "Silu", [](const Tensor& g, const Tensor& v, const Tensor&) {
+  auto backward = [](const Tensor& g, const Tensor& v, const Tensor&) {
+    if (Tensor fused = fused_silu(v, g); fused.defined()) return fused;
     return fused_backward(BinaryOp::SiluBackward, g, v);
-  });
+  };
+  detail::check_defined(x, "silu");
+  if (Tensor fused = fused_silu(x, Tensor()); fused.defined()) {
+    if (autograd::needs_grad({&x}))
+      autograd::record("Silu", fused, {x}, [sx = SavedTensor(x), backward](const Tensor& g) {
+        return std::vector<Tensor>{backward(g, sx.unpack(), Tensor())};
+      });
+    return fused;
+  }
+  return floating_unary(UnaryOp::Silu, x, "silu", "Silu", backward);
 }
 Tensor sigmoid(const Tensor& x) {
   return floating_unary(UnaryOp::Sigmoid, x, "sigmoid", "Sigmoid", [](const Tensor& g, const Tensor&, const Tensor& y) {

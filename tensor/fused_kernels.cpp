@@ -44,4 +44,9 @@ KernelRegistry<GeluTanhKernel>& gelu_tanh_kernels() {
   return registry;
 }
 
+KernelRegistry<SiluKernel>& silu_kernels() {
+  static KernelRegistry<SiluKernel> registry("silu", &cpu_silu, nullptr);
+  return registry;
+}
+
 }  // namespace weft::detail

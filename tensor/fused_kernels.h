@@ -101,6 +101,17 @@ struct GeluTanhLaunch {
 using GeluTanhKernel = void(const GeluTanhLaunch&);
 KernelRegistry<GeluTanhKernel>& gelu_tanh_kernels();
 
+// ---- SiLU and its gradient ----
+// Forward (grad undefined): out = silu(x) = x·σ(x); backward: out = grad · silu'(x), the
+// elementwise ops' formulas (UnaryOp::Silu, BinaryOp::SiluBackward, σ from sigmoid_arith) with
+// their rounding. x, grad and out as for the tanh GELU above (no CUDA slot either).
+struct SiluLaunch {
+  Tensor x, grad;
+  Tensor out;
+};
+using SiluKernel = void(const SiluLaunch&);
+KernelRegistry<SiluKernel>& silu_kernels();
+
 // The CUDA kernels (tensor/cuda/fused.cu, tensor/cuda/cuda_linear.cpp); null in a build without
 // CUDA (Note [Linking kernels by reference] in tensor/kernel_registry.h).
 extern CrossEntropyForwardKernel* const cuda_cross_entropy_forward;

@@ -51,6 +51,7 @@ void cpu_layer_norm_backward(const LayerNormBackward& args);
 void cpu_dropout(const DropoutLaunch& args);
 void cpu_linear(const LinearLaunch& args);
 void cpu_gelu_tanh(const GeluTanhLaunch& args);  // tensor/cpu/gelu/gelu.cpp
+void cpu_silu(const SiluLaunch& args);  // tensor/cpu/silu/silu.cpp
 
 // Checks that an int64 index lies in [0, n), naming the op.
 void check_index(int64_t index, int64_t n, const char* op);

@@ -8,6 +8,7 @@
 // which is most of the cost of an op on a tiny tensor.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <utility>
@@ -22,6 +23,19 @@ namespace weft::detail {
 
 // Below this many elements a kernel runs on one thread: the fork costs more than it saves.
 inline constexpr int64_t kParallelGrain = 32768;
+
+// fn(first, count) over n contiguous elements in blocks of whole 16-lane vectors, a few blocks per
+// thread so that a preempted thread's share moves to another; one block, on the calling thread,
+// below 2·kParallelGrain. For the fused activation kernels (tensor/cpu/gelu/, tensor/cpu/silu/).
+template <class Fn>
+void for_each_vector_block(int64_t n, Fn&& fn) {
+  const int64_t blocks = n >= 2 * kParallelGrain ? 4 * static_cast<int64_t>(num_threads()) : 1;
+  const int64_t block = ((n + blocks - 1) / blocks + 15) / 16 * 16;
+  parallel_for_if(blocks > 1, blocks, [&](int64_t b) {
+    const int64_t first = b * block;
+    if (first < n) fn(first, std::min(block, n - first));
+  });
+}
 
 template <size_t N>
 struct StridedRun {

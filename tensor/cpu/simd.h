@@ -178,6 +178,55 @@ static inline __m512 bf16_to_float_x16(__m256i h) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+// exp_neg_reduced (tensor/elementwise_math.h) over 16 lanes, operation for operation, for the
+// arithmetic tanh and sigmoid kernels that must give its bits: exp(−r) returned, the power k
+// (exp(−y) = exp(−r)·2^−k) in *k.
+static inline __m512 exp_neg_reduced_x16(__m512 y, __m512i* k_out) {
+  // k = (int)(y·log2 e + ½), truncated. The value is positive, so truncation is the floor: round
+  // to nearest, then step down where that went above. (SIMDe, which the sanitizer build runs these
+  // units through, has no truncating conversion, and its roundscale toward zero rounded some
+  // values to nearest.)
+  const __m512 k_real = _mm512_add_ps(_mm512_mul_ps(y, _mm512_set1_ps(1.44269504f)), _mm512_set1_ps(0.5f));
+  const __m512i nearest = _mm512_cvtps_epi32(k_real);
+  const __mmask16 above = _mm512_cmp_ps_mask(_mm512_cvtepi32_ps(nearest), k_real, _CMP_GT_OQ);
+  const __m512i k = _mm512_mask_sub_epi32(nearest, above, nearest, _mm512_set1_epi32(1));
+  const __m512 kf = _mm512_cvtepi32_ps(k);
+  const __m512 r = _mm512_sub_ps(_mm512_sub_ps(y, _mm512_mul_ps(kf, _mm512_set1_ps(0.693145752f))),
+                                 _mm512_mul_ps(kf, _mm512_set1_ps(1.42860677e-6f)));
+  const __m512 m = _mm512_sub_ps(_mm512_setzero_ps(), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_add_ps(_mm512_set1_ps(1.0f / 720), _mm512_mul_ps(m, p));
+  p = _mm512_add_ps(_mm512_set1_ps(1.0f / 120), _mm512_mul_ps(m, p));
+  p = _mm512_add_ps(_mm512_set1_ps(1.0f / 24), _mm512_mul_ps(m, p));
+  p = _mm512_add_ps(_mm512_set1_ps(1.0f / 6), _mm512_mul_ps(m, p));
+  p = _mm512_add_ps(_mm512_set1_ps(0.5f), _mm512_mul_ps(m, p));
+  p = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(m, p));
+  p = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(m, p));
+  *k_out = k;
+  return p;
+}
+
+// 16 lanes (fewer under `mask`) at element i of float32 or bfloat16 storage, as float32, and back
+// (rounded as above): the fused activation kernels' operands. bfloat16 goes through the 32-lane
+// word loads and stores (the mask's 16 bits widened), which SIMDe has.
+static inline __m512 load_float_or_bf16_x16(const void* base, int64_t i, __mmask16 mask, bool bf16) {
+  if (bf16) {
+    const uint16_t* p = static_cast<const uint16_t*>(base) + i;
+    if (mask == 0xFFFF) return bf16_to_float_x16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return bf16_to_float_x16(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(mask, p)));
+  }
+  return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(base) + i);
+}
+
+static inline void store_float_or_bf16_x16(void* base, int64_t i, __mmask16 mask, bool bf16, __m512 v) {
+  if (bf16) {
+    uint16_t* p = static_cast<uint16_t*>(base) + i;
+    if (mask == 0xFFFF) return _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), float_to_bf16_x16(v));
+    return _mm512_mask_storeu_epi16(p, mask, _mm512_castsi256_si512(float_to_bf16_x16(v)));
+  }
+  _mm512_mask_storeu_ps(static_cast<float*>(base) + i, mask, v);
+}
+
 // The 64 bytes `table` gives the 4-bit codes of 32 packed bytes, for the 4-bit kernels: the
 // high nibbles' (the even values) in the low half, then the low nibbles' (the odd values). The
 // bytes are loaded into both halves and only the low half's words shifted, which saves the insert

@@ -4,14 +4,11 @@
 // reference below. The forward may keep the formula's tanh for the gradient (GeluTanhLaunch::tanh),
 // which then does a third of the work. The reference is the elementwise ops' own per-element formulas
 // (tensor/elementwise_math.h), so every path gives the bits those ops give.
-#include <algorithm>
-
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/gelu/gelu_kernels.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/elementwise_math.h"
-#include "tensor/parallel.h"
 
 namespace weft::detail {
 namespace {
@@ -82,14 +79,7 @@ void cpu_gelu_tanh(const GeluTanhLaunch& a) {
   WEFT_CHECK(!a.tanh.defined() || (a.tanh.dtype() == DType::Float32 && a.tanh.numel() == a.x.numel() &&
                                    a.tanh.is_contiguous()),
              "[gelu] internal: the fused tanh GELU's saved tanh must be contiguous float32 of the input's size");
-  const int64_t n = a.x.numel();
-  // Blocks of whole 16-lane vectors, a few per thread so a preempted thread's share moves.
-  const int64_t blocks = n >= 2 * kParallelGrain ? 4 * static_cast<int64_t>(num_threads()) : 1;
-  const int64_t block = ((n + blocks - 1) / blocks + 15) / 16 * 16;
-  parallel_for_if(blocks > 1, blocks, [&](int64_t b) {
-    const int64_t first = b * block;
-    if (first < n) run_block(a, first, std::min(block, n - first));
-  });
+  for_each_vector_block(a.x.numel(), [&](int64_t first, int64_t n) { run_block(a, first, n); });
 }
 
 }  // namespace weft::detail

@@ -20,25 +20,8 @@ __m512 set(float v) { return _mm512_set1_ps(v); }
 __m512 tanh16(__m512 u) {
   const __m512i magnitude = _mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32(0x7fffffff));
   const __m512 y = _mm512_mul_ps(set(2.0f), _mm512_castsi512_ps(_mm512_min_epu32(magnitude, _mm512_set1_epi32(0x41100000))));
-  // k = (int)(y·log2 e + ½), truncated. The value is positive, so truncation is the floor: round
-  // to nearest, then step down where that went above. (SIMDe, which the sanitizer build runs this
-  // unit through, has no truncating conversion, and its roundscale toward zero rounded some
-  // values to nearest.)
-  const __m512 k_real = _mm512_add_ps(_mm512_mul_ps(y, set(1.44269504f)), set(0.5f));
-  const __m512i nearest = _mm512_cvtps_epi32(k_real);
-  const __mmask16 above = _mm512_cmp_ps_mask(_mm512_cvtepi32_ps(nearest), k_real, _CMP_GT_OQ);
-  const __m512i k = _mm512_mask_sub_epi32(nearest, above, nearest, _mm512_set1_epi32(1));
-  const __m512 kf = _mm512_cvtepi32_ps(k);
-  const __m512 r = _mm512_sub_ps(_mm512_sub_ps(y, _mm512_mul_ps(kf, set(0.693145752f))), _mm512_mul_ps(kf, set(1.42860677e-6f)));
-  const __m512 m = _mm512_sub_ps(_mm512_setzero_ps(), r);
-  __m512 p = set(1.0f / 5040);
-  p = _mm512_add_ps(set(1.0f / 720), _mm512_mul_ps(m, p));
-  p = _mm512_add_ps(set(1.0f / 120), _mm512_mul_ps(m, p));
-  p = _mm512_add_ps(set(1.0f / 24), _mm512_mul_ps(m, p));
-  p = _mm512_add_ps(set(1.0f / 6), _mm512_mul_ps(m, p));
-  p = _mm512_add_ps(set(0.5f), _mm512_mul_ps(m, p));
-  p = _mm512_add_ps(set(1.0f), _mm512_mul_ps(m, p));
-  p = _mm512_add_ps(set(1.0f), _mm512_mul_ps(m, p));
+  __m512i k;
+  const __m512 p = exp_neg_reduced_x16(y, &k);
   // 2^−k: the reference multiplies the factors 1 − c_b·bit_b of k's bits, each an exact power of
   // two (c_b = 1 − 2^−(2^b) in float), so their product is exactly 2^−k, made here from its exponent.
   const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127), k), 23));
@@ -65,37 +48,24 @@ __m512 backward16(__m512 g, __m512 x, __m512 t) {
   return _mm512_mul_ps(g, _mm512_add_ps(_mm512_mul_ps(set(0.5f), _mm512_add_ps(set(1.0f), t)), slope));
 }
 
-// 16 lanes (fewer under `mask`) at element i of float32 or bfloat16 storage, as float32. bfloat16
-// goes through the 32-lane word loads and stores (the mask's 16 bits widened), which SIMDe has.
-__m512 load(const void* base, int64_t i, __mmask16 mask, bool bf16) {
-  if (bf16)
-    return bf16_to_float_x16(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(base) + i)));
-  return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(base) + i);
-}
-
-void store(void* base, int64_t i, __mmask16 mask, bool bf16, __m512 v) {
-  if (bf16) _mm512_mask_storeu_epi16(static_cast<uint16_t*>(base) + i, mask, _mm512_castsi256_si512(float_to_bf16_x16(v)));
-  else _mm512_mask_storeu_ps(static_cast<float*>(base) + i, mask, v);
-}
-
 }  // namespace
 
 void gelu_tanh_forward_avx512(const void* x, void* y, float* t, int64_t n, bool bf16) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask = lane_mask(n - i);
-    const __m512 xv = load(x, i, mask, bf16);
+    const __m512 xv = load_float_or_bf16_x16(x, i, mask, bf16);
     const __m512 tv = tanh16(inner16(xv));
     if (t) _mm512_mask_storeu_ps(t + i, mask, tv);
-    store(y, i, mask, bf16, forward16(xv, tv));
+    store_float_or_bf16_x16(y, i, mask, bf16, forward16(xv, tv));
   }
 }
 
 void gelu_tanh_backward_avx512(const void* grad, const void* x, const float* t, void* dx, int64_t n, bool bf16) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask = lane_mask(n - i);
-    const __m512 xv = load(x, i, mask, bf16);
+    const __m512 xv = load_float_or_bf16_x16(x, i, mask, bf16);
     const __m512 tv = t ? _mm512_maskz_loadu_ps(mask, t + i) : tanh16(inner16(xv));
-    store(dx, i, mask, bf16, backward16(load(grad, i, mask, bf16), xv, tv));
+    store_float_or_bf16_x16(dx, i, mask, bf16, backward16(load_float_or_bf16_x16(grad, i, mask, bf16), xv, tv));
   }
 }
 
