@@ -10,22 +10,13 @@
 namespace weft::detail {
 namespace {
 
-// bfloat16 goes through the 32-lane word loads and stores (the mask's 16 bits widened), which
-// SIMDe, the sanitizer build's emulation, has.
+// Rows of float32 or bfloat16 as 16 float32 lanes, as bits (simd.h's loads and stores).
 __m512i load16(const void* src, bool bf16, int64_t offset, __mmask16 valid) {
-  if (bf16) {
-    const __m512i bits = _mm512_maskz_loadu_epi16(valid, static_cast<const uint16_t*>(src) + offset);
-    return _mm512_castps_si512(bf16_to_float_x16(_mm512_castsi512_si256(bits)));
-  }
-  return _mm512_castps_si512(_mm512_maskz_loadu_ps(valid, static_cast<const float*>(src) + offset));
+  return _mm512_castps_si512(load_float_or_bf16_x16(src, offset, valid, bf16));
 }
 
 void store16(void* dst, bool bf16, int64_t offset, __mmask16 valid, __m512i v) {
-  if (bf16)
-    _mm512_mask_storeu_epi16(static_cast<uint16_t*>(dst) + offset, valid,
-                             _mm512_castsi256_si512(float_to_bf16_x16(_mm512_castsi512_ps(v))));
-  else
-    _mm512_mask_storeu_ps(static_cast<float*>(dst) + offset, valid, _mm512_castsi512_ps(v));
+  store_float_or_bf16_x16(dst, offset, valid, bf16, _mm512_castsi512_ps(v));
 }
 
 }  // namespace
