@@ -65,7 +65,7 @@ void rescale(float* o, int64_t ld, int rows, int cols, const float* alpha) {
   for (int64_t c0 = 0; c0 < cols; c0 += 16) {
     const __mmask16 valid = lane_mask(cols - c0);
     const __m512 a = _mm512_maskz_loadu_ps(valid, alpha + c0);
-    if (_mm512_mask_cmp_ps_mask(valid, a, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ) == 0) continue;
+    if ((_mm512_cmp_ps_mask(a, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ) & valid) == 0) continue;
     for (int64_t d = 0; d < rows; ++d) {
       float* row = o + d * ld + c0;
       _mm512_mask_storeu_ps(row, valid, _mm512_mul_ps(a, _mm512_maskz_loadu_ps(valid, row)));
