@@ -156,6 +156,22 @@ const float* rows_of(const View4<const T>& t, int64_t n, int64_t h, int64_t r0, 
   return buffer;
 }
 
+// dst(j, i) = src(i, j) for float32 rows × cols (leading dimensions ld_src, ld_dst): the AVX-512
+// transposer where the level has it (a scalar loop of strided stores was a fifth of a T = 256
+// float32 backward), else element by element.
+void transpose_f32(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst, int64_t ld_dst,
+                   CpuIsa isa) {
+  if (isa >= CpuIsa::Avx512) return transpose_copy_avx512(src, false, ld_src, rows, cols, dst, false, ld_dst);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[j * ld_dst + i] = src[i * ld_src + j];
+}
+
+// x(r, c) *= factor for r < rows, c < cols of a buffer with leading dimension ld.
+void scale_block(float* x, int64_t ld, int64_t rows, int64_t cols, float factor) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) x[r * ld + c] *= factor;
+}
+
 // The mask of (n, h) for queries i0.. (cols) and keys j0.. (rows) added to the transposed score
 // tile s: a bool mask sets what it hides to −inf, a float mask is added.
 template <class M>
@@ -449,10 +465,10 @@ void forward_typed(const AttentionForward& a) {
     float* m = scratch_filled(kMax, kBr, -kInf);
     float* l = scratch_filled(kSum, kBr, 0.0f);
     float* alpha = scratch(kAlpha, kBr);
-    for (int64_t i = 0; i < br; ++i) {
-      load_row(q.row(n, h, i0 + i), q.s3, E, row);
-      for (int64_t e = 0; e < E; ++e) qt[e * kBr + i] = row[e] * scale;
-    }
+    int64_t q_ld = 0;
+    const float* q_rows = rows_of(q, n, h, i0, br, E, kQRows, q_ld);
+    transpose_f32(q_rows, q_ld, br, E, qt, kBr, isa);
+    scale_block(qt, kBr, E, br, scale);
     const int64_t keys = a.is_causal ? std::min(S, i0 + br) : S;
     for (int64_t j0 = 0; j0 < keys; j0 += kBc) {
       const int64_t bc = std::min(kBc, keys - j0);
@@ -472,10 +488,18 @@ void forward_typed(const AttentionForward& a) {
     }
     float* lse_row = lse + (n * Hq + h) * L + i0;
     for (int64_t i = 0; i < br; ++i) {
-      const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-      for (int64_t d = 0; d < Ev; ++d) row[d] = ot[d * kBr + i] * inv;
-      store_row(out.row(n, h, i0 + i), out.s3, Ev, row);
+      alpha[i] = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
       lse_row[i] = l[i] > 0.0f ? m[i] + std::log(l[i]) : kInf;
+    }
+    // Oᵀ's columns divided by their sums, then transposed into the output rows.
+    tiles.rescale(ot, kBr, static_cast<int>(Ev), static_cast<int>(br), alpha);
+    if (std::is_same_v<T, float> && out.s3 == 1) {
+      transpose_f32(ot, kBr, Ev, br, reinterpret_cast<float*>(out.row(n, h, i0)), out.s2, isa);
+    } else {
+      for (int64_t i = 0; i < br; ++i) {
+        for (int64_t d = 0; d < Ev; ++d) row[d] = ot[d * kBr + i];
+        store_row(out.row(n, h, i0 + i), out.s3, Ev, row);
+      }
     }
   });
 }
@@ -684,16 +708,14 @@ void backward_typed(const AttentionBackward& a) {
       const float* qrows = rows_of(q, n, h, 0, L, E, kQRows, q_ld);
       const float* dorows = rows_of(grad_out, n, h, 0, L, Ev, kDOut, do_ld);
       const float* orows = rows_of(out, n, h, 0, L, Ev, kOut, o_ld);
+      transpose_f32(qrows, q_ld, L, E, qt, l_ld, isa);
+      scale_block(qt, l_ld, E, L, scale);
+      transpose_f32(dorows, do_ld, L, Ev, dot, l_ld, isa);
       for (int64_t i = 0; i < L; ++i) {
-        const float* qr = qrows + i * q_ld;
-        for (int64_t e = 0; e < E; ++e) qt[e * l_ld + i] = qr[e] * scale;
         const float* dor = dorows + i * do_ld;
         const float* orow = orows + i * o_ld;
         float d = 0.0f;
-        for (int64_t e = 0; e < Ev; ++e) {
-          dot[e * l_ld + i] = dor[e];
-          d += dor[e] * orow[e];
-        }
+        for (int64_t e = 0; e < Ev; ++e) d += dor[e] * orow[e];
         dsum[i] = d;
       }
       std::fill_n(dqt, E * l_ld, 0.0f);
@@ -728,9 +750,14 @@ void backward_typed(const AttentionBackward& a) {
           product(gemm, E, t.cols, bc, kt, 1, k_ld, dpc, kBr, dqt + ic, l_ld, true);
         }
       }
-      for (int64_t i = 0; i < L; ++i) {
-        for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * l_ld + i] * scale;
-        store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
+      scale_block(dqt, l_ld, E, L, scale);
+      if (std::is_same_v<T, float> && grad_q.s3 == 1) {
+        transpose_f32(dqt, l_ld, E, L, reinterpret_cast<float*>(grad_q.row(n, h, 0)), grad_q.s2, isa);
+      } else {
+        for (int64_t i = 0; i < L; ++i) {
+          for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * l_ld + i];
+          store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
+        }
       }
     }
     for (int64_t j = 0; j < S; ++j) {
