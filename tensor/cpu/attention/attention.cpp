@@ -32,9 +32,9 @@
 // bfloat16 at CpuIsa::Amx runs the same loops with the products on AMX tiles (forward_amx,
 // backward_amx below) and the elementwise steps fused with the rounding of what they produce for
 // the next product (AttentionTilesBf16, attention_avx512bf16.cpp); every other dtype and level
-// uses the float32 tiles. A float32 or bfloat16
-// forward of at most kRowsMaxQueries queries (a decode step) takes the row path at every level
-// instead (forward_rows, attention_rows.h): one query row against the keys and values in place.
+// uses the float32 tiles. A float32 or bfloat16 forward of at most kRowsMaxQueries queries (a
+// decode step) takes the row path at every level instead (forward_rows, attention_rows.h): one
+// query row against the keys and values in place.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -164,6 +164,22 @@ void transpose_f32(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
   if (isa >= CpuIsa::Avx512) return transpose_copy_avx512(src, false, ld_src, rows, cols, dst, false, ld_dst);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) dst[j * ld_dst + i] = src[i * ld_src + j];
+}
+
+// Rows i0 .. i0+rows of head (n, h) of `dst` from a transposed float32 buffer: dst(i0 + i, d) =
+// src(d, i) for d < width (src's leading dimension ld). The AVX-512 transposer where the rows are
+// float32 or bfloat16 with unit stride and the level has it (rounding as store_row rounds), else
+// row by row through `row` (width floats).
+template <class T>
+void store_transposed(const float* src, int64_t ld, int64_t width, int64_t rows, const View4<T>& dst, int64_t n,
+                      int64_t h, int64_t i0, CpuIsa isa, float* row) {
+  constexpr bool kBf16 = std::is_same_v<T, BFloat16>;
+  if ((std::is_same_v<T, float> || kBf16) && dst.s3 == 1 && isa >= CpuIsa::Avx512)
+    return transpose_copy_avx512(src, false, ld, width, rows, dst.row(n, h, i0), kBf16, dst.s2);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t d = 0; d < width; ++d) row[d] = src[d * ld + i];
+    store_row(dst.row(n, h, i0 + i), dst.s3, width, row);
+  }
 }
 
 // x(r, c) *= factor for r < rows, c < cols of a buffer with leading dimension ld.
@@ -376,14 +392,7 @@ void forward_amx(const AttentionForward& a) {
     }
     // Oᵀ's columns divided by their sums, then transposed into the output rows, rounded.
     tiles.rescale(ot, kBr, static_cast<int>(Ev), cols, alpha);
-    if (out.s3 == 1) {
-      transpose_copy_avx512(ot, false, kBr, Ev, br, out.row(n, h, i0), true, out.s2);
-    } else {
-      for (int64_t i = 0; i < br; ++i) {
-        for (int64_t d = 0; d < Ev; ++d) row[d] = ot[d * kBr + i];
-        store_row(out.row(n, h, i0 + i), out.s3, Ev, row);
-      }
-    }
+    store_transposed(ot, kBr, Ev, br, out, n, h, i0, CpuIsa::Amx, row);
   });
 }
 
@@ -493,14 +502,7 @@ void forward_typed(const AttentionForward& a) {
     }
     // Oᵀ's columns divided by their sums, then transposed into the output rows.
     tiles.rescale(ot, kBr, static_cast<int>(Ev), static_cast<int>(br), alpha);
-    if (std::is_same_v<T, float> && out.s3 == 1) {
-      transpose_f32(ot, kBr, Ev, br, reinterpret_cast<float*>(out.row(n, h, i0)), out.s2, isa);
-    } else {
-      for (int64_t i = 0; i < br; ++i) {
-        for (int64_t d = 0; d < Ev; ++d) row[d] = ot[d * kBr + i];
-        store_row(out.row(n, h, i0 + i), out.s3, Ev, row);
-      }
-    }
+    store_transposed(ot, kBr, Ev, br, out, n, h, i0, isa, row);
   });
 }
 
@@ -655,15 +657,8 @@ void backward_amx(const AttentionBackward& a) {
         }
       }
       // dQᵀ scaled, then transposed into dq's rows, rounded.
-      for (int64_t x = 0; x < E * l_ld; ++x) dqt[x] *= scale;
-      if (grad_q.s3 == 1) {
-        transpose_copy_avx512(dqt, false, l_ld, E, L, grad_q.row(n, h, 0), true, grad_q.s2);
-      } else {
-        for (int64_t i = 0; i < L; ++i) {
-          for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * l_ld + i];
-          store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
-        }
-      }
+      scale_block(dqt, l_ld, E, L, scale);
+      store_transposed(dqt, l_ld, E, L, grad_q, n, h, 0, CpuIsa::Amx, row);
     }
     for (int64_t j = 0; j < S; ++j) {
       for (int64_t e = 0; e < E; ++e) row[e] = dk[j * e_pad + e] * scale;
@@ -751,14 +746,7 @@ void backward_typed(const AttentionBackward& a) {
         }
       }
       scale_block(dqt, l_ld, E, L, scale);
-      if (std::is_same_v<T, float> && grad_q.s3 == 1) {
-        transpose_f32(dqt, l_ld, E, L, reinterpret_cast<float*>(grad_q.row(n, h, 0)), grad_q.s2, isa);
-      } else {
-        for (int64_t i = 0; i < L; ++i) {
-          for (int64_t e = 0; e < E; ++e) row[e] = dqt[e * l_ld + i];
-          store_row(grad_q.row(n, h, i), grad_q.s3, E, row);
-        }
-      }
+      store_transposed(dqt, l_ld, E, L, grad_q, n, h, 0, isa, row);
     }
     for (int64_t j = 0; j < S; ++j) {
       for (int64_t e = 0; e < E; ++e) row[e] = dk[j * E + e] * scale;
