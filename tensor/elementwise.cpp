@@ -295,10 +295,8 @@ Tensor relu(const Tensor& x) {
   }
   return out;
 }
-// The tanh GELU's forward (grad undefined) or gradient on the device's fused kernel
-// (tensor/fused_kernels.h) when it has one for these tensors; an undefined tensor otherwise.
-// `tanh` (float32, x's shape), when defined, receives the formula's tanh in the forward and gives
-// it to the gradient.
+namespace {
+
 // Whether a fused activation kernel takes x (and grad, when defined): float32 or bfloat16,
 // contiguous, the two of one dtype and shape.
 bool fused_activation_takes(const Tensor& x, const Tensor& grad) {
@@ -306,6 +304,10 @@ bool fused_activation_takes(const Tensor& x, const Tensor& grad) {
          (!grad.defined() || (grad.dtype() == x.dtype() && grad.shape() == x.shape() && grad.is_contiguous()));
 }
 
+// The tanh GELU's forward (grad undefined) or gradient on the device's fused kernel
+// (tensor/fused_kernels.h) when it has one for these tensors; an undefined tensor otherwise.
+// `tanh` (float32, x's shape), when defined, receives the formula's tanh in the forward and gives
+// it to the gradient.
 Tensor fused_gelu_tanh(const Tensor& x, const Tensor& grad, const Tensor& tanh = Tensor()) {
   detail::GeluTanhKernel* kernel = detail::gelu_tanh_kernels().find(x.device().type);
   if (!kernel || !fused_activation_takes(x, grad)) return Tensor();
@@ -313,6 +315,18 @@ Tensor fused_gelu_tanh(const Tensor& x, const Tensor& grad, const Tensor& tanh =
   kernel({x.detach(), grad.defined() ? grad.detach() : Tensor(), out, tanh});
   return out;
 }
+
+// SiLU's forward (grad undefined) or gradient on the device's fused kernel when it has one for
+// these tensors; an undefined tensor otherwise.
+Tensor fused_silu(const Tensor& x, const Tensor& grad) {
+  detail::SiluKernel* kernel = detail::silu_kernels().find(x.device().type);
+  if (!kernel || !fused_activation_takes(x, grad)) return Tensor();
+  Tensor out = detail::make_tensor(x.shape(), x.dtype(), x.device());
+  kernel({x.detach(), grad.defined() ? grad.detach() : Tensor(), out});
+  return out;
+}
+
+}  // namespace
 
 Tensor gelu(const Tensor& x, bool tanh_approximation) {
   const auto op = tanh_approximation ? UnaryOp::GeluTanh : UnaryOp::Gelu;
@@ -340,15 +354,6 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
     }
   }
   return floating_unary(op, x, "gelu", "Gelu", backward);
-}
-// SiLU's forward (grad undefined) or gradient on the device's fused kernel when it has one for
-// these tensors; an undefined tensor otherwise.
-Tensor fused_silu(const Tensor& x, const Tensor& grad) {
-  detail::SiluKernel* kernel = detail::silu_kernels().find(x.device().type);
-  if (!kernel || !fused_activation_takes(x, grad)) return Tensor();
-  Tensor out = detail::make_tensor(x.shape(), x.dtype(), x.device());
-  kernel({x.detach(), grad.defined() ? grad.detach() : Tensor(), out});
-  return out;
 }
 
 Tensor silu(const Tensor& x) {

@@ -207,8 +207,10 @@ static inline __m512 exp_neg_reduced_x16(__m512 y, __m512i* k_out) {
 }
 
 // 16 lanes (fewer under `mask`) at element i of float32 or bfloat16 storage, as float32, and back
-// (rounded as above): the fused activation kernels' operands. bfloat16 goes through the 32-lane
-// word loads and stores (the mask's 16 bits widened), which SIMDe has.
+// (rounded as above): the fused activation kernels' and the transposing copy's operands. Whole
+// bfloat16 vectors take plain 256-bit moves (512-bit word operations with the upper half masked
+// ran the bf16 tanh GELU at a quarter of its float32 speed); a ragged end the 32-lane masked word
+// loads and stores (the mask's 16 bits widened), which SIMDe has.
 static inline __m512 load_float_or_bf16_x16(const void* base, int64_t i, __mmask16 mask, bool bf16) {
   if (bf16) {
     const uint16_t* p = static_cast<const uint16_t*>(base) + i;
