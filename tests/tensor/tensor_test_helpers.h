@@ -1,10 +1,11 @@
 // Small helpers the tensor tests share: a tensor's values as doubles, a tolerance comparison of
 // value lists or of a tensor against a list (NaN matches NaN, infinities must match exactly, finite values to a relative
-// tolerance), and a seeded normal tensor.
+// tolerance), float32 bit equality, and a seeded normal tensor.
 #pragma once
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -27,6 +28,11 @@ inline void check_close(const std::vector<double>& got, const std::vector<double
 
 inline void check_close(const Tensor& got, const std::vector<double>& want, double tol = 1e-12) {
   check_close(values(got.contiguous()), want, tol);
+}
+
+// float32 bit equality, NaN against any NaN: for kernels that must give a reference's bits.
+inline bool same_bits(float a, float b) {
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (std::isnan(a) && std::isnan(b));
 }
 
 inline Tensor random(const Shape& shape, uint64_t seed, DType dtype = kFloat64) {

@@ -250,41 +250,34 @@ TEST_CASE("sdpa dropout: kept fraction, 1/(1-p) scaling, the same mask forward a
   CHECK(max_abs_diff(first, scaled_dot_product_attention(qn, kn, vn, Tensor(), p, true, std::nullopt, false, &c)) > 0.0);
   CHECK(scaled_dot_product_attention(qn, kn, vn, Tensor(), 1.0).abs().max().item<double>() == 0.0);
 
-  // Fused float32 (key drawn from the generator) against the float64 composition with that key.
+  // Fused float32, and bfloat16 (on AMX its own loops), with the key drawn from the generator,
+  // against the float64 composition of the inputs as rounded, with that key.
   const uint64_t key = Generator(9).next_u64();
   const Tensor r = normal({1, 2, 70, 8}, 105, kFloat64);
+  struct Tolerance {
+    DType dtype;
+    double out, grad;
+  };
   for (const CpuIsa isa : cpu_isas_supported()) {
     CAPTURE(cpu_isa_name(isa));
     CpuIsaGuard guard(isa);
-    Tensor qf = qn.detach().requires_grad_(), kf = kn.detach().requires_grad_(), vf = vn.detach().requires_grad_();
-    Generator g(9);
-    const Tensor fused = scaled_dot_product_attention(qf, kf, vf, Tensor(), p, true, std::nullopt, false, &g);
-    mul(fused.to(kFloat64), r).sum().backward();
-    Tensor q64 = qn.to(kFloat64).requires_grad_(), k64 = kn.to(kFloat64).requires_grad_(),
-           v64 = vn.to(kFloat64).requires_grad_();
-    const Tensor want = detail::scaled_dot_product_attention_unfused(q64, k64, v64, Tensor(), p, true,
-                                                                     1.0 / std::sqrt(8.0), false, key);
-    mul(want, r).sum().backward();
-    CHECK(max_abs_diff(fused, want) <= 2e-5);
-    CHECK(max_abs_diff(qf.grad(), q64.grad()) <= 1e-4);
-    CHECK(max_abs_diff(kf.grad(), k64.grad()) <= 1e-4);
-    CHECK(max_abs_diff(vf.grad(), v64.grad()) <= 1e-4);
-
-    // bfloat16 (on AMX its own loops) against the composition of the rounded inputs.
-    Tensor qb = qn.to(DType::BFloat16).requires_grad_(), kb = kn.to(DType::BFloat16).requires_grad_(),
-           vb = vn.to(DType::BFloat16).requires_grad_();
-    Generator gb(9);
-    const Tensor fused_bf16 = scaled_dot_product_attention(qb, kb, vb, Tensor(), p, true, std::nullopt, false, &gb);
-    mul(fused_bf16.to(kFloat64), r).sum().backward();
-    Tensor q64b = qb.detach().to(kFloat64).requires_grad_(), k64b = kb.detach().to(kFloat64).requires_grad_(),
-           v64b = vb.detach().to(kFloat64).requires_grad_();
-    const Tensor want_bf16 = detail::scaled_dot_product_attention_unfused(q64b, k64b, v64b, Tensor(), p, true,
-                                                                          1.0 / std::sqrt(8.0), false, key);
-    mul(want_bf16, r).sum().backward();
-    CHECK(max_abs_diff(fused_bf16, want_bf16) <= 3e-2);
-    CHECK(max_abs_diff(qb.grad(), q64b.grad()) <= 1e-1);
-    CHECK(max_abs_diff(kb.grad(), k64b.grad()) <= 1e-1);
-    CHECK(max_abs_diff(vb.grad(), v64b.grad()) <= 1e-1);
+    for (const Tolerance tol : {Tolerance{kFloat32, 2e-5, 1e-4}, Tolerance{DType::BFloat16, 3e-2, 1e-1}}) {
+      CAPTURE(tol.dtype);
+      Tensor qf = qn.detach().to(tol.dtype).requires_grad_(), kf = kn.detach().to(tol.dtype).requires_grad_(),
+             vf = vn.detach().to(tol.dtype).requires_grad_();
+      Generator g(9);
+      const Tensor fused = scaled_dot_product_attention(qf, kf, vf, Tensor(), p, true, std::nullopt, false, &g);
+      mul(fused.to(kFloat64), r).sum().backward();
+      Tensor q64 = qf.detach().to(kFloat64).requires_grad_(), k64 = kf.detach().to(kFloat64).requires_grad_(),
+             v64 = vf.detach().to(kFloat64).requires_grad_();
+      const Tensor want = detail::scaled_dot_product_attention_unfused(q64, k64, v64, Tensor(), p, true,
+                                                                       1.0 / std::sqrt(8.0), false, key);
+      mul(want, r).sum().backward();
+      CHECK(max_abs_diff(fused, want) <= tol.out);
+      CHECK(max_abs_diff(qf.grad(), q64.grad()) <= tol.grad);
+      CHECK(max_abs_diff(kf.grad(), k64.grad()) <= tol.grad);
+      CHECK(max_abs_diff(vf.grad(), v64.grad()) <= tol.grad);
+    }
   }
   // The composition with a fixed key against float64 finite differences.
   testing::gradcheck(

@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "tensor_test_helpers.h"
 #include "tensor/all.h"
 #include "tensor/cpu/attention/attention_tiles.h"
 #include "tensor/float_formats.h"
@@ -39,9 +40,10 @@ struct Shape2 {
 // Off the diagonal, on it (the tile's first key is the block's first query, or 64 keys later), a
 // diagonal that hides nothing, ragged edges, and a tile that hides everything from every query.
 const std::vector<Shape2>& shapes() {
-  static const std::vector<Shape2> all = {{64, 128, detail::kNoDiag}, {64, 128, 0}, {64, 128, 64}, {64, 128, -100},
-                                          {37, 70, detail::kNoDiag},  {37, 70, -5}, {5, 17, 3},    {1, 1, detail::kNoDiag},
-                                          {20, 30, 40}};
+  static const std::vector<Shape2> all = {{64, 128, detail::kNoDiag}, {64, 128, 0}, {64, 128, 64},
+                                          {64, 128, -100},              {37, 70, detail::kNoDiag},
+                                          {37, 70, -5},                 {5, 17, 3},
+                                          {1, 1, detail::kNoDiag},      {20, 30, 40}};
   return all;
 }
 
@@ -60,17 +62,9 @@ Stats stats(uint64_t seed) {
   return st;
 }
 
-// |got − want| <= tol·(1 + |want|), −inf only against −inf.
+// float32 values compared as testing::check_close does (infinities exactly, else relatively).
 void check_close(const std::vector<float>& got, const std::vector<float>& want, double tol) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    CAPTURE(i);
-    if (std::isinf(want[i])) {
-      CHECK(got[i] == want[i]);
-    } else {
-      CHECK(std::fabs(got[i] - want[i]) <= tol * (1.0 + std::fabs(want[i])));
-    }
-  }
+  testing::check_close(std::vector<double>(got.begin(), got.end()), std::vector<double>(want.begin(), want.end()), tol);
 }
 
 double bf16_value(uint16_t bits) { return bfloat16_to_float(bits); }

@@ -7,10 +7,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
+#include "activation_test_helpers.h"
 #include "tensor/all.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/elementwise_math.h"
@@ -22,12 +22,6 @@ using detail::BinaryOp;
 using detail::UnaryOp;
 
 namespace {
-
-uint32_t bits(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
 
 // n values over [-120, 120] with the special ones first: zeros, infinities, NaN, the clamp at
 // |x| = 110, where e^−|x| leaves the normal floats (87.3) and reaches 0 (103.3), tiny and huge
@@ -47,75 +41,18 @@ std::vector<float> inputs(int64_t n) {
 float forward_reference(float x) { return detail::unary_scalar<UnaryOp::Silu>(x, 0, 0); }
 float backward_reference(float g, float x) { return detail::binary_scalar<BinaryOp::SiluBackward>(g, x); }
 
-// Bit equality, NaN against any NaN.
-bool same(float a, float b) { return bits(a) == bits(b) || (std::isnan(a) && std::isnan(b)); }
 
 }  // namespace
 
 TEST_CASE("fused SiLU: float32 forward and gradient are the reference's bits at every ISA level") {
-  for (const CpuIsa isa : cpu_isas_supported()) {
-    CpuIsaGuard guard(isa);
-    for (const int64_t n : {1, 7, 16, 17, 100'003}) {
-      CAPTURE(cpu_isa_name(isa));
-      CAPTURE(n);
-      const std::vector<float> xs = inputs(n);
-      std::vector<float> gs(xs.size());
-      for (size_t i = 0; i < gs.size(); ++i) gs[i] = 0.5f - static_cast<float>(i % 7) * 0.25f;
-      const Tensor x = from_vector(xs, {n}, TensorOptions(kFloat32)).requires_grad_();
-      const Tensor y = silu(x);
-      y.backward(from_vector(gs, {n}, TensorOptions(kFloat32)));
-      const std::vector<float> ys = y.detach().to_vector<float>(), dxs = x.grad().to_vector<float>();
-      int wrong = 0;
-      for (size_t i = 0; i < xs.size() && wrong < 3; ++i) {
-        if (!same(ys[i], forward_reference(xs[i])) || !same(dxs[i], backward_reference(gs[i], xs[i]))) {
-          ++wrong;
-          CHECK_MESSAGE(false, "x = ", xs[i], ": ", ys[i], " vs ", forward_reference(xs[i]), ", gradient ", dxs[i],
-                        " vs ", backward_reference(gs[i], xs[i]));
-        }
-      }
-    }
-  }
+  for (const int64_t n : {1, 7, 16, 17, 100'003})
+    testing::check_activation_float32_bits(silu, forward_reference, backward_reference, inputs(n));
 }
 
 TEST_CASE("fused SiLU: bfloat16 is the reference computed in float32 and rounded once, at every ISA level") {
-  const int64_t n = 4099;
-  const Tensor x16 = from_vector(inputs(n), {n}, TensorOptions(kFloat32)).to(kBFloat16);
-  const Tensor g16 = full({n}, -0.75).to(kBFloat16);
-  const std::vector<float> xs = x16.to(kFloat32).to_vector<float>();  // the values bfloat16 holds
-  for (const CpuIsa isa : cpu_isas_supported()) {
-    CpuIsaGuard guard(isa);
-    CAPTURE(cpu_isa_name(isa));
-    const Tensor x = x16.clone().requires_grad_();
-    const Tensor y = silu(x);
-    y.backward(g16);
-    const std::vector<float> ys = y.detach().to(kFloat32).to_vector<float>();
-    const std::vector<float> dxs = x.grad().to(kFloat32).to_vector<float>();
-    int wrong = 0;
-    for (size_t i = 0; i < xs.size() && wrong < 3; ++i) {
-      const float want_y = bfloat16_to_float(float_to_bfloat16(forward_reference(xs[i])));
-      const float want_dx = bfloat16_to_float(float_to_bfloat16(backward_reference(-0.75f, xs[i])));
-      if (!same(ys[i], want_y) || !same(dxs[i], want_dx)) {
-        ++wrong;
-        CHECK_MESSAGE(false, "x = ", xs[i], ": ", ys[i], " vs ", want_y, ", gradient ", dxs[i], " vs ", want_dx);
-      }
-    }
-  }
+  testing::check_activation_bf16_bits(silu, forward_reference, backward_reference, inputs(4099));
 }
 
 TEST_CASE("silu: the fused kernel on a contiguous tensor and the elementwise ops on a strided view agree") {
-  const int64_t rows = 37, cols = 41;
-  const Tensor base = from_vector(inputs(rows * cols), {cols, rows}, TensorOptions(kFloat32));
-  const Tensor strided = base.t().detach().requires_grad_();  // (rows, cols), not contiguous
-  const Tensor contiguous = base.t().contiguous().requires_grad_();
-  REQUIRE_FALSE(strided.is_contiguous());
-  const Tensor g = add(mul(arange(static_cast<double>(rows * cols)), 1e-3), -0.6).reshape({rows, cols});
-  const Tensor a = silu(strided), b = silu(contiguous);
-  a.backward(g);
-  b.backward(g);
-  const std::vector<float> av = a.detach().contiguous().to_vector<float>(), bv = b.detach().to_vector<float>();
-  const std::vector<float> ag = strided.grad().contiguous().to_vector<float>(), bg = contiguous.grad().to_vector<float>();
-  for (size_t i = 0; i < av.size(); ++i) {
-    REQUIRE(same(av[i], bv[i]));
-    REQUIRE(same(ag[i], bg[i]));
-  }
+  testing::check_activation_fused_matches_strided(silu, inputs(37 * 41), 37, 41);
 }

@@ -15,8 +15,8 @@
 namespace weft::detail {
 namespace {
 
-// The lanes of the column block at c0 that the causal mask hides in row j: none while j is at most
-// `clear` = c0 − diag (attention_tiles.h: query i hides key j when i < diag + j).
+// The lanes of the column block at c0 that the causal mask hides in row j: none while j ≤ c0 − diag
+// (attention_tiles.h: query i hides key j when i < diag + j). attention_avx512.cpp has the same.
 static inline __mmask16 hidden_lanes(int64_t diag, int64_t j, int64_t c0) {
   return j <= c0 - diag ? __mmask16(0) : lane_mask(diag + j - c0);
 }
