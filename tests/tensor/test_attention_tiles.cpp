@@ -193,9 +193,15 @@ TEST_CASE("attention tiles: the bfloat16 path's fused steps equal the steps they
       pairs_scalar.resize(pairs_got.size());
       check_bf16_close(pairs_got, pairs_scalar);
 
-      // probs_rows against rescale + probs + rounding, with and without the rows.
+      // probs_rows against rescale + probs + rounding, with and without the rows. Columns that
+      // every row hides (i < diag) hold NaN: the backward leaves their scores uncomputed, and
+      // their probabilities must still be 0.
       const std::vector<float> lse = uniform(kLd, 0.0, 30.0, 80 + index);
-      std::vector<float> p_want = s, p_got = s, p_alone = s, p_scalar = s;
+      std::vector<float> s_hidden = s;
+      for (int j = 0; j < t.rows; ++j)
+        for (int64_t i = 0; i < std::min<int64_t>(t.diag, t.cols); ++i)
+          s_hidden[static_cast<size_t>(j * kLd + i)] = std::numeric_limits<float>::quiet_NaN();
+      std::vector<float> p_want = s_hidden, p_got = s_hidden, p_alone = s_hidden, p_scalar = s_hidden;
       if (scale != 1.0f) f32.rescale(p_want.data(), kLd, t.rows, t.cols, scales.data());
       f32.probs(p_want.data(), kLd, t.rows, t.cols, t.diag, lse.data());
       std::vector<uint16_t> rows_got(static_cast<size_t>(2 * kPairs * kLd), 0xFFFF), rows_scalar = rows_got;

@@ -51,6 +51,8 @@ struct AttentionTilesBf16 {
   void (*softmax_step_pairs)(const float* s, int64_t ld, int rows, int cols, int64_t diag, float scale, float* m,
                              float* l, float* alpha, int64_t pairs, uint16_t* dst);
   // probs on scale·s: P in place, and as bf16 rows of ld values in `rows_dst` unless it is null.
+  // Columns every row hides (i < diag) come out 0 whatever their scores hold (the backward leaves
+  // them uncomputed).
   void (*probs_rows)(float* s, int64_t ld, int rows, int cols, int64_t diag, float scale, const float* lse,
                      int64_t pairs, uint16_t* rows_dst);
   // dscores, dS = p·(dp − D), written only as bf16 rows and as K-pair panels (dp is left as it was).
