@@ -67,14 +67,12 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want, 
   testing::check_close(std::vector<double>(got.begin(), got.end()), std::vector<double>(want.begin(), want.end()), tol);
 }
 
-double bf16_value(uint16_t bits) { return bfloat16_to_float(bits); }
-
 // bf16 values within one rounding of each other (2^-8 relative, or both below 1e-30).
 void check_bf16_close(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     CAPTURE(i);
-    const double a = bf16_value(got[i]), b = bf16_value(want[i]);
+    const double a = bfloat16_to_float(got[i]), b = bfloat16_to_float(want[i]);
     CHECK(std::fabs(a - b) <= std::max(std::fabs(b) * (1.0 / 128.0), 1e-30));
   }
 }

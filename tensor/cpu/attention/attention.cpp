@@ -273,10 +273,10 @@ TileColumns tile_columns(bool causal, int64_t i0, int64_t j0, int64_t rows, int6
 // The scale the bf16 path's fused step (AttentionTilesBf16) is left to apply to a tile of unscaled
 // scores s: a mask is added to scaled scores, so with one the scale and the mask go on first and 1
 // is left.
-float masked_scale(const Tensor& mask, float scale, const std::vector<float>& scales, int64_t n, int64_t h,
-                   int64_t i0, int64_t j0, int rows, int cols, float* s) {
+float masked_scale(const Tensor& mask, float scale, int64_t n, int64_t h, int64_t i0, int64_t j0, int rows, int cols,
+                   float* s) {
   if (!mask.defined()) return scale;
-  if (scale != 1.0f) kAttentionTilesAvx512.rescale(s, kBr, rows, cols, scales.data());
+  if (scale != 1.0f) scale_block(s, kBr, rows, cols, scale);
   add_mask_any(mask, n, h, i0, j0, rows, cols, s, kBr);
   return 1.0f;
 }
@@ -327,7 +327,6 @@ void forward_amx(const AttentionForward& a) {
     }
   });
   const int64_t blocks = (L + kBr - 1) / kBr, e_pairs = e_pad / 2, panels = kBr / 32;
-  std::vector<float> scales(static_cast<size_t>(kBr), scale);
 
   parallel_for(N * Hq * blocks, [&](int64_t item) {
     const int64_t n = item / (Hq * blocks), h = item / blocks % Hq, hk = h / group;
@@ -367,10 +366,10 @@ void forward_amx(const AttentionForward& a) {
                           static_cast<int>(std::min<int64_t>(32, br - c0)), false});
       float* const sc = s + c;
       uint16_t* const pc = p_pairs.data() + c / 32 * (kBc / 2) * 64;
-      const float tile_scale = masked_scale(a.mask, scale, scales, n, h, i0 + c, j0, rows, t.cols, sc);
+      const float tile_scale = masked_scale(a.mask, scale, n, h, i0 + c, j0, rows, t.cols, sc);
       if (dropout.active()) {
         // Dropout drops float32 probabilities after the sums: the steps one by one.
-        if (tile_scale != 1.0f) tiles.rescale(sc, kBr, rows, t.cols, scales.data());
+        if (tile_scale != 1.0f) scale_block(sc, kBr, rows, t.cols, tile_scale);
         tiles.softmax_step(sc, kBr, rows, t.cols, t.diag, m + c, l + c, alpha + c);
         dropout.apply(sc, sc, kBr, rows, t.cols, n * Hq + h, i0 + c, j0);
         attention_pairs_avx512(sc, kBr, rows, t.cols, kBc / 2, pc);
@@ -567,7 +566,6 @@ void backward_amx(const AttentionBackward& a) {
   const int64_t e_pad = (E + 31) / 32 * 32, ev_pad = (Ev + 31) / 32 * 32, s_pad = (S + kBc - 1) / kBc * kBc;
   const int64_t blocks = (L + kBr - 1) / kBr, l_pad = blocks * kBr;
   const int64_t e_pairs = e_pad / 2, ev_pairs = ev_pad / 2, i_pairs = kBr / 2, j_pairs = kBc / 2;
-  std::vector<float> scales(static_cast<size_t>(kBr), scale);
 
   parallel_for(N * Hk, [&](int64_t item) {
     const int64_t n = item / Hk, hk = item % Hk;
@@ -639,7 +637,7 @@ void backward_amx(const AttentionBackward& a) {
           const int64_t c = t.skip;
           amx_product(bc, br - c, e_pairs, k_rows.data() + j0 * e_pad, q_by_e.data() + (i0 + c) * e_pad, p + c, kBr,
                       false);
-          const float tile_scale = masked_scale(a.mask, scale, scales, n, h, i0, j0, rows, cols, p);
+          const float tile_scale = masked_scale(a.mask, scale, n, h, i0, j0, rows, cols, p);
           // Pᵀ's bf16 rows come with it, unless dropout is to drop from it first.
           fused.probs_rows(p, kBr, rows, cols, diag_of(a.is_causal, i0, j0, bc), tile_scale, lse_head + i0, j_pairs,
                            dropout.active() ? nullptr : p_rows.data());

@@ -85,9 +85,11 @@ void probs_rows(float* s, int64_t ld, int rows, int cols, int64_t diag, float sc
     const bool all_hidden = c0 + 16 <= diag;
     for (int64_t j = 0; j < rows; ++j) {
       float* row = s + j * ld + c0;
-      const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(valid, row), k);
-      const __m512 e = all_hidden ? _mm512_setzero_ps()
-                                  : _mm512_maskz_mov_ps(valid & ~hidden_lanes(diag, j, c0), exp_x16(_mm512_sub_ps(x, base)));
+      __m512 e = _mm512_setzero_ps();
+      if (!all_hidden) {
+        const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(valid, row), k);
+        e = _mm512_maskz_mov_ps(valid & ~hidden_lanes(diag, j, c0), exp_x16(_mm512_sub_ps(x, base)));
+      }
       _mm512_mask_storeu_ps(row, valid, e);
       if (rows_dst != nullptr) store_row_bf16(rows_dst + j * ld + c0, e);
     }
