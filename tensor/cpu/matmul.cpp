@@ -5,12 +5,13 @@
 // library is chosen (tensor/cpu/gemm_library.h). It reads every operand in place through its
 // strides — transposed views, padded rows, rows repeated by expand — and bfloat16 without
 // widening it first; a bfloat16 result is rounded by its own stores where it computes the product
-// in one K chunk (gemm_to_bf16), else computed into float32 scratch and converted. float16 is
-// widened to float32; float64 has a GEMM of its own (gemm_f64). A batch of products each too small
-// to be split over the threads is spread over them one product per thread instead. Integer
-// products are a plain loop. A single row times a weight read in place (decode's linear at batch
-// 1: a bfloat16 or float16 W with contiguous rows, or a float32 B with contiguous rows) goes to the batch-1
-// kernels (tensor/cpu/gemv.h), which read the weight once, as it lies, on every thread.
+// in one K chunk or transposed in AMX tiles (gemm_to_bf16), else computed into float32 scratch and
+// converted. float16 is widened to float32; float64 has a GEMM of its own (gemm_f64). A batch of
+// products each too small to be split over the threads is spread over them one product per
+// thread instead. Integer products are a plain loop. A single row times a weight read in place
+// (decode's linear at batch 1: a bfloat16 or float16 W with contiguous rows, or a float32 B with
+// contiguous rows) goes to the batch-1 kernels (tensor/cpu/gemv.h), which read the weight once, as
+// it lies, on every thread.
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/gemm/gemm.h"
 #include "tensor/cpu/gemv.h"
@@ -57,11 +58,11 @@ void weft_gemm_f64(const Tensor& a, const Tensor& b, const Tensor& out, bool acc
 }
 
 // bfloat16 operands into a contiguous bfloat16 out, rounded by the GEMM's own stores (no float32
-// C and no conversion pass over it), where weft's GEMM takes the product whole (gemm_stores_bf16).
+// C and no conversion pass over it), where weft's GEMM can (gemm_stores_bf16).
 bool weft_gemm_to_bf16(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   if (a.dtype() != kBFloat16 || b.dtype() != kBFloat16 || out.dtype() != kBFloat16 || !out.is_contiguous() ||
-      !gemm_stores_bf16(m, n, k))
+      !gemm_stores_bf16(m, n, k, gemm_matrix(a, 0), gemm_matrix(b, 0)))
     return false;
   auto* c = static_cast<uint16_t*>(out.data_ptr());
   for_each_product(batch, 2 * m * n * k, [&](int64_t i) {

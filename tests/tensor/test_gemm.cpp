@@ -329,15 +329,22 @@ TEST_CASE("a bfloat16 C stored by the GEMM itself has the bits of the float32 pr
     if (kc > 0) {
       all.push_back({"K = one whole chunk", 60, 90, kc, false, false});
       CHECK_FALSE(detail::gemm_stores_bf16(60, 90, kc + 1));
+      // Past one chunk only a product computed transposed in AMX tiles rounds C itself.
+      all.push_back({"a prompt times a transposed weight, K in three chunks", 40, 100, 2 * kc + 64, false, true});
+      all.push_back({"K in three chunks, B not transposed", 40, 100, 2 * kc + 64, false, false});
     }
     CHECK_FALSE(detail::gemm_stores_bf16(60, 90, 1));
     for (const Product& p : all)
       for (const bool accumulate : {false, true}) {
         CAPTURE(p.name);
         CAPTURE(accumulate);
-        if (!detail::gemm_stores_bf16(p.m, p.n, p.k)) {
-          // AMX pads K to whole tiles of 32: a shorter K is left to the float32 path.
-          CHECK((isa == CpuIsa::Amx && p.k < 32));
+        // The layouts of the operands made below.
+        const detail::GemmMatrix a_layout{nullptr, p.a_transposed ? 1 : p.k, p.a_transposed ? p.m : 1, true};
+        const detail::GemmMatrix b_layout{nullptr, p.b_transposed ? 1 : p.n, p.b_transposed ? p.k : 1, true};
+        if (!detail::gemm_stores_bf16(p.m, p.n, p.k, a_layout, b_layout)) {
+          // AMX pads K to whole tiles of 32: a shorter K is left to the float32 path; so is a K of
+          // several chunks but in transposed tiles.
+          CHECK(((isa == CpuIsa::Amx && p.k < 32) || (p.k > kc && !(isa == CpuIsa::Amx && p.b_transposed))));
           continue;
         }
         Tensor a = p.a_transposed ? random({p.k, p.m}, 70, kFloat32).to(kBFloat16).t()
@@ -379,8 +386,9 @@ TEST_CASE("a product computed transposed in AMX tiles has the bits of the usual 
   // Note [Few rows times a transposed B, in AMX tiles]: x·Wᵀ for a few rows of bfloat16 is computed
   // as Cᵀ = W·xᵀ, W read in place, and transposed. The usual orientation, W packed into K-pair
   // panels, is what a B packed ahead runs (gemm_packed): the two must agree bit for bit,
-  // into float32 or a rounded bfloat16 C, accumulating onto C or not, with K in one chunk or
-  // several, a last partial strip of W's rows, on one thread and on several.
+  // into float32 or a rounded bfloat16 C (rounded once, also with K in several chunks),
+  // accumulating onto C or not, with K in one chunk or several, a last partial strip of W's rows,
+  // on one thread and on several.
   const auto isas = cpu_isas_supported();
   if (std::find(isas.begin(), isas.end(), CpuIsa::Amx) == isas.end()) {
     MESSAGE("no AMX here: nothing to check");
@@ -406,14 +414,18 @@ TEST_CASE("a product computed transposed in AMX tiles has the bits of the usual 
       detail::gemm(m, n, k, xm, wt, got.data(), n, accumulate);
       detail::gemm_packed(m, n, k, xm, packed, want.data(), n, accumulate);
       CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
-      if (detail::gemm_stores_bf16(m, n, k)) {
-        const Tensor c16 = c0.to(kBFloat16);
-        const auto* bits = static_cast<const uint16_t*>(c16.data_ptr());
-        std::vector<uint16_t> got16(bits, bits + m * n), want16 = got16;
-        detail::gemm_to_bf16(m, n, k, xm, wt, got16.data(), n, accumulate);
-        detail::gemm_packed(m, n, k, xm, packed, nullptr, n, accumulate, want16.data());
-        CHECK(got16 == want16);
-      }
+      // Rounded into a bfloat16 C by the transposing copy, whatever the K chunks: the usual path's
+      // float32 sums onto C widened, then rounded.
+      REQUIRE(detail::gemm_stores_bf16(m, n, k, xm, wt));
+      const Tensor c16 = c0.to(kBFloat16);
+      const auto* bits = static_cast<const uint16_t*>(c16.data_ptr());
+      std::vector<uint16_t> got16(bits, bits + m * n), want16(got16.size());
+      std::vector<float> wide(got16.size());
+      for (size_t i = 0; i < wide.size(); ++i) wide[i] = bfloat16_to_float(bits[i]);
+      detail::gemm_to_bf16(m, n, k, xm, wt, got16.data(), n, accumulate);
+      detail::gemm_packed(m, n, k, xm, packed, wide.data(), n, accumulate);
+      for (size_t i = 0; i < wide.size(); ++i) want16[i] = float_to_bfloat16(wide[i]);
+      CHECK(got16 == want16);
     }
 }
 

@@ -44,6 +44,9 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
 // kernel set that stores bfloat16 (AVX-512 BF16, AMX), and K in one chunk, so C is rounded once, from
 // the float32 sums, as gemm() and a conversion would round it.
 bool gemm_stores_bf16(int64_t m, int64_t n, int64_t k);
+// The same for the product of these operands: also any K where the product is computed transposed
+// in tiles (x·Wᵀ at a prompt's batch, AMX), whose float32 Cᵀ is rounded as it is copied into C.
+bool gemm_stores_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b);
 
 // c(m×n) (+)= a(m×k) · b(k×n), a, b and c bfloat16: the bits of gemm() into float32 (C widened
 // first, when accumulating) followed by a float32 -> bfloat16 conversion, without the float32 C.
