@@ -387,8 +387,9 @@ TEST_CASE("a product computed transposed in AMX tiles has the bits of the usual 
   // as Cᵀ = W·xᵀ, W read in place, and transposed. The usual orientation, W packed into K-pair
   // panels, is what a B packed ahead runs (gemm_packed): the two must agree bit for bit,
   // into float32 or a rounded bfloat16 C (rounded once, also with K in several chunks),
-  // accumulating onto C or not, with K in one chunk or several, a last partial strip of W's rows,
-  // on one thread and on several.
+  // accumulating onto C or not, with K in one chunk or several (of the transposed product's 4096
+  // values, and of the usual path's 1024), a last partial strip of W's rows, on one thread and on
+  // several.
   const auto isas = cpu_isas_supported();
   if (std::find(isas.begin(), isas.end(), CpuIsa::Amx) == isas.end()) {
     MESSAGE("no AMX here: nothing to check");
@@ -398,7 +399,8 @@ TEST_CASE("a product computed transposed in AMX tiles has the bits of the usual 
   struct Shape3 {
     int64_t m, n, k;
   };
-  for (const Shape3 p : {Shape3{40, 100, 256}, Shape3{64, 1000, 512}, Shape3{24, 70, 2112}, Shape3{128, 1024, 768}})
+  for (const Shape3 p : {Shape3{40, 100, 256}, Shape3{64, 1000, 512}, Shape3{24, 70, 2112}, Shape3{128, 1024, 768},
+                         Shape3{16, 96, 4160}})
     for (const bool accumulate : {false, true}) {
       const int64_t m = p.m, n = p.n, k = p.k;  // not bindings: CAPTURE takes them (clang 14)
       CAPTURE(m);

@@ -69,6 +69,11 @@ constexpr int64_t kTransposedTilesMaxRows = 128;
 // MiB) stays in L2 from the tiles' stores to the transposing copy, however wide the product (an
 // LM head's 50,257 rows would otherwise need a 51 MB buffer per thread).
 constexpr int64_t kTransposedTilesChunkRows = 512;
+// K chunk a transposed product in tiles cuts K into, four times the AMX set's: a strip of 32 rows of
+// W over it (256 KiB) and xᵀ's chunk (at most 128 × 4096 values, 1 MiB) still fit in L2 beside the
+// next strip, and C goes out of and back into the tiles once per chunk (the 1.1B Llama's products at
+// 128 rows, one chunk for K = 2048 and two for 5632: 0.91-0.97x the time of chunks of 1024).
+constexpr int64_t kTransposedTilesKc = 4096;
 
 // The kernel set for a product whose C is n columns wide (AVX-512 float32 has two tile shapes).
 const GemmKernel& kernel_for(CpuIsa isa, bool bf16, int64_t n) {
@@ -482,12 +487,14 @@ void gemm_transposed(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, con
 // values) as B. The tiles' Cᵀ goes through a per-thread float32 buffer, transposed into C by
 // 16 × 16 blocks in registers (transpose_copy_avx512; C is first transposed into it when
 // accumulating, so linear's bias comes first, as on the usual path). Every element is the same
-// sum of the same pair products in the same K chunks as on the usual path, so the bits are too,
-// rounded to a bfloat16 C at the end as its tiles would round it — by the transposing copy, so
-// also when K is several chunks, where the usual path would round a float32 C in a pass of its
-// own (a Llama prefill's products, K = 2048 and 5632: 0.91x the time). W's rows are read in place in
-// whole strips of 32 (the tiles load exactly those; a last partial strip is packed) and only where
-// K is whole tiles of 32 values (gemm_transposes_tiles). Threads split W's rows.
+// sum of the same pair products in the same order as on the usual path, so the bits are too:
+// between K chunks C leaves the tiles as float32 and comes back exactly, so where the chunks fall
+// changes nothing (they are longer here: kTransposedTilesKc). A bfloat16 C is rounded once, by the
+// transposing copy, whatever the chunks, where the usual path would round a float32 C in a pass of
+// its own past one chunk (a Llama prefill's products, K = 2048 and 5632: 0.91x the time). W's rows
+// are read in place in whole strips of 32 (the tiles load exactly those; a last partial strip is
+// packed) and only where K is whole tiles of 32 values (gemm_transposes_tiles). Threads split W's
+// rows.
 bool gemm_transposes_tiles(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a,
                            const GemmMatrix& b) {
   return ker.a_rows && a.bf16 && b.rs == 1 && b.cs != 1 && k % (2 * ker.pair_block) == 0 &&
@@ -523,8 +530,10 @@ void pack_b_ahead_into(const GemmKernel& ker, int64_t k, int64_t n, const GemmMa
   });
 }
 
-void gemm_transposed_tiles(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a,
+void gemm_transposed_tiles(const GemmKernel& set, int64_t m, int64_t n, int64_t k, const GemmMatrix& a,
                            const GemmMatrix& b, float* c, int64_t ldc, bool accumulate, uint16_t* c_bf16) {
+  GemmKernel ker = set;
+  ker.kc = kTransposedTilesKc;
   const GemmMatrix w{b.data, b.cs, b.rs, true};  // Bᵀ: n×k, contiguous rows
   // xᵀ (k×m) packed once, on this thread, for every part's blocks to read.
   thread_local GemmPackedB t_packed_xt;
