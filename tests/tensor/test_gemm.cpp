@@ -400,7 +400,7 @@ TEST_CASE("a product computed transposed in AMX tiles has the bits of the usual 
     int64_t m, n, k;
   };
   for (const Shape3 p : {Shape3{40, 100, 256}, Shape3{64, 1000, 512}, Shape3{24, 70, 2112}, Shape3{128, 1024, 768},
-                         Shape3{16, 96, 4160}})
+                         Shape3{16, 120, 4160}})
     for (const bool accumulate : {false, true}) {
       const int64_t m = p.m, n = p.n, k = p.k;  // not bindings: CAPTURE takes them (clang 14)
       CAPTURE(m);

@@ -270,11 +270,19 @@ void pack_b_columns(const GemmKernel& ker, const BOperand& b_block, int64_t kc, 
   }
 }
 
+// The same sub-matrix of a product's transposed output (GemmTileBf16::transposed): its (i, j)
+// is the output's (j, i).
+GemmTransposedOut transposed_at(const GemmTransposedOut& out, int64_t i, int64_t j) {
+  const int64_t offset = j * out.ld + i;
+  return {static_cast<char*>(out.data) + offset * (out.bf16 ? 2 : 4), out.ld, out.bf16};
+}
+
 // Rows [ic, ic + mc) of C's block at columns [jc, jc + nc), K chunk [pc, pc + kc), against the
-// packed block of B: packs this part of A (unless read in place) and runs its tiles.
+// packed block of B: packs this part of A (unless read in place) and runs its tiles. With
+// `transposed` (a_rows sets), the tiles store their sums there, transposed, instead of into C.
 void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
              const void* packed_b, int64_t jc, int64_t nc, float* c, int64_t ldc, bool add, bool a_in_place,
-             int64_t a_size, uint16_t* c_bf16) {
+             int64_t a_size, uint16_t* c_bf16, const GemmTransposedOut* transposed = nullptr) {
   const bool pairs = ker.bf16_pairs;
   const int64_t kpairs = pairs ? packed_pairs(ker, kc) : 0;
   GemmMatrix a_block = a.matrix.at(ic, pc);
@@ -312,13 +320,19 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
     const int rows = static_cast<int>(std::min<int64_t>(ker.mr, mc - ir));
     const int cols = static_cast<int>(std::min<int64_t>(ker.nr, nc - jr));
     const int64_t a_row = source_strips ? 0 : ir;  // the tile's first row in a_block
-    if (pairs && a_in_place) {
-      ker.micro_bf16({kpairs, static_cast<const uint16_t*>(a_block.data) + a_row * a_block.rs, bp + jr * kpairs * 2,
-                      tile_c, ldc, rows, cols, add, c_bf16 ? c_bf16 + offset : nullptr, a_block.rs, false, prefetch,
-                      prefetch_rows});
-    } else if (pairs) {
-      ker.micro_bf16({kpairs, ap + ir * kpairs * 2, bp + jr * kpairs * 2, tile_c, ldc, rows, cols, add,
-                      c_bf16 ? c_bf16 + offset : nullptr});
+    if (pairs) {
+      const uint16_t* tile_a =
+          a_in_place ? static_cast<const uint16_t*>(a_block.data) + a_row * a_block.rs : ap + ir * kpairs * 2;
+      GemmTileBf16 t{kpairs, tile_a, bp + jr * kpairs * 2, tile_c, ldc, rows, cols, add,
+                     c_bf16 ? c_bf16 + offset : nullptr};
+      if (a_in_place) {
+        t.lda = a_block.rs;
+        t.a_packed = false;
+        t.a_prefetch = prefetch;
+        t.prefetch_rows = prefetch_rows;
+      }
+      if (transposed) t.transposed = transposed_at(*transposed, ic + ir, jc + jr);
+      ker.micro_bf16(t);
     } else {
       const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + a_row * a_block.rs : af + ir * kc;
       ker.micro_f32({kc, tile_a, a_block.rs, 1, !a_in_place, bf + jr * kc, ker.nr, true, tile_c, ldc, rows, cols, add});
@@ -364,7 +378,9 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
 
 // c(m×n) (+)= a(m×k)·b(k×n) by the five loops, with packed B and A packed or, when a_in_place,
 // read in place (a_read_in_place), on `threads` threads. With c_bf16 (a kernel
-// set that stores_bf16, K in one chunk: gemm_to_bf16) C is bfloat16 there and c is unused.
+// set that stores_bf16, K in one chunk: gemm_to_bf16) C is bfloat16 there and c is unused. With
+// `transposed` (an a_rows set) the last K chunk's tiles store C there, transposed, and c holds
+// only the chunks before it.
 //
 // Note [Threads sharing one packed B]
 // With several threads (a product taller than wide), all of them compute it together, block of B
@@ -377,7 +393,7 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
 // are the barriers (a product has few blocks: 2048³ has 8).
 void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AOperand& a, const BOperand& b,
                   float* c, int64_t ldc, bool accumulate, bool a_in_place, int64_t threads,
-                  uint16_t* c_bf16 = nullptr) {
+                  uint16_t* c_bf16 = nullptr, const GemmTransposedOut* transposed = nullptr) {
   // Row blocks of at most mc, as many as a multiple of the threads so that none waits for the
   // others at the end of a block of B (1024 rows in blocks of 348 would be 3: one thread takes 2).
   const int64_t rows_most = std::min<int64_t>(ker.mc, (m + threads - 1) / threads);
@@ -407,7 +423,7 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
       parallel_for_if(threads > 1, row_blocks, [&](int64_t block) {
         const int64_t ic = block * bl.mc_step;
         c_block(ker, a, ic, std::min(bl.mc_step, m - ic), pc, kc, block_b, jc, nc, c, ldc, accumulate || pc > 0,
-                a_in_place, bl.a_size, c_bf16);
+                a_in_place, bl.a_size, c_bf16, pc + kc >= k ? transposed : nullptr);
       });
     }
   }
@@ -484,17 +500,19 @@ void gemm_transposed(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, con
 // with a bfloat16 W (N×K) row-major packs all of W on every call, a pass that cost as much as the
 // tiles' arithmetic in a GPT-2 prefill of 128 tokens. But its A tiles take 16 rows of 32
 // consecutive values, which W's rows are: Cᵀ = W·xᵀ reads W in place as A and packs only xᵀ (M·K
-// values) as B. The tiles' Cᵀ goes through a per-thread float32 buffer, transposed into C by
-// 16 × 16 blocks in registers (transpose_copy_avx512; C is first transposed into it when
-// accumulating, so linear's bias comes first, as on the usual path). Every element is the same
-// sum of the same pair products in the same order as on the usual path, so the bits are too:
-// between K chunks C leaves the tiles as float32 and comes back exactly, so where the chunks fall
-// changes nothing (they are longer here: kTransposedTilesKc). A bfloat16 C is rounded once, by the
-// transposing copy, whatever the chunks, where the usual path would round a float32 C in a pass of
-// its own past one chunk (a Llama prefill's products, K = 2048 and 5632: 0.91x the time). W's rows
-// are read in place in whole strips of 32 (the tiles load exactly those; a last partial strip is
-// packed) and only where K is whole tiles of 32 values (gemm_transposes_tiles). Threads split W's
-// rows.
+// values) as B. The tiles of the last K chunk store their Cᵀ into C transposed, a tile's 16 × 16
+// quarters transposed in registers (GemmTileBf16::transposed); the sums of earlier chunks wait in
+// a per-thread float32 buffer, into which C is first transposed when accumulating, so linear's
+// bias comes first, as on the usual path. (A whole float32 Cᵀ transposed into C in a pass of
+// its own was 5.7 % of a Llama bf16 prefill's time; the transposing stores are 2.5 %.) Every
+// element is the same sum of the same pair products in the same order as on the usual path, so
+// the bits are too: between K chunks C leaves the tiles as float32 and comes back exactly, so
+// where the chunks fall changes nothing (they are longer here: kTransposedTilesKc). A bfloat16 C
+// is rounded once, as the tiles leave, whatever the chunks, where the usual path would round a
+// float32 C in a pass of its own past one chunk (a Llama prefill's products, K = 2048 and 5632:
+// 0.91x the time). W's rows are read in place in whole strips of 32 (the tiles load exactly those;
+// a last partial strip is packed) and only where K is whole tiles of 32 values
+// (gemm_transposes_tiles). Threads split W's rows.
 bool gemm_transposes_tiles(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const GemmMatrix& a,
                            const GemmMatrix& b) {
   return ker.a_rows && a.bf16 && b.rs == 1 && b.cs != 1 && k % (2 * ker.pair_block) == 0 &&
@@ -548,12 +566,15 @@ void gemm_transposed_tiles(const GemmKernel& set, int64_t m, int64_t n, int64_t 
     for (int64_t r0 = rows.first; r0 < rows.first + rows.length; r0 += kTransposedTilesChunkRows) {
       const int64_t count = std::min(kTransposedTilesChunkRows, rows.first + rows.length - r0);
       void* c_part = bf16_c ? static_cast<void*>(c_bf16 + r0) : static_cast<void*>(c + r0);
+      const GemmTransposedOut out{c_part, ldc, bf16_c};
       if (accumulate) transpose_copy_avx512(c_part, bf16_c, ldc, m, count, t, false, m);
       const int64_t whole = count / ker.mr * ker.mr;
-      if (whole > 0) gemm_blocked(ker, whole, m, k, w.at(r0, 0), xt, t, m, accumulate, true, 1);
-      if (whole < count)
-        gemm_blocked(ker, count - whole, m, k, w.at(r0 + whole, 0), xt, t + whole * m, m, accumulate, false, 1);
-      transpose_copy_avx512(t, false, m, count, m, c_part, bf16_c, ldc);
+      if (whole > 0) gemm_blocked(ker, whole, m, k, w.at(r0, 0), xt, t, m, accumulate, true, 1, nullptr, &out);
+      if (whole < count) {
+        const GemmTransposedOut rest = transposed_at(out, whole, 0);
+        gemm_blocked(ker, count - whole, m, k, w.at(r0 + whole, 0), xt, t + whole * m, m, accumulate, false, 1,
+                     nullptr, &rest);
+      }
     }
   };
   if (parts == 1) return run(0);

@@ -14,7 +14,9 @@
 // A bfloat16 C (GemmTileBf16::c_bf16, gemm_to_bf16) goes through a float32 copy of the 32 × 32
 // block on the stack: widened into it when accumulating, stored from the tiles into it and rounded
 // row by row (float_to_bf16_x32, the rounding of the conversion kernels), so a bf16-mixed product
-// writes its bfloat16 result once instead of a float32 C and a conversion pass over it.
+// writes its bfloat16 result once instead of a float32 C and a conversion pass over it. A product
+// computed transposed stores its tiles the same way, transposed on the way out
+// (GemmTileBf16::transposed).
 #include "tensor/cpu/amx_tiles.h"
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/simd.h"
@@ -45,6 +47,38 @@ void store_c_bf16(uint16_t* c, int64_t ldc, int rows, int cols) {
   for (int r = 0; r < rows; ++r) {
     const __m512i bits = float_to_bf16_x32(_mm512_load_ps(wide + r * kNr), _mm512_load_ps(wide + r * kNr + 16));
     _mm512_mask_storeu_epi16(c + r * ldc, mask, bits);
+  }
+}
+
+// The tiles' rows × cols corner stored transposed into `out` (GemmTileBf16::transposed): rows of
+// the output are the tiles' columns. Each 16 × 16 quarter is transposed in registers, and a row of
+// the output takes its two halves from the upper and lower quarters (a product computed
+// transposed writes its C here directly, not through a float32 Cᵀ and a transposing pass).
+void store_c_transposed(const GemmTransposedOut& out, int rows, int cols) {
+  alignas(64) float wide[kMr * kNr];
+  amx_store_c(wide, kNr * 4, kMr, kNr);
+  for (int j0 = 0; j0 < cols; j0 += 16) {
+    __m512i upper[16], lower[16];  // upper[q]: the tiles' rows 0-15 of column j0 + q; lower: 16-31
+    for (int r = 0; r < 16; ++r) upper[r] = _mm512_load_si512(wide + r * kNr + j0);
+    transpose16x16_epi32(upper);
+    if (rows > 16) {
+      for (int r = 0; r < 16; ++r) lower[r] = _mm512_load_si512(wide + (16 + r) * kNr + j0);
+      transpose16x16_epi32(lower);
+    } else {
+      for (int r = 0; r < 16; ++r) lower[r] = _mm512_setzero_si512();
+    }
+    const int count = cols - j0 < 16 ? cols - j0 : 16;
+    for (int q = 0; q < count; ++q) {
+      const __m512 lo = _mm512_castsi512_ps(upper[q]), hi = _mm512_castsi512_ps(lower[q]);
+      if (out.bf16) {
+        _mm512_mask_storeu_epi16(static_cast<uint16_t*>(out.data) + (j0 + q) * out.ld, lane_mask32(rows),
+                                 float_to_bf16_x32(lo, hi));
+      } else {
+        float* row = static_cast<float*>(out.data) + (j0 + q) * out.ld;
+        _mm512_mask_storeu_ps(row, lane_mask(rows), lo);
+        if (rows > 16) _mm512_mask_storeu_ps(row + 16, lane_mask(rows - 16), hi);
+      }
+    }
   }
 }
 
@@ -86,7 +120,8 @@ void micro_bf16(const GemmTileBf16& t) {
     }
     b += kPairsPerTile * kNr * 2;
   }
-  if (t.c_bf16) store_c_bf16(t.c_bf16, t.ldc, t.m, t.n);
+  if (t.transposed.data != nullptr) store_c_transposed(t.transposed, t.m, t.n);
+  else if (t.c_bf16) store_c_bf16(t.c_bf16, t.ldc, t.m, t.n);
   else amx_store_c(t.c, t.ldc * 4, t.m, t.n);
 }
 

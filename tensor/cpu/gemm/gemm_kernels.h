@@ -55,6 +55,14 @@ using GemmMicroF32 = void (*)(const GemmTileF32& tile);
 // the float32 sums (plus C widened, when accumulating) rounded as the copy kernels round.
 // prefetch_rows rows at a_prefetch (lda apart, A in place) are fetched into L2 over the K steps,
 // for a later tile to find there (kernel sets with a_rows may honor it; it changes no result).
+// With `transposed` set (kernel sets with a_rows), the tile's sums go there transposed instead of
+// into C: element (i, j) to row j, column i of it, float32 or rounded to bfloat16 as c_bf16 is; C
+// (c, ldc) is then only read, when accumulating.
+struct GemmTransposedOut {
+  void* data = nullptr;
+  int64_t ld = 0;
+  bool bf16 = false;
+};
 struct GemmTileBf16 {
   int64_t kpairs;
   const uint16_t* a;
@@ -68,6 +76,7 @@ struct GemmTileBf16 {
   bool a_packed = true;
   const uint16_t* a_prefetch = nullptr;
   int prefetch_rows = 0;
+  GemmTransposedOut transposed = {};
 };
 using GemmMicroBf16 = void (*)(const GemmTileBf16& tile);
 
