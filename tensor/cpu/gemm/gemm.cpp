@@ -158,6 +158,9 @@ struct AOperand {
 
   GemmMatrix matrix;
   const GemmBlockSource* source = nullptr;
+  // Rows of the matrix in memory past the product's own, which tiles that read A in place may
+  // fetch ahead (the next chunk of a transposed product's W).
+  int64_t rows_after = 0;
 };
 
 // B as the blocked loops read it: strided memory, or a GemmBlockSource (gemm.h) that makes B's rows
@@ -282,7 +285,7 @@ GemmTransposedOut transposed_at(const GemmTransposedOut& out, int64_t i, int64_t
 // `transposed` (a_rows sets), the tiles store their sums there, transposed, instead of into C.
 void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
              const void* packed_b, int64_t jc, int64_t nc, float* c, int64_t ldc, bool add, bool a_in_place,
-             int64_t a_size, uint16_t* c_bf16, const GemmTransposedOut* transposed = nullptr) {
+             int64_t a_size, uint16_t* c_bf16, const GemmTransposedOut* transposed = nullptr, int64_t a_rows_after = 0) {
   const bool pairs = ker.bf16_pairs;
   const int64_t kpairs = pairs ? packed_pairs(ker, kc) : 0;
   GemmMatrix a_block = a.matrix.at(ic, pc);
@@ -350,12 +353,15 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
     // A read in place from memory (a prefill's weights, Note [Few rows times a transposed B, in
     // AMX tiles]) came into the tiles from DRAM one strided line at a time, the tiles waiting on
     // each. The tiles of a strip's first sweep now fetch the next strip into L2, a share of its
-    // rows each (GPT-2 bf16 prefill of 128 tokens: 0.91-0.93x the time, paired in one process).
+    // rows each (GPT-2 bf16 prefill of 128 tokens: 0.91-0.93x the time, paired in one process),
+    // and the last strip the first of the rows after the block (a_rows_after; a Llama bf16
+    // prefill, whose blocks are 8 strips: 0.98x the time).
     const bool fetch = pairs && a_in_place && !source_strips;
     for (int64_t j0 = 0; j0 < nc; j0 += sweep) {
       const int64_t j1 = std::min(nc, j0 + sweep), tiles = (j1 - j0 + ker.nr - 1) / ker.nr;
       for (int64_t ir = 0; ir < mc; ir += ker.mr) {
-        const int64_t next_rows = fetch && j0 == 0 ? std::clamp<int64_t>(mc - ir - ker.mr, 0, ker.mr) : 0;
+        const int64_t next_rows =
+            fetch && j0 == 0 ? std::clamp<int64_t>(mc + a_rows_after - ir - ker.mr, 0, ker.mr) : 0;
         const int64_t share = (next_rows + tiles - 1) / tiles;
         const uint16_t* next =
             next_rows > 0 ? static_cast<const uint16_t*>(a_block.data) + (ir + ker.mr) * a_block.rs : nullptr;
@@ -422,8 +428,9 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
       }
       parallel_for_if(threads > 1, row_blocks, [&](int64_t block) {
         const int64_t ic = block * bl.mc_step;
-        c_block(ker, a, ic, std::min(bl.mc_step, m - ic), pc, kc, block_b, jc, nc, c, ldc, accumulate || pc > 0,
-                a_in_place, bl.a_size, c_bf16, pc + kc >= k ? transposed : nullptr);
+        const int64_t mc = std::min(bl.mc_step, m - ic);
+        c_block(ker, a, ic, mc, pc, kc, block_b, jc, nc, c, ldc, accumulate || pc > 0, a_in_place, bl.a_size, c_bf16,
+                pc + kc >= k ? transposed : nullptr, m - ic - mc + (pc + kc >= k ? a.rows_after : 0));
       });
     }
   }
@@ -569,7 +576,9 @@ void gemm_transposed_tiles(const GemmKernel& set, int64_t m, int64_t n, int64_t 
       const GemmTransposedOut out{c_part, ldc, bf16_c};
       if (accumulate) transpose_copy_avx512(c_part, bf16_c, ldc, m, count, t, false, m);
       const int64_t whole = count / ker.mr * ker.mr;
-      if (whole > 0) gemm_blocked(ker, whole, m, k, w.at(r0, 0), xt, t, m, accumulate, true, 1, nullptr, &out);
+      AOperand strips(w.at(r0, 0));
+      strips.rows_after = rows.first + rows.length - (r0 + whole);
+      if (whole > 0) gemm_blocked(ker, whole, m, k, strips, xt, t, m, accumulate, true, 1, nullptr, &out);
       if (whole < count) {
         const GemmTransposedOut rest = transposed_at(out, whole, 0);
         gemm_blocked(ker, count - whole, m, k, w.at(r0 + whole, 0), xt, t + whole * m, m, accumulate, false, 1,
