@@ -27,20 +27,9 @@ namespace {
 template <class S>
 using Stat = std::conditional_t<std::is_same_v<S, double>, double, float>;
 
-// Row sums in double over four interleaved partial sums, added pairwise at the end: one running
-// sum is a chain of dependent additions, four latencies per value (a GPT step's layer norms
-// spent most of their time in it). f(c) gives the value at column c.
-constexpr int64_t kPartialSums = 4;
-
-template <class F>
-double row_sum(int64_t cols, const F& f) {
-  double part[kPartialSums] = {0, 0, 0, 0};
-  int64_t c = 0;
-  for (; c + kPartialSums <= cols; c += kPartialSums)
-    for (int64_t j = 0; j < kPartialSums; ++j) part[j] += f(c + j);
-  for (; c < cols; ++c) part[c % kPartialSums] += f(c);
-  return (part[0] + part[1]) + (part[2] + part[3]);
-}
+// Row sums in double over four interleaved partial sums (interleaved_sum, rows.h): one running sum
+// kept a GPT step's layer norms waiting on its additions most of their time.
+constexpr int kPartialSums = 4;
 
 void check_targets(const Tensor& target, int64_t classes, int64_t ignore_index) {
   const int64_t* t = target.data<int64_t>();
@@ -155,9 +144,9 @@ void cpu_layer_norm_forward(const LayerNormForward& a) {
       std::vector<C> in_buffer, out_buffer;
       const C* row = row_values(x, r, cols, in_buffer);
       C* out = row_target(y, r, cols, out_buffer);
-      const double sum = row_sum(cols, [&](int64_t c) { return static_cast<double>(row[c]); });
+      const double sum = interleaved_sum<kPartialSums>(cols, [&](int64_t c) { return static_cast<double>(row[c]); });
       const C mean = static_cast<C>(sum / static_cast<double>(cols));
-      const double squares = row_sum(cols, [&](int64_t c) {
+      const double squares = interleaved_sum<kPartialSums>(cols, [&](int64_t c) {
         return static_cast<double>(row[c] - mean) * static_cast<double>(row[c] - mean);
       });
       const C var = static_cast<C>(squares / static_cast<double>(cols));
@@ -199,8 +188,8 @@ void cpu_layer_norm_backward(const LayerNormBackward& a) {
         C* out = row_target(dx, r, cols, out_buffer);
         const C mu = static_cast<C>(mean[r]), inv = static_cast<C>(rstd[r]);
         const auto g_at = [&](int64_t c) { return w ? dyr[c] * w[c] : dyr[c]; };
-        const double sum_g = row_sum(cols, [&](int64_t c) { return static_cast<double>(g_at(c)); });
-        const double sum_gx = row_sum(cols, [&](int64_t c) {
+        const double sum_g = interleaved_sum<kPartialSums>(cols, [&](int64_t c) { return static_cast<double>(g_at(c)); });
+        const double sum_gx = interleaved_sum<kPartialSums>(cols, [&](int64_t c) {
           return static_cast<double>(g_at(c)) * static_cast<double>((xr[c] - mu) * inv);
         });
         const C mean_g = static_cast<C>(sum_g / static_cast<double>(cols));

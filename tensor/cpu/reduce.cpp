@@ -1,6 +1,7 @@
 // CPU row reductions and the fused softmax kernels. The front-end has already moved the reduced
 // dims last and made the input contiguous, so every kernel here sees rows of length n.
-// Floating sums accumulate in double (float32 rows of a million elements stay accurate);
+// Floating sums accumulate in double, eight partial sums a row (sum_in_double, rows.h: float32
+// rows of a million elements stay accurate);
 // integer and bool sums accumulate in int64. Rows of narrow floats are widened into a buffer of
 // the kernel's own before they are reduced (tensor/cpu/convert.h), and results rounded on store.
 // The reductions are instantiated once per compute type, not per storage and output dtype: every
@@ -88,6 +89,19 @@ StoreTotal<Acc> store_total_for(DType d) {
   return store;
 }
 
+// A run of n values summed in its accumulator: floats by sum_in_double's eight partial sums
+// (rows.h), integers in order.
+template <class C>
+Accumulator<C> row_sum(const C* v, int64_t n) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return sum_in_double(v, n);
+  } else {
+    Accumulator<C> acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += v[i];
+    return acc;
+  }
+}
+
 template <class C>
 void sum_rows(const Storage& x, void* out, DType out_dtype, int64_t rows, int64_t n) {
   using Acc = Accumulator<C>;
@@ -99,10 +113,7 @@ void sum_rows(const Storage& x, void* out, DType out_dtype, int64_t rows, int64_
     parallel_for(chunks, [&](int64_t c) {
       const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
       std::vector<C> buffer;
-      const C* v = compute_values(x, begin, end - begin, buffer);
-      Acc acc = 0;
-      for (int64_t i = 0; i < end - begin; ++i) acc += v[i];
-      partial[static_cast<size_t>(c)] = acc;
+      partial[static_cast<size_t>(c)] = row_sum<C>(compute_values(x, begin, end - begin, buffer), end - begin);
     });
     Acc total = 0;
     for (auto p : partial) total += p;
@@ -111,10 +122,7 @@ void sum_rows(const Storage& x, void* out, DType out_dtype, int64_t rows, int64_
   }
   for_each_row(rows, n, [&](int64_t r) {
     std::vector<C> buffer;
-    const C* v = compute_values(x, r * n, n, buffer);
-    Acc acc = 0;
-    for (int64_t i = 0; i < n; ++i) acc += v[i];
-    store(out, r, acc);
+    store(out, r, row_sum<C>(compute_values(x, r * n, n, buffer), n));
   });
 }
 
