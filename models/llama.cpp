@@ -45,11 +45,7 @@ LlamaRMSNormImpl::LlamaRMSNormImpl(int64_t hidden_size, double eps_) : eps(eps_)
   weight = register_parameter("weight", ones({hidden_size}));
 }
 
-Tensor LlamaRMSNormImpl::forward(const Tensor& x) {
-  const Tensor x32 = x.to(kFloat32);
-  const Tensor normed = mul(x32, rsqrt(add(mean(mul(x32, x32), {-1}, /*keepdim=*/true), eps)));
-  return mul(weight, normed.to(x.dtype()));
-}
+Tensor LlamaRMSNormImpl::forward(const Tensor& x) { return rms_norm(x, weight, eps); }
 
 std::string LlamaRMSNormImpl::extra_repr() const {
   return weft::detail::cat("(", weight.size(0), ",), eps=", eps);

@@ -12,6 +12,12 @@ KernelRegistry<CrossEntropyForwardKernel>& cross_entropy_forward_kernels() {
   return registry;
 }
 
+// The RMS norm has a CPU kernel only: on CUDA rms_norm computes its composition of ops.
+KernelRegistry<RmsNormKernel>& rms_norm_kernels() {
+  static KernelRegistry<RmsNormKernel> registry("rms_norm", &cpu_rms_norm, nullptr);
+  return registry;
+}
+
 KernelRegistry<CrossEntropyBackwardKernel>& cross_entropy_backward_kernels() {
   static KernelRegistry<CrossEntropyBackwardKernel> registry("cross_entropy backward", &cpu_cross_entropy_backward,
                                                              cuda_cross_entropy_backward);

@@ -2,7 +2,7 @@
 // KernelRegistry (tensor/kernel_registry.h), a CPU kernel (tensor/cpu/fused.cpp) and a CUDA
 // kernel (tensor/cuda/fused.cu; null in a build without CUDA, tensor/cuda_stub.cpp).
 //
-// The op front-ends (cross_entropy, layer_norm, dropout, linear) check, shape and record
+// The op front-ends (cross_entropy, layer_norm, rms_norm, dropout, linear) check, shape and record
 // autograd; the kernels only compute, under the contracts of Note [Kernel contracts]
 // (tensor/backend.h): outputs contiguous and allocated, inputs contiguous unless said otherwise,
 // narrow floats computed in float32, float64 in float64.
@@ -57,6 +57,20 @@ using LayerNormForwardKernel = void(const LayerNormForward&);
 using LayerNormBackwardKernel = void(const LayerNormBackward&);
 KernelRegistry<LayerNormForwardKernel>& layer_norm_forward_kernels();
 KernelRegistry<LayerNormBackwardKernel>& layer_norm_backward_kernels();
+
+// ---- RMS norm over the last dim, for inference ----
+// x: (R, C) float32, bfloat16 or float16, weight: (C) of x's dtype -> y: (R, C), as Hugging
+// Face's Llama computes it in float32: r = 1/√(mean(x²) + eps) with each square rounded to
+// float32 and their sum taken in double (sum_in_double, tensor/cpu/rows.h), then
+// y = weight · round(x·r) with round() to x's dtype and the product rounded again — the bits of
+// rms_norm's composition of ops (tensor/ops.h). No backward: rms_norm records that composition
+// instead when a gradient is wanted, and uses it on a device without this kernel.
+struct RmsNormLaunch {
+  Tensor x, weight, y;
+  double eps;
+};
+using RmsNormKernel = void(const RmsNormLaunch&);
+KernelRegistry<RmsNormKernel>& rms_norm_kernels();
 
 // ---- dropout with a counter-based mask ----
 // x -> out, same shape and dtype, both contiguous: out[i] = keep(i) ? x[i]·scale : 0, where

@@ -1,10 +1,11 @@
 // Neural-network functions: softmax family (fused kernels with their own backward), losses,
-// dropout, embedding and layer norm. Losses reduce in the input's floating dtype; class-index
-// targets must be integers. Under autocast the softmax family, the losses and layer norm run in
-// float32 (tensor/autocast_state.h).
+// dropout, embedding, layer norm and RMS norm. Losses reduce in the input's floating dtype;
+// class-index targets must be integers. Under autocast the softmax family, the losses and layer
+// norm run in float32 (tensor/autocast_state.h).
 // cross_entropy without class weights, layer_norm and dropout run fused kernels with their own
 // backward (tensor/fused_kernels.h); cross_entropy with class weights is composed of
-// log_softmax and nll_loss.
+// log_softmax and nll_loss. rms_norm is a composition of ops, which autograd records, computed
+// by one fused kernel where there is nothing to record.
 #include <cmath>
 
 #include "tensor/autocast_state.h"
@@ -256,6 +257,29 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Shape shape = indices.shape();
   shape.push_back(weight.size(1));
   return index_select(weight, 0, indices.reshape({-1})).view(shape);
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  detail::check_defined(x, "rms_norm");
+  detail::check_defined(weight, "rms_norm");
+  WEFT_CHECK(x.dim() >= 1 && is_floating(x.dtype()), "[rms_norm] expected a floating input of at least one dim, got ",
+             x.dtype(), " of shape ", x.shape());
+  WEFT_CHECK(weight.shape() == Shape{x.size(-1)}, "[rms_norm] expected weight of shape ", Shape{x.size(-1)},
+             " (the input's last dim), got ", weight.shape());
+  WEFT_CHECK(is_floating(weight.dtype()), "[rms_norm] expected a floating weight, got ", weight.dtype());
+  detail::check_same_device(x, weight, "rms_norm");
+  const DType d = x.dtype();
+  detail::RmsNormKernel* kernel = detail::rms_norm_kernels().find(x.device().type);
+  if (kernel != nullptr && weight.dtype() == d && (d == kFloat32 || d == kBFloat16 || d == kFloat16) &&
+      !autograd::needs_grad({&x, &weight})) {
+    const Tensor xc = x.contiguous();
+    Tensor y = detail::make_tensor(x.shape(), d, x.device());
+    kernel({xc, weight.contiguous(), y, eps});
+    return y;
+  }
+  const Tensor x32 = x.to(kFloat32);
+  const Tensor normed = mul(x32, rsqrt(add(mean(mul(x32, x32), {-1}, /*keepdim=*/true), eps)));
+  return mul(weight, normed.to(d));
 }
 
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,

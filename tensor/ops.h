@@ -181,6 +181,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 // Normalises over the trailing dims given by normalized_shape.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// Root-mean-square norm over the last dim as Hugging Face's Llama computes it (LlamaRMSNorm):
+// in float32, x·rsqrt(mean(x²) + eps), rounded to x's dtype, times weight (the last dim's size).
+// The result has the dtype of weight times x. Without a gradient to record, on the CPU, one fused
+// pass with the same bits.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 
 // ---- attention (tensor/attention.cpp) ----
 // softmax(q·kᵀ·scale + mask)·v, as torch.nn.functional.scaled_dot_product_attention:

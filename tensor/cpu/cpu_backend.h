@@ -48,6 +48,7 @@ void cpu_cross_entropy_forward(const CrossEntropyForward& args);
 void cpu_cross_entropy_backward(const CrossEntropyBackward& args);
 void cpu_layer_norm_forward(const LayerNormForward& args);
 void cpu_layer_norm_backward(const LayerNormBackward& args);
+void cpu_rms_norm(const RmsNormLaunch& args);  // tensor/cpu/rms_norm.cpp
 void cpu_dropout(const DropoutLaunch& args);
 void cpu_linear(const LinearLaunch& args);
 void cpu_gelu_tanh(const GeluTanhLaunch& args);  // tensor/cpu/gelu/gelu.cpp
