@@ -188,7 +188,8 @@ void cpu_layer_norm_backward(const LayerNormBackward& a) {
         C* out = row_target(dx, r, cols, out_buffer);
         const C mu = static_cast<C>(mean[r]), inv = static_cast<C>(rstd[r]);
         const auto g_at = [&](int64_t c) { return w ? dyr[c] * w[c] : dyr[c]; };
-        const double sum_g = interleaved_sum<kPartialSums>(cols, [&](int64_t c) { return static_cast<double>(g_at(c)); });
+        const double sum_g =
+            interleaved_sum<kPartialSums>(cols, [&](int64_t c) { return static_cast<double>(g_at(c)); });
         const double sum_gx = interleaved_sum<kPartialSums>(cols, [&](int64_t c) {
           return static_cast<double>(g_at(c)) * static_cast<double>((xr[c] - mu) * inv);
         });

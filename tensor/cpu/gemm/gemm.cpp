@@ -283,9 +283,12 @@ GemmTransposedOut transposed_at(const GemmTransposedOut& out, int64_t i, int64_t
 // Rows [ic, ic + mc) of C's block at columns [jc, jc + nc), K chunk [pc, pc + kc), against the
 // packed block of B: packs this part of A (unless read in place) and runs its tiles. With
 // `transposed` (a_rows sets), the tiles store their sums there, transposed, instead of into C.
+// a_rows_after: rows of an A read in place that follow the block's in memory, for its last strip
+// to fetch ahead.
 void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
              const void* packed_b, int64_t jc, int64_t nc, float* c, int64_t ldc, bool add, bool a_in_place,
-             int64_t a_size, uint16_t* c_bf16, const GemmTransposedOut* transposed = nullptr, int64_t a_rows_after = 0) {
+             int64_t a_size, uint16_t* c_bf16, const GemmTransposedOut* transposed = nullptr,
+             int64_t a_rows_after = 0) {
   const bool pairs = ker.bf16_pairs;
   const int64_t kpairs = pairs ? packed_pairs(ker, kc) : 0;
   GemmMatrix a_block = a.matrix.at(ic, pc);

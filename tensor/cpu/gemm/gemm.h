@@ -45,7 +45,8 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
 // the float32 sums, as gemm() and a conversion would round it.
 bool gemm_stores_bf16(int64_t m, int64_t n, int64_t k);
 // The same for the product of these operands: also any K where the product is computed transposed
-// in tiles (x·Wᵀ at a prompt's batch, AMX), whose float32 Cᵀ is rounded as it is copied into C.
+// in tiles (x·Wᵀ at a prompt's batch, AMX), whose tiles round C as they store it, after the last
+// K chunk.
 bool gemm_stores_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b);
 
 // c(m×n) (+)= a(m×k) · b(k×n), a, b and c bfloat16: the bits of gemm() into float32 (C widened
