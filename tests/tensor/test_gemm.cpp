@@ -431,6 +431,32 @@ TEST_CASE("a product computed transposed in AMX tiles has the bits of the usual 
     }
 }
 
+TEST_CASE("an AVX-512 float32 tile asked to fetch lines computes the same sums") {
+  // Note [The next block of B, fetched]: the tile spreads prefetches over its K steps, from a
+  // counter beside the product's loop. However many lines it is asked for (none, fewer than its
+  // steps, more), every step's FMAs still run: C is the tile's without fetching, bit for bit.
+  const auto isas = cpu_isas_supported();
+  if (std::find(isas.begin(), isas.end(), CpuIsa::Avx512) == isas.end()) return;
+  const int64_t kc = 37, mr = detail::kGemmF32Avx512.mr, nr = detail::kGemmF32Avx512.nr;
+  const std::vector<float> a = random({mr, kc}, 90, kFloat32).to_vector<float>();
+  const std::vector<float> b = random({kc, nr}, 91, kFloat32).to_vector<float>();
+  std::vector<char> lines(64 * 200);
+  auto run = [&](int count) {
+    std::vector<float> c(static_cast<size_t>(mr * nr), 0.0f);
+    detail::GemmTileF32 t{kc, a.data(), kc, 1, false, b.data(), nr, true, c.data(), nr,
+                          static_cast<int>(mr), static_cast<int>(nr), false};
+    t.fetch = {lines.data(), 64 * 3, 3, 1, count};
+    detail::kGemmF32Avx512.micro_f32(t);
+    return c;
+  };
+  const std::vector<float> want = run(0);
+  for (const int count : {1, 5, 36, 37, 150}) {
+    CAPTURE(count);
+    const std::vector<float> got = run(count);
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("the AVX-512 transposing copy writes the reference's bits") {
   // transpose_copy_avx512 against transpose_copy (packing.cpp) for each side float32 or bfloat16,
   // ragged blocks both ways, and values the rounding must treat as the conversions do: halfway

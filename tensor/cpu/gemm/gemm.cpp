@@ -199,7 +199,37 @@ struct BOperand {
   const GemmPackedB* packed = nullptr;  // B packed ahead (gemm_pack_b)
   bool transposed = false;  // the source makes Bᵀ's rows, not B's
   int64_t p0 = 0, j0 = 0;   // a source's or a packed B's sub-matrix: B(p0 + p, j0 + j)
+  // Columns of a memory B past the product's own that the thread's next product packs first
+  // (the next column part of a product split along N).
+  int64_t columns_after = 0;
 };
+
+// Note [The next block of B, fetched]: one thread packing a block of B from memory waits on the
+// memory for all of it, with nothing else to do: at a prompt's 128 rows against weights that come
+// from DRAM, the packing was a quarter of GPT-2's float32 prefill. So while the tiles of a block
+// run (A read in place), they ask for the next block's lines into L2, a share each, one line
+// every few K steps, and the pack that follows reads them from L2 (GPT-2's float32 prefill 0.94x
+// the time, the packing 27 -> 12 % of it; the 1.1B Llama's 0.97-0.99x; asked for in a burst
+// before each strip instead, they gained nothing). The next block is the next K chunk, or the
+// next column block, or the first block of the next column part of the product
+// (BOperand::columns_after), which the same thread usually takes next.
+
+// The cache lines of the kc × nc block of a memory B at `block` as runs: B's rows when they are
+// contiguous, its columns (W's rows, for x·Wᵀ) when those are; none for other layouts.
+GemmLineRuns block_lines(const BOperand& block, int64_t kc, int64_t nc) {
+  if (block.source || block.packed || kc <= 0 || nc <= 0) return {};
+  const GemmMatrix& b = block.matrix;
+  const int64_t size = b.bf16 ? 2 : 4;
+  // A run of L bytes that starts inside a line touches up to L / 64 + 1 lines (rounded up).
+  auto runs = [&](int64_t count, int64_t run_bytes, int64_t stride) {
+    const auto run_lines = static_cast<int>((run_bytes + 63) / 64 + 1);
+    return GemmLineRuns{static_cast<const char*>(b.data), stride * size, run_lines, 0,
+                        static_cast<int>(std::min<int64_t>(count * run_lines, INT32_MAX))};
+  };
+  if (b.cs == 1) return runs(kc, nc * size, b.rs);
+  if (b.rs == 1) return runs(nc, kc * size, b.cs);
+  return {};
+}
 
 // Whether a block of C with m rows reads A in place rather than packing it: contiguous rows, at
 // most kInPlaceRows of them (any number of float32 ones for a C at most kInPlaceColumns wide), or a source's rows in the scratch they are made into, whatever their
@@ -284,11 +314,12 @@ GemmTransposedOut transposed_at(const GemmTransposedOut& out, int64_t i, int64_t
 // packed block of B: packs this part of A (unless read in place) and runs its tiles. With
 // `transposed` (a_rows sets), the tiles store their sums there, transposed, instead of into C.
 // a_rows_after: rows of an A read in place that follow the block's in memory, for its last strip
-// to fetch ahead.
+// to fetch ahead. fetch_next: lines the tiles of a float32 block with A in place ask for, shared
+// out between them (Note [The next block of B, fetched]).
 void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
              const void* packed_b, int64_t jc, int64_t nc, float* c, int64_t ldc, bool add, bool a_in_place,
              int64_t a_size, uint16_t* c_bf16, const GemmTransposedOut* transposed = nullptr,
-             int64_t a_rows_after = 0) {
+             int64_t a_rows_after = 0, const GemmLineRuns* fetch_next = nullptr) {
   const bool pairs = ker.bf16_pairs;
   const int64_t kpairs = pairs ? packed_pairs(ker, kc) : 0;
   GemmMatrix a_block = a.matrix.at(ic, pc);
@@ -320,7 +351,8 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
   }
   if (ker.begin_block) ker.begin_block();
   // One tile: rows ir.., columns jr.. of this block.
-  auto tile = [&](int64_t ir, int64_t jr, const uint16_t* prefetch = nullptr, int prefetch_rows = 0) {
+  auto tile = [&](int64_t ir, int64_t jr, const uint16_t* prefetch = nullptr, int prefetch_rows = 0,
+                  const GemmLineRuns& fetch = {}) {
     const int64_t offset = (ic + ir) * ldc + jc + jr;
     float* tile_c = c_bf16 ? nullptr : c + offset;
     const int rows = static_cast<int>(std::min<int64_t>(ker.mr, mc - ir));
@@ -341,7 +373,8 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
       ker.micro_bf16(t);
     } else {
       const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + a_row * a_block.rs : af + ir * kc;
-      ker.micro_f32({kc, tile_a, a_block.rs, 1, !a_in_place, bf + jr * kc, ker.nr, true, tile_c, ldc, rows, cols, add});
+      ker.micro_f32(
+          {kc, tile_a, a_block.rs, 1, !a_in_place, bf + jr * kc, ker.nr, true, tile_c, ldc, rows, cols, add, fetch});
     }
   };
   // BLIS order keeps a panel of B in L1 while the packed panels of A stream from L2. A read in
@@ -374,10 +407,21 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
       }
     }
   } else if (a_in_place) {
-    for (int64_t ir = 0; ir < mc; ir += ker.mr) {
+    const int64_t panels = (nc + ker.nr - 1) / ker.nr, tiles = (mc + ker.mr - 1) / ker.mr * panels;
+    const int64_t lines = fetch_next ? fetch_next->count : 0;
+    for (int64_t ir = 0, index = 0; ir < mc; ir += ker.mr) {
       const int64_t rows = std::min<int64_t>(ker.mr, mc - ir);
       if (source_strips) a.source->fill(a.source->context, ic + ir, rows, pc, kc, scratch);
-      for (int64_t jr = 0; jr < nc; jr += ker.nr) tile(ir, jr);
+      for (int64_t jr = 0; jr < nc; jr += ker.nr, ++index) {
+        GemmLineRuns share;
+        if (lines > 0) {
+          const int64_t first = lines * index / tiles, end = lines * (index + 1) / tiles;
+          share = {fetch_next->run + first / fetch_next->run_lines * fetch_next->stride, fetch_next->stride,
+                   fetch_next->run_lines, static_cast<int>(first % fetch_next->run_lines),
+                   static_cast<int>(end - first)};
+        }
+        tile(ir, jr, nullptr, 0, share);
+      }
     }
   } else {
     for (int64_t jr = 0; jr < nc; jr += ker.nr)
@@ -414,6 +458,14 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
                  : ker.bf16_pairs ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
                                   : static_cast<void*>(t_pack_b.get<float>(bl.b_size));
   const int64_t row_blocks = (m + bl.mc_step - 1) / bl.mc_step;
+  const bool fetch = threads == 1 && a_in_place && !a.source && !ker.a_rows && !ker.bf16_pairs;
+  // The block this thread packs after B(pc, jc) (Note [The next block of B, fetched]).
+  auto next_block = [&](int64_t pc, int64_t kc, int64_t jc, int64_t nc) {
+    if (pc + kc < k) return block_lines(b.at(pc + kc, jc), std::min(bl.kc_step, k - pc - kc), nc);
+    if (jc + nc < n)
+      return block_lines(b.at(0, jc + nc), std::min(bl.kc_step, k), std::min(bl.nc_step, n - jc - nc));
+    return block_lines(b.at(0, n), std::min(bl.kc_step, k), std::min(bl.nc_step, b.columns_after));
+  };
   for (int64_t jc = 0; jc < n; jc += bl.nc_step) {
     const int64_t nc = std::min(bl.nc_step, n - jc);
     const int64_t pack_parts = std::min(threads, (nc + ker.nr - 1) / ker.nr);
@@ -432,8 +484,9 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
       parallel_for_if(threads > 1, row_blocks, [&](int64_t block) {
         const int64_t ic = block * bl.mc_step;
         const int64_t mc = std::min(bl.mc_step, m - ic);
+        const GemmLineRuns next = fetch && block == 0 ? next_block(pc, kc, jc, nc) : GemmLineRuns{};
         c_block(ker, a, ic, mc, pc, kc, block_b, jc, nc, c, ldc, accumulate || pc > 0, a_in_place, bl.a_size, c_bf16,
-                pc + kc >= k ? transposed : nullptr, m - ic - mc + (pc + kc >= k ? a.rows_after : 0));
+                pc + kc >= k ? transposed : nullptr, m - ic - mc + (pc + kc >= k ? a.rows_after : 0), &next);
       });
     }
   }
@@ -624,8 +677,10 @@ void gemm_large(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AO
   if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, 1, c_bf16);
   parallel_for(parts, [&](int64_t part) {
     const PartRange r = part_of(n, unit, parts, part);
-    gemm_blocked(ker, m, r.length, k, a, b.at(0, r.first), c_bf16 ? nullptr : c + r.first, ldc, accumulate,
-                 in_place, 1, c_bf16 ? c_bf16 + r.first : nullptr);
+    BOperand columns = b.at(0, r.first);
+    columns.columns_after = n - r.first - r.length;
+    gemm_blocked(ker, m, r.length, k, a, columns, c_bf16 ? nullptr : c + r.first, ldc, accumulate, in_place, 1,
+                 c_bf16 ? c_bf16 + r.first : nullptr);
   });
 }
 

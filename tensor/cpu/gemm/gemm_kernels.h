@@ -33,6 +33,15 @@ namespace weft::detail {
 //   B: B(p,j) = b[p·ldb + j]; when b_padded each row has NR readable values (a packed panel,
 //      zero beyond n), else only n.
 //   C: row-major with leading dimension ldc.
+// The tile may also ask for `fetch` lines into L2 while it runs, spread over its K steps (a block
+// of B a later pack reads: Note [The next block of B, fetched] in gemm.cpp); it changes no result.
+struct GemmLineRuns {
+  const char* run = nullptr;  // the run of the first line
+  int64_t stride = 0;         // bytes from run to run
+  int run_lines = 0;          // lines per run
+  int line = 0;               // the first line's place in its run
+  int count = 0;              // lines to fetch
+};
 struct GemmTileF32 {
   int64_t kc;
   const float* a;
@@ -45,6 +54,7 @@ struct GemmTileF32 {
   int64_t ldc;
   int m, n;
   bool accumulate;
+  GemmLineRuns fetch = {};
 };
 using GemmMicroF32 = void (*)(const GemmTileF32& tile);
 
