@@ -30,8 +30,6 @@
 //
 // bfloat16 inputs reach this kernel widened by the portable packers (CPUs with AVX-512 BF16 use
 // gemm_bf16_avx512bf16.cpp instead).
-#include <algorithm>
-
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -79,7 +77,7 @@ void tile(const GemmTileF32& t) {
   // gemm.cpp); a counter beside the loop, so every step's FMAs run whatever the count.
   const char* fetch_run = t.fetch.run;
   int fetch_line = t.fetch.line, fetch_left = t.fetch.count;
-  const int64_t every = fetch_left > 0 ? std::max<int64_t>(1, t.kc / fetch_left) : 0;
+  const int64_t every = fetch_left <= 0 ? 0 : t.kc >= fetch_left ? t.kc / fetch_left : 1;
   int64_t countdown = every;
 #pragma GCC unroll 2
   for (int64_t p = 0; p < t.kc; ++p) {
