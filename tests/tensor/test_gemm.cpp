@@ -114,6 +114,11 @@ std::vector<Case> cases(DType dtype) {
                  "in place, a last partial strip of W packed)",
                  r({40, 256}, 68), r({100, 256}, 69).t()});
   out.push_back({"the same, K in chunks and threaded", r({64, 2112}, 70), r({1000, 2112}, 71).t()});
+  out.push_back({"a prompt's rows times a row-major B whose rows the tiles read in place (float32), K in chunks, "
+                 "columns not whole tiles",
+                 r({128, 800}, 72), r({800, 784}, 73)});
+  out.push_back({"the same with columns that are whole tiles, split into blocks of whole tiles", r({128, 300}, 77),
+                 r({300, 768}, 78)});
   out.push_back({"more columns than one N block", r({8, 64}, 13), r({64, 8200}, 14)});
   out.push_back({"row strips sweeping a wide block of B in parts, the last ones partial (AMX)", r({70, 100}, 64),
                  r({100, 1100}, 65)});
@@ -206,6 +211,9 @@ TEST_CASE("weft's GEMM gives the same bits whatever the thread count") {
       {random({20, 1100}, 56, kFloat32), random({300, 1100}, 57, kFloat32).t()},
       {random({1, 1100}, 60, kFloat32), random({3000, 1100}, 61, kFloat32).t()},
       {random({64, 784}, 58, kFloat32), random({512, 784}, 59, kFloat32).t()},
+      // Split along N, B's rows read in place (Note [B's rows read in place]).
+      {random({128, 800}, 68, kFloat32), random({800, 784}, 69, kFloat32)},
+      {random({128, 300}, 70, kFloat32), random({300, 768}, 71, kFloat32)},
       // float64: row blocks against a shared packed B, K in chunks; and fewer row tiles than
       // threads, so each block of B's panels is shared out as well.
       {random({400, 600}, 64), random({600, 300}, 65)},
@@ -429,6 +437,35 @@ TEST_CASE("a product computed transposed in AMX tiles has the bits of the usual 
       for (size_t i = 0; i < wide.size(); ++i) want16[i] = float_to_bfloat16(wide[i]);
       CHECK(got16 == want16);
     }
+}
+
+TEST_CASE("B's rows read in place give the bits of B packed") {
+  // Note [B's rows read in place]: a prompt's rows times a row-major float32 B, split along N, read
+  // B's rows in place where they start on cache lines and are not a multiple of 2 KiB apart, and
+  // pack B's blocks otherwise. The same values with rows 1024 floats apart take the packed path;
+  // each tile sums the same products in the same order either way, at every level, so the bits agree.
+  const int64_t m = 128, k = 800, n = 784;
+  const Tensor x = random({m, k}, 74, kFloat32), b = random({k, n}, 75, kFloat32);
+  Tensor padded = zeros({k, 1024}).slice(1, 0, n);
+  padded.copy_(b);
+  const detail::GemmMatrix bm{b.data_ptr(), n, 1, false}, pm{padded.data_ptr(), 1024, 1, false};
+  REQUIRE(detail::gemm_reads_b_rows_in_place(bm));
+  REQUIRE_FALSE(detail::gemm_reads_b_rows_in_place(pm));
+  CHECK_FALSE(detail::gemm_reads_b_rows_in_place(detail::GemmMatrix{b.data_ptr(), 512, 1, false}));
+  CHECK_FALSE(detail::gemm_reads_b_rows_in_place(detail::GemmMatrix{static_cast<float*>(b.data_ptr()) + 1, n, 1, false}));
+  CHECK_FALSE(detail::gemm_reads_b_rows_in_place(detail::GemmMatrix{b.data_ptr(), 1, n, false}));
+  for (const CpuIsa isa : levels_with_own_gemm_kernels(kFloat32)) {
+    CAPTURE(cpu_isa_name(isa));
+    CpuIsaGuard guard(isa);
+    for (const bool accumulate : {false, true}) {
+      CAPTURE(accumulate);
+      const std::vector<float> c0 = random({m, n}, 76, kFloat32).to_vector<float>();
+      std::vector<float> got = c0, want = c0;
+      detail::gemm(m, n, k, detail::GemmMatrix{x.data_ptr(), k, 1, false}, bm, got.data(), n, accumulate);
+      detail::gemm(m, n, k, detail::GemmMatrix{x.data_ptr(), k, 1, false}, pm, want.data(), n, accumulate);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
+  }
 }
 
 TEST_CASE("an AVX-512 float32 tile asked to fetch lines computes the same sums") {

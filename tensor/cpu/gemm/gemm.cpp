@@ -17,6 +17,7 @@
 #include "tensor/cpu/gemm/gemm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -214,6 +215,18 @@ struct BOperand {
 // next column block, or the first block of the next column part of the product
 // (BOperand::columns_after), which the same thread usually takes next.
 
+// Note [B's rows read in place]: those tiles read a block of B's panels streaming from L2, as a
+// row-major B's own rows would stream, so packing the block only copied it: a pass over every
+// weight of a prompt's product (GPT-2's, at 128 rows: ~10 % of its time, from cache or from DRAM).
+// A float32 B whose rows are contiguous is read there in place instead, its rows ldb apart, where
+// they begin on cache lines and are not a multiple of 2 KiB apart: at 4 KiB every row of a panel
+// falls in the same few L1 sets (at 2 KiB, in two groups of them) and the tiles ran ~1.7x as long
+// in place (x·B at 128 rows, N = 1024, 2048, 3072: 4, 8 and 12 KiB apart), where at N = 640, 768,
+// 1280 and 2304 they ran 0.92-0.95x as long, weights from DRAM or in cache (a GPT-2 float32
+// prefill of 128 tokens: ~0.96x). The next block's lines are fetched into L2 as before, for the
+// tiles' first strip to read instead of the pack.
+bool b_rows_read_in_place(const BOperand& b) { return !b.source && !b.packed && gemm_reads_b_rows_in_place(b.matrix); }
+
 // The cache lines of the kc × nc block of a memory B at `block` as runs: B's rows when they are
 // contiguous, its columns (W's rows, for x·Wᵀ) when those are; none for other layouts.
 GemmLineRuns block_lines(const BOperand& block, int64_t kc, int64_t nc) {
@@ -311,14 +324,15 @@ GemmTransposedOut transposed_at(const GemmTransposedOut& out, int64_t i, int64_t
 }
 
 // Rows [ic, ic + mc) of C's block at columns [jc, jc + nc), K chunk [pc, pc + kc), against the
-// packed block of B: packs this part of A (unless read in place) and runs its tiles. With
+// block of B, packed or (b_ld > 0) B's float32 rows in place, b_ld apart (Note [B's rows read in
+// place]): packs this part of A (unless read in place) and runs its tiles. With
 // `transposed` (a_rows sets), the tiles store their sums there, transposed, instead of into C.
 // a_rows_after: rows of an A read in place that follow the block's in memory, for its last strip
 // to fetch ahead. fetch_next: lines the tiles of a float32 block with A in place ask for, shared
 // out between them (Note [The next block of B, fetched]).
 void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
-             const void* packed_b, int64_t jc, int64_t nc, float* c, int64_t ldc, bool add, bool a_in_place,
-             int64_t a_size, uint16_t* c_bf16, const GemmTransposedOut* transposed = nullptr,
+             const void* block_b, int64_t b_ld, int64_t jc, int64_t nc, float* c, int64_t ldc, bool add,
+             bool a_in_place, int64_t a_size, uint16_t* c_bf16, const GemmTransposedOut* transposed = nullptr,
              int64_t a_rows_after = 0, const GemmLineRuns* fetch_next = nullptr) {
   const bool pairs = ker.bf16_pairs;
   const int64_t kpairs = pairs ? packed_pairs(ker, kc) : 0;
@@ -337,8 +351,8 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
     if (!source_strips) a.source->fill(a.source->context, ic, mc, pc, kc, scratch);
     a_block = GemmMatrix{scratch, kc, 1, a.source->bf16};
   }
-  const auto* bf = static_cast<const float*>(packed_b);
-  const auto* bp = static_cast<const uint16_t*>(packed_b);
+  const auto* bf = static_cast<const float*>(block_b);
+  const auto* bp = static_cast<const uint16_t*>(block_b);
   float* af = nullptr;
   uint16_t* ap = nullptr;
   if (!a_in_place && pairs) {
@@ -373,8 +387,9 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
       ker.micro_bf16(t);
     } else {
       const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + a_row * a_block.rs : af + ir * kc;
-      ker.micro_f32(
-          {kc, tile_a, a_block.rs, 1, !a_in_place, bf + jr * kc, ker.nr, true, tile_c, ldc, rows, cols, add, fetch});
+      const bool packed = b_ld == 0;
+      ker.micro_f32({kc, tile_a, a_block.rs, 1, !a_in_place, packed ? bf + jr * kc : bf + jr, packed ? ker.nr : b_ld,
+                     packed, tile_c, ldc, rows, cols, add, fetch});
     }
   };
   // BLIS order keeps a panel of B in L1 while the packed panels of A stream from L2. A read in
@@ -454,11 +469,14 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
   const int64_t balanced_blocks = (row_blocks_wanted + threads - 1) / threads * threads;
   const Blocking bl = blocking_for(ker, m, n, k, (m + balanced_blocks - 1) / balanced_blocks,
                                    a.source ? std::max<int64_t>(1, a.source->k_align) : b.k_align());
-  void* packed_b = b.packed ? nullptr
-                 : ker.bf16_pairs ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
-                                  : static_cast<void*>(t_pack_b.get<float>(bl.b_size));
   const int64_t row_blocks = (m + bl.mc_step - 1) / bl.mc_step;
+  // One thread's blocks with A read in place (a part of a product split along N): its tiles fetch
+  // the next block of B and read a memory B's rows in place where they can.
   const bool fetch = threads == 1 && a_in_place && !a.source && !ker.a_rows && !ker.bf16_pairs;
+  const bool b_in_place = fetch && b_rows_read_in_place(b);
+  void* packed_b = b.packed || b_in_place ? nullptr
+                 : ker.bf16_pairs         ? static_cast<void*>(t_pack_b.get<uint16_t>(bl.b_size))
+                                          : static_cast<void*>(t_pack_b.get<float>(bl.b_size));
   // The block this thread packs after B(pc, jc) (Note [The next block of B, fetched]).
   auto next_block = [&](int64_t pc, int64_t kc, int64_t jc, int64_t nc) {
     if (pc + kc < k) return block_lines(b.at(pc + kc, jc), std::min(bl.kc_step, k - pc - kc), nc);
@@ -473,7 +491,9 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
       const int64_t kc = std::min(bl.kc_step, k - pc);
       const BOperand b_block = b.at(pc, jc);
       const void* block_b = packed_b;
-      if (b.packed) {
+      if (b_in_place) {
+        block_b = b_block.matrix.data;
+      } else if (b.packed) {
         block_b = b_block.packed_block(packed_pairs(ker, kc));
       } else {
         parallel_for_if(threads > 1, pack_parts, [&](int64_t part) {
@@ -485,7 +505,8 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
         const int64_t ic = block * bl.mc_step;
         const int64_t mc = std::min(bl.mc_step, m - ic);
         const GemmLineRuns next = fetch && block == 0 ? next_block(pc, kc, jc, nc) : GemmLineRuns{};
-        c_block(ker, a, ic, mc, pc, kc, block_b, jc, nc, c, ldc, accumulate || pc > 0, a_in_place, bl.a_size, c_bf16,
+        c_block(ker, a, ic, mc, pc, kc, block_b, b_in_place ? b.matrix.rs : 0, jc, nc, c, ldc, accumulate || pc > 0,
+                a_in_place, bl.a_size, c_bf16,
                 pc + kc >= k ? transposed : nullptr, m - ic - mc + (pc + kc >= k ? a.rows_after : 0), &next);
       });
     }
@@ -665,15 +686,26 @@ void gemm_large(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AO
     const bool in_place = a_read_in_place(ker, a, (m + threads - 1) / threads, n, k);
     return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, threads, c_bf16);
   }
-  // Blocks cut at a tile's width would leave one thread a whole tile more: 784 columns in tiles
-  // of 64 are 7 + 6 of them, 448 against 336 columns (the MLP's dW1 ran 10 % slower than 400 + 384).
-  const int64_t unit = ker.n_split > 0 ? ker.n_split : ker.nr;
-  const int64_t units = (n + unit - 1) / unit;
   const bool in_place = a_read_in_place(ker, a, m, n, k);
   // Small column blocks cost nothing more when A is memory read in place; a source would make its
   // rows again for every block.
   const bool fine = in_place && !a.source;
-  const int64_t parts = std::clamp<int64_t>(fine ? threads * kPartsPerThreadAlongN : threads, 1, units);
+  // Blocks cut at a tile's width would leave one thread a whole tile more: 784 columns in tiles
+  // of 64 are 7 + 6 of them, 448 against 336 columns (the MLP's dW1 ran 10 % slower than 400 + 384).
+  // So they are cut at n_split columns, unless whole tiles divide evenly into at least two blocks
+  // per thread: GPT-2's 768 columns in 8 blocks of 96 were each a tile of 64 columns and one of 32,
+  // which does half the FMAs per load of A; in 6 blocks of 128 they are whole tiles (x·B at 128
+  // rows, N = 768: 0.93-0.95x the time).
+  int64_t unit = ker.n_split > 0 ? ker.n_split : ker.nr, wanted = fine ? threads * kPartsPerThreadAlongN : threads;
+  for (int64_t per_thread = kPartsPerThreadAlongN; fine && unit != ker.nr && per_thread >= 2; --per_thread) {
+    if (n % (threads * per_thread * ker.nr) == 0) {
+      unit = ker.nr;
+      wanted = threads * per_thread;
+      break;
+    }
+  }
+  const int64_t units = (n + unit - 1) / unit;
+  const int64_t parts = std::clamp<int64_t>(wanted, 1, units);
   if (threads <= 1 || parts == 1) return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, 1, c_bf16);
   parallel_for(parts, [&](int64_t part) {
     const PartRange r = part_of(n, unit, parts, part);
@@ -710,6 +742,12 @@ void zero_unless_accumulating(int64_t m, int64_t n, float* c, int64_t ldc, bool 
 }
 
 }  // namespace
+
+bool gemm_reads_b_rows_in_place(const GemmMatrix& b) {
+  if (b.bf16 || b.cs != 1) return false;
+  const int64_t stride = b.rs * 4;
+  return reinterpret_cast<uintptr_t>(b.data) % 64 == 0 && stride % 64 == 0 && stride % 2048 != 0;
+}
 
 const char* gemm_kernel_name(CpuIsa isa, bool bf16) {
   static const std::string names[6][2] = {

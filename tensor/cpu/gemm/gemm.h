@@ -55,6 +55,11 @@ bool gemm_stores_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, cons
 void gemm_to_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, uint16_t* c,
                   int64_t ldc, bool accumulate);
 
+// Whether the tiles of a float32 product split along N, A read in place (a prompt's rows times a
+// weight), read this B's rows in place instead of packing its blocks (Note [B's rows read in
+// place] in gemm.cpp): rows contiguous, starting on cache lines, not a multiple of 2 KiB apart.
+bool gemm_reads_b_rows_in_place(const GemmMatrix& b);
+
 // A, B or Bᵀ given by what makes it, block by block, instead of as memory (a 4-bit weight
 // dequantized block by block: it never exists whole in float32). fill(context, r0, rows, p0, kc,
 // out) writes the matrix's (r0 + r, p0 + p) to out[r·kc + p] for r < rows, p < kc: runs of its
