@@ -119,6 +119,8 @@ std::vector<Case> cases(DType dtype) {
                  r({128, 800}, 72), r({800, 784}, 73)});
   out.push_back({"the same with columns that are whole tiles, split into blocks of whole tiles", r({128, 300}, 77),
                  r({300, 768}, 78)});
+  out.push_back({"a prompt's rows in place against a wide transposed weight (blocks of B cut to stay in L2)",
+                 r({128, 300}, 79), r({2000, 300}, 80).t()});
   out.push_back({"more columns than one N block", r({8, 64}, 13), r({64, 8200}, 14)});
   out.push_back({"row strips sweeping a wide block of B in parts, the last ones partial (AMX)", r({70, 100}, 64),
                  r({100, 1100}, 65)});
@@ -214,6 +216,9 @@ TEST_CASE("weft's GEMM gives the same bits whatever the thread count") {
       // Split along N, B's rows read in place (Note [B's rows read in place]).
       {random({128, 800}, 68, kFloat32), random({800, 784}, 69, kFloat32)},
       {random({128, 300}, 70, kFloat32), random({300, 768}, 71, kFloat32)},
+      // A read in place against a wide B: blocks of B cut to stay in L2 (kStreamedBlockBytes), more
+      // of them on one thread than on three.
+      {random({128, 300}, 72, kFloat32), random({2000, 300}, 73, kFloat32).t()},
       // float64: row blocks against a shared packed B, K in chunks; and fewer row tiles than
       // threads, so each block of B's panels is shared out as well.
       {random({400, 600}, 64), random({600, 300}, 65)},
