@@ -104,7 +104,7 @@ double best_seconds(int threads, Fn fn) {
 }
 
 struct Rate {
-  double ghz;                   // the best clock of the rounds
+  double ghz;                   // the median clock of the rounds
   double best_fma_per_cycle;    // per core: the best round's
   double median_fma_per_cycle;  // and the median round's
 };
@@ -114,20 +114,23 @@ struct Rate {
 // cores with other tenants: for seconds at a time an FMA-heavy neighbour on the sibling
 // hyperthread cuts our FMA rate by a third or a half while the adds barely notice (one thread
 // measured 1.37 FMAs/cycle in the median round on Zen 3, whose two units give 2). The best round,
-// rounded to whole units, is what the core can do; the median says how contended it was.
+// rounded to whole units, is what the core can do; the median says how contended it was. The
+// clock is the rounds' median, not their best: once in a few runs one round of the adds came out
+// 1.5x too fast (a 5.97 GHz clock on a 3.98 GHz Xeon, so a peak of 764 GFLOP/s), as if the
+// thread's CPU-time clock had missed part of it, and the best round took it.
 template <class Fn>
 Rate measure_rate(int threads, Fn fma_kernel, double fmas_per_thread) {
   constexpr int kRoundsOfRate = 15;
-  std::vector<double> per_cycle;
-  double best_ghz = 0;
+  std::vector<double> per_cycle, clocks;
   for (int r = 0; r < kRoundsOfRate; ++r) {
     const double ghz = 100.0 * kIterations / on_all_threads(threads, add_chain) * 1e-9;
     const double fma_seconds = on_all_threads(threads, fma_kernel);
     per_cycle.push_back(fmas_per_thread / fma_seconds * 1e-9 / ghz);
-    best_ghz = std::max(best_ghz, ghz);
+    clocks.push_back(ghz);
   }
   std::sort(per_cycle.begin(), per_cycle.end());
-  return {best_ghz, per_cycle.back(), per_cycle[kRoundsOfRate / 2]};
+  std::sort(clocks.begin(), clocks.end());
+  return {clocks[kRoundsOfRate / 2], per_cycle.back(), per_cycle[kRoundsOfRate / 2]};
 }
 
 }  // namespace
@@ -137,7 +140,7 @@ std::string FmaPeak::explain() const {
   std::snprintf(line, sizeof line,
                 "FMA peak %.1f GFLOP/s = %d FLOP/cycle/core (%s: %d lanes x 2 x %d FMA units; independent FMA chains "
                 "measured %.2f FMAs/cycle in the best of 15 rounds, %.2f in the median one) x %.2f GHz (measured: "
-                "dependent adds, %d threads busy, best round) x %d threads; dependent FMA latency %.2f cycles",
+                "dependent adds, %d threads busy, median round) x %d threads; dependent FMA latency %.2f cycles",
                 gflops(), flop_per_cycle(), vector.c_str(), lanes, fma_units(), best_fma_per_cycle, median_fma_per_cycle,
                 ghz, threads, threads, fma_latency_cycles);
   return line;

@@ -1,7 +1,8 @@
 // The machine's fp32 FMA peak, measured rather than assumed (../shared/reference/cpu-kernels.md §2):
 //   clock      a chain of dependent integer adds (1 cycle each) timed by each thread's CPU time,
 //              on every thread at once, so the figure is the clock under full load (and time
-//              the threads spent preempted by other processes does not count);
+//              the threads spent preempted by other processes does not count); the median of
+//              fifteen rounds, as one round can come out far too fast;
 //   FMA units  independent vfmadd231ps chains (12 on ymm; 24 on zmm where the CPU has AVX-512)
 //              timed right after the adds, round after round: the best round's FMAs per cycle,
 //              rounded to a whole number of FMA units (2 on Zen 3, 1 or 2 zmm units on Intel);
