@@ -57,7 +57,7 @@ void gemm_to_bf16(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Ge
 
 // Whether the tiles of a float32 product split along N, A read in place (a prompt's rows times a
 // weight), read this B's rows in place instead of packing its blocks (Note [B's rows read in
-// place] in gemm.cpp): rows contiguous, starting on cache lines, not a multiple of 2 KiB apart.
+// place] in gemm.cpp): rows contiguous, each starting on a cache line, not a multiple of 2 KiB apart.
 bool gemm_reads_b_rows_in_place(const GemmMatrix& b);
 
 // A, B or Bᵀ given by what makes it, block by block, instead of as memory (a 4-bit weight
