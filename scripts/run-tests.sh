@@ -55,15 +55,18 @@ stage "tests (Release)" ctest --test-dir build --output-on-failure -j2
 # The CUDA backend is compiled wherever a toolkit is installed (CI's machines have CUDA 13 at
 # /usr/local/cuda, but no GPU) and its test binary run: without a GPU its GPU cases report as
 # skipped and the device seam is checked as a CUDA build sees it. sm_90 only, and host code at -O0
-# without debug info (ptxas still optimises the kernels), to keep the second compile short.
+# without debug info (ptxas still optimises the kernels), to keep the second compile short. The
+# installed targets are built too, for the package test: a program that finds an installed CUDA
+# build with find_package(weft) or pkg-config, as a user's would.
 nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
 if [ -x "$nvcc" ]; then
   stage "cuda build" bash -c 'CC=gcc CXX=g++ cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Debug \
         -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCMAKE_CUDA_FLAGS_DEBUG= -DWEFT_CUDA=ON -DWEFT_CUDA_ARCHITECTURES=90 \
         -DCMAKE_CUDA_COMPILER="$0" -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF &&
-        cmake --build build-cuda --target test_tensor test_fabric' "$nvcc"
+        cmake --build build-cuda --target test_tensor test_fabric weft_c weft-generate weft-run' "$nvcc"
   # The doc snippets and model tests read their data from WEFT_SOURCE_DIR, which CTest sets.
-  stage "cuda tests" env WEFT_SOURCE_DIR="$PWD" bash -c 'cd build-cuda/tests && ./test_tensor && ./test_fabric'
+  stage "cuda tests" env WEFT_SOURCE_DIR="$PWD" bash -c 'cd build-cuda/tests && ./test_tensor && ./test_fabric &&
+        ctest --test-dir .. -R "^package$" --output-on-failure'
 else
   echo "no CUDA toolkit at $nvcc: the CUDA build is skipped"
 fi
