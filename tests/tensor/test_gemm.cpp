@@ -473,29 +473,35 @@ TEST_CASE("B's rows read in place give the bits of B packed") {
   }
 }
 
-TEST_CASE("an AVX-512 float32 tile asked to fetch lines computes the same sums") {
+TEST_CASE("the AVX2 and AVX-512 float32 tiles asked to fetch lines compute the same sums") {
   // Note [The next block of B, fetched]: the tile spreads prefetches over its K steps, from a
   // counter beside the product's loop. However many lines it is asked for (none, fewer than its
   // steps, more), every step's FMAs still run: C is the tile's without fetching, bit for bit.
   const auto isas = cpu_isas_supported();
-  if (std::find(isas.begin(), isas.end(), CpuIsa::Avx512) == isas.end()) return;
-  const int64_t kc = 37, mr = detail::kGemmF32Avx512.mr, nr = detail::kGemmF32Avx512.nr;
-  const std::vector<float> a = random({mr, kc}, 90, kFloat32).to_vector<float>();
-  const std::vector<float> b = random({kc, nr}, 91, kFloat32).to_vector<float>();
-  std::vector<char> lines(64 * 200);
-  auto run = [&](int count) {
-    std::vector<float> c(static_cast<size_t>(mr * nr), 0.0f);
-    detail::GemmTileF32 t{kc, a.data(), kc, 1, false, b.data(), nr, true, c.data(), nr,
-                          static_cast<int>(mr), static_cast<int>(nr), false};
-    t.fetch = {lines.data(), 64 * 3, 3, 1, count};
-    detail::kGemmF32Avx512.micro_f32(t);
-    return c;
-  };
-  const std::vector<float> want = run(0);
-  for (const int count : {1, 5, 36, 37, 150}) {
-    CAPTURE(count);
-    const std::vector<float> got = run(count);
-    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  auto has = [&](CpuIsa isa) { return std::find(isas.begin(), isas.end(), isa) != isas.end(); };
+  std::vector<const detail::GemmKernel*> sets;
+  if (has(CpuIsa::Avx2)) sets.push_back(&detail::kGemmF32Avx2);
+  if (has(CpuIsa::Avx512)) sets.push_back(&detail::kGemmF32Avx512);
+  for (const detail::GemmKernel* set : sets) {
+    CAPTURE(set->name);
+    const int64_t kc = 37, mr = set->mr, nr = set->nr;
+    const std::vector<float> a = random({mr, kc}, 90, kFloat32).to_vector<float>();
+    const std::vector<float> b = random({kc, nr}, 91, kFloat32).to_vector<float>();
+    std::vector<char> lines(64 * 200);
+    auto run = [&](int count) {
+      std::vector<float> c(static_cast<size_t>(mr * nr), 0.0f);
+      detail::GemmTileF32 t{kc, a.data(), kc, 1, false, b.data(), nr, true, c.data(), nr,
+                            static_cast<int>(mr), static_cast<int>(nr), false};
+      t.fetch = {lines.data(), 64 * 3, 3, 1, count};
+      set->micro_f32(t);
+      return c;
+    };
+    const std::vector<float> want = run(0);
+    for (const int count : {1, 5, 36, 37, 150}) {
+      CAPTURE(count);
+      const std::vector<float> got = run(count);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
   }
 }
 
