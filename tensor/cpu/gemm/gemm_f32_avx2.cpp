@@ -43,23 +43,10 @@ void tile(const GemmTileF32& t) {
   const float* a = t.a;
   const float* b = t.b;
   const int64_t kc = t.kc;
-  // The lines t.fetch asks for, one every `every` steps (Note [The next block of B, fetched] in
-  // gemm.cpp), as the AVX-512 tile spreads them.
-  const char* fetch_run = t.fetch.run;
-  int fetch_line = t.fetch.line, fetch_left = t.fetch.count;
-  const int64_t every = fetch_left <= 0 ? 0 : kc >= fetch_left ? kc / fetch_left : 1;
-  int64_t countdown = every;
+  GemmLineFetcher fetch(t.fetch, kc);
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
-    if (fetch_left > 0 && --countdown == 0) {
-      countdown = every;
-      _mm_prefetch(fetch_run + 64 * fetch_line, _MM_HINT_T1);
-      --fetch_left;
-      if (++fetch_line == t.fetch.run_lines) {
-        fetch_line = 0;
-        fetch_run += t.fetch.stride;
-      }
-    }
+    fetch.step();
     const __m256 b0 = FULL_B ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, m0);
     __m256 b1 = b0;
     if constexpr (HALVES == 2) b1 = FULL_B ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, m1);

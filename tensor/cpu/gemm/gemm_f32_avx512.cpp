@@ -73,23 +73,10 @@ void tile(const GemmTileF32& t) {
 #pragma GCC unroll 4
   for (int j = 0; j < kBases; ++j) base[j] = t.a + 3 * j * rs;
   const float* b = t.b;
-  // The lines t.fetch asks for, one every `every` steps (Note [The next block of B, fetched] in
-  // gemm.cpp); a counter beside the loop, so every step's FMAs run whatever the count.
-  const char* fetch_run = t.fetch.run;
-  int fetch_line = t.fetch.line, fetch_left = t.fetch.count;
-  const int64_t every = fetch_left <= 0 ? 0 : t.kc >= fetch_left ? t.kc / fetch_left : 1;
-  int64_t countdown = every;
+  GemmLineFetcher fetch(t.fetch, t.kc);
 #pragma GCC unroll 2
   for (int64_t p = 0; p < t.kc; ++p) {
-    if (fetch_left > 0 && --countdown == 0) {
-      countdown = every;
-      _mm_prefetch(fetch_run + 64 * fetch_line, _MM_HINT_T1);
-      --fetch_left;
-      if (++fetch_line == t.fetch.run_lines) {
-        fetch_line = 0;
-        fetch_run += t.fetch.stride;
-      }
-    }
+    fetch.step();
     __m512 bv[VECTORS];
 #pragma GCC unroll 4
     for (int v = 0; v < VECTORS; ++v) bv[v] = FULL_B ? _mm512_loadu_ps(b + 16 * v) : _mm512_maskz_loadu_ps(mask[v], b + 16 * v);

@@ -42,6 +42,33 @@ struct GemmLineRuns {
   int line = 0;               // the first line's place in its run
   int count = 0;              // lines to fetch
 };
+
+// Fetches a tile's GemmLineRuns into L2 spread over its kc K steps, one line every few steps
+// (Note [The next block of B, fetched] in gemm.cpp): step() before each step. A counter beside
+// the product's loop, so every step's FMAs run whatever the count.
+class GemmLineFetcher {
+ public:
+  GemmLineFetcher(const GemmLineRuns& runs, int64_t kc)
+      : run_(runs.run), stride_(runs.stride), run_lines_(runs.run_lines), line_(runs.line), left_(runs.count),
+        every_(left_ <= 0 ? 0 : kc >= left_ ? kc / left_ : 1), countdown_(every_) {}
+
+  void step() {
+    if (left_ <= 0 || --countdown_ != 0) return;
+    countdown_ = every_;
+    __builtin_prefetch(run_ + 64 * line_, 0, 2);  // prefetcht1: into L2
+    --left_;
+    if (++line_ == run_lines_) {
+      line_ = 0;
+      run_ += stride_;
+    }
+  }
+
+ private:
+  const char* run_;
+  int64_t stride_;
+  int run_lines_, line_, left_;
+  int64_t every_, countdown_;
+};
 struct GemmTileF32 {
   int64_t kc;
   const float* a;
