@@ -247,6 +247,12 @@ GemmLineRuns block_lines(const BOperand& block, int64_t kc, int64_t nc) {
   return {};
 }
 
+// Lines [first, end) of `all`, as runs of their own: one tile's share of a block's lines.
+GemmLineRuns lines_share(const GemmLineRuns& all, int64_t first, int64_t end) {
+  return {all.run + (all.line + first) / all.run_lines * all.stride, all.stride, all.run_lines,
+          static_cast<int>((all.line + first) % all.run_lines), static_cast<int>(end - first)};
+}
+
 // Whether a block of C with m rows reads A in place rather than packing it: contiguous rows, at
 // most kInPlaceRows of them (any number of float32 ones for a C at most kInPlaceColumns wide), or a source's rows in the scratch they are made into, whatever their
 // number. bfloat16 rows are read as K-pairs by a set that can, when every K chunk is whole pairs
@@ -444,13 +450,8 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
       const int64_t rows = std::min<int64_t>(ker.mr, mc - ir);
       if (source_strips) a.source->fill(a.source->context, ic + ir, rows, pc, kc, scratch);
       for (int64_t jr = 0; jr < nc; jr += ker.nr, ++index) {
-        GemmLineRuns share;
-        if (lines > 0) {
-          const int64_t first = lines * index / tiles, end = lines * (index + 1) / tiles;
-          share = {fetch_next->run + first / fetch_next->run_lines * fetch_next->stride, fetch_next->stride,
-                   fetch_next->run_lines, static_cast<int>(first % fetch_next->run_lines),
-                   static_cast<int>(end - first)};
-        }
+        const GemmLineRuns share =
+            lines > 0 ? lines_share(*fetch_next, lines * index / tiles, lines * (index + 1) / tiles) : GemmLineRuns{};
         tile(ir, jr, nullptr, 0, share);
       }
     }

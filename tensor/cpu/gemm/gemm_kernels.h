@@ -28,13 +28,8 @@
 
 namespace weft::detail {
 
-// One C tile: c(m×n) = Σ_{p<kc} A(i,p)·B(p,j), added to c when `accumulate`, with m ≤ MR, n ≤ NR.
-//   A: a packed panel, a[p·MR + i], when a_packed; else A(i,p) = a[i·rs_a + p·cs_a].
-//   B: B(p,j) = b[p·ldb + j]; when b_padded each row has NR readable values (a packed panel,
-//      zero beyond n), else only n.
-//   C: row-major with leading dimension ldc.
-// The tile may also ask for `fetch` lines into L2 while it runs, spread over its K steps (a block
-// of B a later pack reads: Note [The next block of B, fetched] in gemm.cpp); it changes no result.
+// Cache lines as runs: `count` lines from the `line`-th of the run at `run`, run_lines to a run,
+// runs `stride` bytes apart.
 struct GemmLineRuns {
   const char* run = nullptr;  // the run of the first line
   int64_t stride = 0;         // bytes from run to run
@@ -69,6 +64,14 @@ class GemmLineFetcher {
   int run_lines_, line_, left_;
   int64_t every_, countdown_;
 };
+
+// One C tile: c(m×n) = Σ_{p<kc} A(i,p)·B(p,j), added to c when `accumulate`, with m ≤ MR, n ≤ NR.
+//   A: a packed panel, a[p·MR + i], when a_packed; else A(i,p) = a[i·rs_a + p·cs_a].
+//   B: B(p,j) = b[p·ldb + j]; when b_padded each row has NR readable values (a packed panel,
+//      zero beyond n), else only n.
+//   C: row-major with leading dimension ldc.
+// The tile may also ask for `fetch` lines into L2 while it runs, spread over its K steps (a block
+// of B a later pack reads: Note [The next block of B, fetched] in gemm.cpp); it changes no result.
 struct GemmTileF32 {
   int64_t kc;
   const float* a;
