@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 
+#include "tensor/cpu/isa_probe_kernels.h"
 #include "tensor/enum_check.h"
 #include "tensor/error.h"
 
@@ -105,7 +108,7 @@ std::atomic<int> active_level{kUnset};
 std::once_flag env_once;
 
 void read_environment() {
-  CpuIsa level = cpu_isa_supported();
+  CpuIsa level = cpu_isa_default();
   if (const char* env = std::getenv("WEFT_CPU_ISA"); env && *env) {
     level = cpu_isa_from_name(env);
     check_supported(level, "WEFT_CPU_ISA");
@@ -146,6 +149,44 @@ CpuIsa cpu_isa_supported() {
   static const CpuIsa hardware = highest_level(cpu_features());
   if (cpu_isa_emulated() && hardware >= CpuIsa::Avx2) return std::max(hardware, CpuIsa::Avx512Bf16);
   return hardware;
+}
+
+namespace {
+
+// The least speedup at which BF16 dot products are worth their own kernels (Note [Where BF16 dot
+// products pay]): the pairs kernel's tiles hold fewer columns and its packing costs as much, so an
+// even rate is not enough.
+constexpr double kBf16DotsPay = 4.0 / 3.0;
+
+double measure_bf16_dot_speedup() {
+  constexpr int64_t kSteps = 2000;  // 24,000 instructions a loop: ~10-20 microseconds
+  double best_dots = std::numeric_limits<double>::infinity(), best_fmas = best_dots;
+  volatile float sink = 0;
+  const auto seconds = [&sink](float (*chains)(int64_t)) {
+    const auto start = std::chrono::steady_clock::now();
+    sink = sink + chains(kSteps);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  // Alternated, best of five: the first rounds also wake the core's upper vector lanes.
+  for (int round = 0; round < 5; ++round) {
+    best_dots = std::min(best_dots, seconds(detail::bf16_dot_chains_avx512bf16));
+    best_fmas = std::min(best_fmas, seconds(detail::fma_chains_avx512bf16));
+  }
+  return 2 * best_fmas / best_dots;  // each vdpbf16ps is two multiply-adds a lane
+}
+
+}  // namespace
+
+double cpu_bf16_dot_speedup() {
+  static const double speedup =
+      cpu_isa_emulated() || cpu_isa_supported() < CpuIsa::Avx512Bf16 ? 0.0 : measure_bf16_dot_speedup();
+  return speedup;
+}
+
+CpuIsa cpu_isa_default() {
+  const CpuIsa supported = cpu_isa_supported();
+  if (supported != CpuIsa::Avx512Bf16 || cpu_isa_emulated()) return supported;
+  return cpu_bf16_dot_speedup() >= kBf16DotsPay ? supported : CpuIsa::Avx512Vnni;
 }
 
 std::vector<CpuIsa> cpu_isas_supported() {

@@ -15,9 +15,28 @@
 // it only to a process that asks (arch_prctl ARCH_REQ_XCOMP_PERM); detection asks once, and a
 // refusal leaves the level at Avx512Bf16.
 // The supported level is read once from CPUID and XGETBV (the OS must save the zmm state). The
-// active level starts there, or lower where the environment variable WEFT_CPU_ISA names a lower one
-// (scalar, avx2, avx512, avx512_vnni, avx512_bf16), and set_cpu_isa() moves it for tests and users.
-// Neither may go above what the CPU supports: that would be a SIGILL, so it is an error instead.
+// active level starts at the default one (the supported level, one lower where BF16 dot products
+// do not pay: Note [Where BF16 dot products pay]), or where the environment variable WEFT_CPU_ISA
+// names another (scalar, avx2, avx512, avx512_vnni, avx512_bf16, amx), and set_cpu_isa() moves it
+// for tests and users. Neither may go above what the CPU supports: that would be a SIGILL, so it
+// is an error instead.
+//
+// Note [Where BF16 dot products pay]
+// vdpbf16ps does two multiply-adds per float32 lane, so it promises twice the rate of vfmadd231ps,
+// and bfloat16 products at the Avx512Bf16 level run on it (gemm_bf16_avx512bf16.cpp, the bf16
+// GEMV); below that level they are widened to float32 as they are packed (a shift) and run on the
+// float32 FMA tiles. Zen 4 issues one zmm vdpbf16ps per cycle, as many as zmm FMAs. Sapphire and
+// Emerald Rapids issue one per ~2.1 cycles against two FMAs per cycle: half the FMA rate. Those
+// Xeons normally run bfloat16 on AMX, but a VM may hide AMX (or Linux refuse this process its tile
+// state), and then the pairs kernel ran bfloat16 products at ~0.6x the widened path's speed (a
+// 2-core Emerald Rapids VM: bench_matmul's squares 163-169 against 280-297 GFLOP/s, GPT-2's
+// bf16-mixed training step 1,377 against 856 ms). So where the supported level is Avx512Bf16 the
+// default is Avx512Vnni unless vdpbf16ps does at least 4/3 the multiply-adds per second of FMAs.
+// That is measured, not looked up by model (a VM names its CPU "Intel Xeon Processor"): twelve
+// chains of each instruction, timed once at first use, the best of five rounds (~0.1 ms). The two
+// kinds of CPU sit 2x either side of the threshold, far outside timing noise. Emulated builds
+// (WEFT_SIMD_EMULATION) skip the measurement and start at the supported level, so that the
+// default runs there still cover the pairs kernel.
 //
 // In a build with WEFT_SIMD_EMULATION the AVX-512 kernel units are compiled through SIMDe onto
 // AVX2, so every AVX-512 level is "supported": that is how an AVX2-only machine tests the AVX-512
@@ -52,6 +71,13 @@ CpuIsa cpu_isa_supported();
 // Every level from Scalar up to cpu_isa_supported(): what a test runs each kernel at.
 std::vector<CpuIsa> cpu_isas_supported();
 bool cpu_isa_emulated();
+
+// vdpbf16ps's multiply-adds per second over vfmadd231ps's on zmm registers, measured once (Note
+// [Where BF16 dot products pay]); 0 where the CPU lacks AVX-512 BF16 or it is emulated.
+double cpu_bf16_dot_speedup();
+// The level kernels start at when WEFT_CPU_ISA is unset: cpu_isa_supported(), or Avx512Vnni where
+// that is Avx512Bf16 and cpu_bf16_dot_speedup() is below 4/3.
+CpuIsa cpu_isa_default();
 
 // The level kernels use now. Throws on first use if WEFT_CPU_ISA is malformed or above what is supported.
 CpuIsa cpu_isa();

@@ -77,6 +77,26 @@ TEST_CASE("the supported level is the highest whose features are all present") {
   CHECK(levels.size() == static_cast<size_t>(expected) + 1);
 }
 
+TEST_CASE("the default level drops AVX-512 BF16 only where its dot products are slower than FMAs") {
+  // Note [Where BF16 dot products pay]: Zen 4 issues vdpbf16ps as fast as FMAs (speedup ~2), the
+  // Sapphire / Emerald Rapids cores at half their pace (~0.5). A figure far outside both would
+  // mean the loops measured something else (a chain dropped, a loop folded away).
+  const CpuIsa supported = cpu_isa_supported();
+  const double speedup = cpu_bf16_dot_speedup();
+  CHECK(cpu_bf16_dot_speedup() == speedup);  // measured once
+  if (supported < CpuIsa::Avx512Bf16 || cpu_isa_emulated()) {
+    CHECK(speedup == 0.0);
+    CHECK(cpu_isa_default() == supported);
+    return;
+  }
+  MESSAGE("vdpbf16ps does " << speedup << "x the multiply-adds per second of vfmadd231ps");
+  CHECK(speedup > 0.2);
+  CHECK(speedup < 5.0);
+  const CpuIsa expected = supported == CpuIsa::Avx512Bf16 && speedup < 4.0 / 3.0 ? CpuIsa::Avx512Vnni : supported;
+  CHECK(cpu_isa_default() == expected);
+  if (!std::getenv("WEFT_CPU_ISA")) CHECK(cpu_isa() == expected);  // where the level started (every guard restores it)
+}
+
 TEST_CASE("names parse back and bad names are refused with the list") {
   for (CpuIsa isa :
        {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Vnni, CpuIsa::Avx512Bf16, CpuIsa::Amx})

@@ -28,8 +28,9 @@
 // W·x (one row times a transposed B) is dot products of W's rows with x: four zmm accumulators
 // over 64 values a step, the tail under a k-mask, summed across lanes at the end of the row.
 //
-// bfloat16 inputs reach this kernel widened by the portable packers (CPUs with AVX-512 BF16 use
-// gemm_bf16_avx512bf16.cpp instead).
+// bfloat16 inputs reach this kernel widened to float32 by its packers: a bfloat16 is the top half
+// of a float32, so widening is a shift (CPUs whose BF16 dot products outpace their float32 FMAs
+// use gemm_bf16_avx512bf16.cpp instead; Note [Where BF16 dot products pay] in tensor/cpu/isa.h).
 #include "tensor/cpu/gemm/gemm_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -152,8 +153,16 @@ void dot_rows_avx512(const float* w, int64_t ldw, const float* x, int64_t k, int
   }
 }
 
+// 16 consecutive values at p as float32 (bfloat16 bits widened), zeros past `mask`; nothing past
+// it is read.
+__m512 load16(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
+__m512 load16(const uint16_t* p, __mmask16 mask) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p)), 16));
+}
+
 // The fast packers: one panel of `width` lanes per step (B: 64 columns, A: 6 rows) from a
 // source whose lanes are `lane_stride` apart and steps `step_stride` apart, zeros past `lanes`.
+// T is the stored type: float, or uint16_t for bfloat16 bits (widened as they are packed).
 //
 // Each step's lanes contiguous in the source (a row-major B, dYᵀ as A): masked loads, one masked
 // store per 16 lanes. The panels go a group of at least 64 lanes at a time, step by step across the
@@ -161,7 +170,8 @@ void dot_rows_avx512(const float* w, int64_t ldw, const float* x, int64_t k, int
 // each 16-float line two or three times, a whole panel apart, and a large step stride puts those
 // lines in few cache sets, so they came from L2 every time (the MLP's dW1, gᵀ·x: 7 % of its time
 // went to packing A).
-void pack_panels_by_steps(const float* src, int64_t step_stride, int64_t lanes, int64_t steps, int width, float* dst) {
+template <class T>
+void pack_panels_by_steps(const T* src, int64_t step_stride, int64_t lanes, int64_t steps, int width, float* dst) {
   const int64_t group = (64 + width - 1) / width * width;
   for (int64_t g0 = 0; g0 < lanes; g0 += group) {
     const int64_t g1 = lanes < g0 + group ? lanes : g0 + group;
@@ -170,7 +180,7 @@ void pack_panels_by_steps(const float* src, int64_t step_stride, int64_t lanes, 
         float* panel_step = dst + l0 * steps + p * width;
         for (int first = 0; first < width; first += 16)
           _mm512_mask_storeu_ps(panel_step + first, lane_mask(width - first),
-                                _mm512_maskz_loadu_ps(lane_mask(lanes - l0 - first), src + p * step_stride + l0 + first));
+                                load16(src + p * step_stride + l0 + first, lane_mask(lanes - l0 - first)));
       }
   }
 }
@@ -178,7 +188,8 @@ void pack_panels_by_steps(const float* src, int64_t step_stride, int64_t lanes, 
 // Each lane's steps contiguous in the source (x·Wᵀ's B, a row-major A): 16 lanes × 16 steps are
 // one load per lane and, transposed in registers, one store per step. Lanes past the source's are
 // zeros stored directly (a product with N = 10 packs B into a 64-lane panel).
-void pack_panel_by_lanes(const float* src, int64_t lane_stride, int lanes, int64_t steps, int width, float* dst) {
+template <class T>
+void pack_panel_by_lanes(const T* src, int64_t lane_stride, int lanes, int64_t steps, int width, float* dst) {
   for (int first = 0; first < width; first += 16) {
     const int count = lanes - first;
     const __mmask16 store = lane_mask(width - first);
@@ -190,7 +201,7 @@ void pack_panel_by_lanes(const float* src, int64_t lane_stride, int lanes, int64
       const int run = steps - p0 < 16 ? static_cast<int>(steps - p0) : 16;
       __m512i r[16];
       for (int l = 0; l < 16; ++l)
-        r[l] = l < count ? _mm512_castps_si512(_mm512_maskz_loadu_ps(lane_mask(run), src + (first + l) * lane_stride + p0))
+        r[l] = l < count ? _mm512_castps_si512(load16(src + (first + l) * lane_stride + p0, lane_mask(run)))
                          : _mm512_setzero_si512();
       transpose16x16_epi32(r);
       for (int q = 0; q < run; ++q) _mm512_mask_storeu_ps(dst + (p0 + q) * width + first, store, _mm512_castsi512_ps(r[q]));
@@ -198,20 +209,25 @@ void pack_panel_by_lanes(const float* src, int64_t lane_stride, int lanes, int64
   }
 }
 
-// Panels of `width` lanes over all `lanes`, float32 with either stride 1; false for other layouts
-// and bfloat16 (the portable packer in packing.cpp, the reference, takes those).
-bool pack_panels(const void* src, bool bf16, int64_t lane_stride, int64_t step_stride, int64_t lanes, int64_t steps,
-                 int width, float* dst) {
-  if (bf16 || (lane_stride != 1 && step_stride != 1)) return false;
-  const auto* x = static_cast<const float*>(src);
+// Panels of `width` lanes over all `lanes`, with either stride 1; false for other layouts (the
+// portable packer in packing.cpp, the reference, takes those).
+template <class T>
+void pack_panels(const T* x, int64_t lane_stride, int64_t step_stride, int64_t lanes, int64_t steps, int width,
+                 float* dst) {
   if (lane_stride == 1) {
     pack_panels_by_steps(x, step_stride, lanes, steps, width, dst);
-    return true;
+    return;
   }
   for (int64_t l0 = 0; l0 < lanes; l0 += width, dst += steps * width) {
     const int count = lanes - l0 < width ? static_cast<int>(lanes - l0) : width;
     pack_panel_by_lanes(x + l0 * lane_stride, lane_stride, count, steps, width, dst);
   }
+}
+bool pack_panels(const void* src, bool bf16, int64_t lane_stride, int64_t step_stride, int64_t lanes, int64_t steps,
+                 int width, float* dst) {
+  if (lane_stride != 1 && step_stride != 1) return false;
+  if (bf16) pack_panels(static_cast<const uint16_t*>(src), lane_stride, step_stride, lanes, steps, width, dst);
+  else pack_panels(static_cast<const float*>(src), lane_stride, step_stride, lanes, steps, width, dst);
   return true;
 }
 
