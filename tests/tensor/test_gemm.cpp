@@ -168,6 +168,24 @@ TEST_CASE("weft's GEMM at every supported instruction-set level matches the exac
   }
 }
 
+TEST_CASE("bfloat16 widened by the float32 kernels' packers gives the bits of the float32 product of the widened values") {
+  // Below the pairs kernels (and where BF16 dot products do not pay) a bfloat16 product runs on
+  // the float32 tiles, its operands widened as they are packed: the same sums in the same order as
+  // float32 operands holding the same values, so the same bits, whatever layout each packer meets
+  // (every case of the sweep above: transposed, strided, partial panels, threaded). A single row
+  // times a transposed weight is the GEMV's, whose bfloat16 loops sum in their own order.
+  for (const CpuIsa isa : levels_with_own_gemm_kernels(kFloat32)) {
+    CpuIsaGuard guard(isa);
+    CAPTURE(cpu_isa_name(isa));
+    if (cpu_gemm_kernel(kBFloat16).find("(bf16 widened)") == std::string::npos) continue;
+    for (const Case& c : cases(kBFloat16)) {
+      if (c.a.size(-2) == 1) continue;
+      CAPTURE(c.name);
+      CHECK(equal(matmul(c.a, c.b), matmul(c.a.to(kFloat32), c.b.to(kFloat32)).to(kBFloat16)));
+    }
+  }
+}
+
 TEST_CASE("weft's GEMM fuses linear's bias at every level, in float32, bfloat16 and float64") {
   for (const DType dtype : {kFloat32, kBFloat16, kFloat64}) {
     const double tol = tolerance(dtype);
