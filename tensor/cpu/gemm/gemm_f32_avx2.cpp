@@ -195,9 +195,9 @@ bool pack_b_avx2(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t kc,
   return true;
 }
 
-// Packing A (float32) into panels of kc×6 by two layouts that the portable packer would copy one
-// value at a time. Either way a step's 8 lanes are stored at its 6-value slot, where the next
-// step's store overwrites the two extra lanes; the panel's last store is masked.
+// Packing A into panels of kc×6 by two layouts that the portable packer would copy one value at a
+// time. Either way a step's 8 lanes are stored at its 6-value slot, where the next step's store
+// overwrites the two extra lanes; the panel's last store is masked.
 //
 // One panel of `rows` ≤ 6 rows whose columns are contiguous (A(i, p) = a[i + p·cs]: dYᵀ of the
 // weight gradients): each step is one masked load.
@@ -208,30 +208,34 @@ void pack_a_panel_columns(const float* a, int64_t cs, int64_t rows, int64_t kc, 
 }
 
 // One panel whose rows are contiguous along K (A(i, p) = a[i·rs + p]: a row-major A taller than
-// the in-place limit, a large batch's forward, the squares): 8 steps of the 6 rows are transposed
-// in registers, as 8 rows of which the last two are zero.
-void pack_a_panel_rows(const float* a, int64_t rs, int64_t rows, int64_t kc, float* dst) {
+// the in-place limit, a large batch's forward, the squares, any bfloat16 activations): 8 steps of
+// the 6 rows are transposed in registers, as 8 rows of which the last two are zero. `a` is
+// float32, or bfloat16 bits widened as they load.
+void pack_a_panel_rows(const char* a, bool bf16, int64_t rs, int64_t rows, int64_t kc, float* dst) {
+  const int64_t size = bf16 ? 2 : 4;
   const __m256i six = lane_mask(kMr);
   int64_t p = 0;
   for (; p + 8 <= kc; p += 8) {
     __m256 r[8];
-    for (int q = 0; q < 8; ++q) r[q] = q < rows ? _mm256_loadu_ps(a + q * rs + p) : _mm256_setzero_ps();
+    for (int q = 0; q < 8; ++q) r[q] = q < rows ? load8(a + (q * rs + p) * size, bf16) : _mm256_setzero_ps();
     transpose8(r);
     for (int q = 0; q < 7; ++q) _mm256_storeu_ps(dst + (p + q) * kMr, r[q]);
     _mm256_maskstore_ps(dst + (p + 7) * kMr, six, r[7]);
   }
   for (; p < kc; ++p)
-    for (int64_t i = 0; i < kMr; ++i) dst[p * kMr + i] = i < rows ? a[i * rs + p] : 0.0f;
+    for (int64_t i = 0; i < kMr; ++i) dst[p * kMr + i] = i < rows ? load1(a + (i * rs + p) * size, bf16) : 0.0f;
 }
 
-// A(i, p) = src[i·rs + p·cs]; dst: panels of kc×6.
+// A(i, p) = src[i·rs + p·cs]; dst: panels of kc×6. Columns of bfloat16 are left to the portable
+// packer's row copies: AVX2 has no masked load of 16-bit values for a step's ≤ 6 lanes.
 bool pack_a_avx2(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc, int64_t kc, float* dst) {
-  if (bf16 || (cs != 1 && rs != 1)) return false;
-  const auto* a = static_cast<const float*>(src);
+  if ((cs != 1 && rs != 1) || (bf16 && cs != 1)) return false;
+  const auto* a = static_cast<const char*>(src);
+  const int64_t size = bf16 ? 2 : 4;
   for (int64_t i0 = 0; i0 < mc; i0 += kMr, dst += kc * kMr) {
     const int64_t rows = mc - i0 < kMr ? mc - i0 : kMr;
-    if (cs == 1) pack_a_panel_rows(a + i0 * rs, rs, rows, kc, dst);
-    else pack_a_panel_columns(a + i0, cs, rows, kc, dst);
+    if (cs == 1) pack_a_panel_rows(a + i0 * rs * size, bf16, rs, rows, kc, dst);
+    else pack_a_panel_columns(reinterpret_cast<const float*>(a) + i0, cs, rows, kc, dst);
   }
   return true;
 }
