@@ -3,7 +3,8 @@
 # against its peer in the same run, and prints that class's table in Markdown (benchmark, command,
 # weft, peer, ratio, date), one row per figure, from each benchmark's JSON line
 # (bench/report_rows.py). The class comes from /proc/cpuinfo: amx_tile -> "AVX-512 + AMX Xeon",
-# avx512f on an AMD CPU -> "AVX-512 Zen", anything else -> "AVX2".
+# avx512f on an AMD CPU -> "AVX-512 Zen", avx512f on another (an Intel Xeon whose VM hides AMX, or
+# one without it) -> "AVX-512 Xeon without AMX", anything else -> "AVX2".
 #
 #   bash bench/report.sh [--dry-run] [--build-dir DIR] [--only NAME[,NAME...]] [--out DIR] [--from DIR]
 #
@@ -36,6 +37,8 @@ if [[ " $flags " == *" amx_tile "* ]]; then
   class="AVX-512 + AMX Xeon"
 elif [[ " $flags " == *" avx512f "* && "$vendor" == *AuthenticAMD* ]]; then
   class="AVX-512 Zen"
+elif [[ " $flags " == *" avx512f "* ]]; then
+  class="AVX-512 Xeon without AMX"
 else
   class="AVX2"
 fi

@@ -56,8 +56,8 @@ EvenOdd split_bf16_pairs(__m512i words) {
           _mm512_castsi512_ps(_mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))))};
 }
 
-// The bfloat16 form of dot_block_f16: sums of the even and of the odd products, added at the end; the
-// last k % 32 values through masked loads (zeros past k add nothing).
+// The bfloat16 form of dot_block_f16: sums of the even and of the odd products, added at the
+// end; the last k % 32 values through masked loads (zeros past k add nothing).
 template <int R>
 void dot_block_bf16(const uint16_t* r, int64_t ldw, const uint16_t* x, int64_t k, float* y, bool accumulate) {
   __m512 even[R], odd[R];
