@@ -55,6 +55,9 @@ constexpr int64_t kInPlaceRows = 256;
 // width 128 and 768 tokens, whose products are 65-512 columns wide: ~5 % less time in its GEMMs,
 // one thread, sampled beside the step's other kernels).
 constexpr int64_t kInPlaceColumns = 512;
+// A bfloat16 A widened whole to be read in place (Note [bfloat16 rows of A widened whole]) has at
+// most this many values (16 MiB as float32): a prompt's rows times the widest weights.
+constexpr int64_t kWidenedAValues = int64_t{4} << 20;
 // Products with at most this many rows and a B read down its columns are computed transposed
 // (Note [Few rows times a transposed B]). Above it packing W costs less than the transposed
 // product loses: x·Wᵀ at 128 rows (the MLP's forward, W 512×784 and 512×512) ran 5-12 % faster
@@ -823,8 +826,9 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   // against M·N·K multiply-adds) and takes the float32 A's path, B still widened as it packs: the
   // same sums in the same order, so the same bits (the 1.1B Llama's x·Wᵀ at 128 rows, weights
   // from memory, 128 × 2048 × 5632: 13.4 → 10.5 ms, float32's pace; its bf16 prefill 115 → 135
-  // tokens/s, GPT-2's 1,190-1,230 → 1,345-1,387).
-  if (a.bf16 && !ker.bf16_pairs && a.cs == 1 && m <= kInPlaceRows) {
+  // tokens/s, GPT-2's 1,190-1,230 → 1,345-1,387). Not past kWidenedAValues: the scratch stays with
+  // the thread, and an LM head's dX (256 rows of gradients 50,257 long) would keep 51 MB of it.
+  if (a.bf16 && !ker.bf16_pairs && a.cs == 1 && m <= kInPlaceRows && m * k <= kWidenedAValues) {
     float* a_wide = t_widened_a.get<float>(m * k);
     widen_bf16(a, m, k, false, a_wide);
     return gemm_large(ker, m, n, k, GemmMatrix{a_wide, k, 1, false}, b, c, ldc, accumulate);
