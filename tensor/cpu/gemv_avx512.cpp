@@ -9,7 +9,8 @@
 // the one shuffle port for every 16 values. x is split the same way once per load, for four rows.
 // On an Emerald Rapids VM that runs bfloat16 here because its vdpbf16ps is slow (Note [Where BF16
 // dot products pay]): 1024 rows × 768 in L2, one thread, 0.039 → 0.032 ms (vdpbf16ps 0.025 ms);
-// GPT-2's bf16 decode 76-81 → 90-97 tokens/s (vdpbf16ps 102-106).
+// GPT-2's bf16 decode 76-81 → 90-97 tokens/s (vdpbf16ps 102-106). Rows are fetched kGemvRowAhead
+// ahead, as the vdpbf16ps kernel's are.
 #include "tensor/cpu/gemv_kernels.h"
 #include "tensor/cpu/simd.h"
 
@@ -45,9 +46,6 @@ void dot_block_f16(const uint16_t* r, int64_t ldw, const uint16_t* x, int64_t k,
   }
 }
 
-// Each row also asks for its line 1 KB ahead, as the vdpbf16ps kernel does (gemv_avx512bf16.cpp).
-constexpr int64_t kAhead = 512;
-
 struct EvenOdd {
   __m512 even, odd;
 };
@@ -72,7 +70,7 @@ void dot_block_bf16(const uint16_t* r, int64_t ldw, const uint16_t* x, int64_t k
   };
   int64_t p = 0;
   for (; p + 32 <= k; p += 32) {
-    for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kAhead), _MM_HINT_T0);
+    for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kGemvRowAhead), _MM_HINT_T0);
     step(p, ~__mmask32{0});
   }
   if (p < k) step(p, lane_mask32(k - p));

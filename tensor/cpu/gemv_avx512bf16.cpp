@@ -9,10 +9,6 @@ namespace weft::detail {
 namespace {
 
 constexpr int64_t kLanes = 32;  // bfloat16 values per vector
-// Each row also asks for its line 1 KB ahead: W streams from memory once per decode step, and the
-// hardware's prefetch alone kept too few lines in flight (the 1.1B Llama's bf16 decode: 0.92x the
-// time per token, paired in one process).
-constexpr int64_t kAhead = 512;
 
 __m512bh as_bf16x32(__m512i v) {
   __m512bh r;
@@ -28,7 +24,7 @@ void dot_block(const uint16_t* r, int64_t ldw, const uint16_t* x, int64_t k, flo
   int64_t p = 0;
   for (; p + kLanes <= k; p += kLanes) {
     const __m512bh xv = as_bf16x32(_mm512_loadu_si512(x + p));
-    for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kAhead), _MM_HINT_T0);
+    for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kGemvRowAhead), _MM_HINT_T0);
     for (int i = 0; i < R; ++i) sum[i] = _mm512_dpbf16_ps(sum[i], as_bf16x32(_mm512_loadu_si512(r + i * ldw + p)), xv);
   }
   if (p < k) {

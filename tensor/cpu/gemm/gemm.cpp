@@ -762,6 +762,15 @@ void zero_unless_accumulating(int64_t m, int64_t n, float* c, int64_t ldc, bool 
     for (int64_t i = 0; i < m; ++i) std::memset(c + i * ldc, 0, static_cast<size_t>(n) * sizeof(float));
 }
 
+// x (rows × cols, bfloat16) widened exactly into float32 in `scratch`, in its own layout: by
+// columns where its columns are contiguous, else by rows.
+GemmMatrix widened(PackBuffer& scratch, const GemmMatrix& x, int64_t rows, int64_t cols) {
+  const bool by_columns = x.rs == 1 && x.cs != 1;
+  float* wide = scratch.get<float>(rows * cols);
+  widen_bf16(x, rows, cols, by_columns, wide);
+  return by_columns ? GemmMatrix{wide, 1, rows, false} : GemmMatrix{wide, cols, 1, false};
+}
+
 }  // namespace
 
 bool gemm_reads_b_rows_in_place(const GemmMatrix& b) {
@@ -798,14 +807,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   // small product shorter in K than one tile of a set that pads K to whole tiles (AMX: K = 10
   // would be padded to 32).
   if (a.bf16 && (!ker.bf16_pairs || k < 2 * ker.pair_block) && work <= kSmallWork) {
-    const bool a_by_columns = a.rs == 1 && a.cs != 1, b_by_columns = b.rs == 1 && b.cs != 1;
-    float* a_wide = t_widened_a.get<float>(m * k);
-    float* b_wide = t_widened_b.get<float>(k * n);
-    widen_bf16(a, m, k, a_by_columns, a_wide);
-    widen_bf16(b, k, n, b_by_columns, b_wide);
-    const GemmMatrix a32 = a_by_columns ? GemmMatrix{a_wide, 1, m, false} : GemmMatrix{a_wide, k, 1, false};
-    const GemmMatrix b32 = b_by_columns ? GemmMatrix{b_wide, 1, k, false} : GemmMatrix{b_wide, n, 1, false};
-    return gemm(m, n, k, a32, b32, c, ldc, accumulate);
+    return gemm(m, n, k, widened(t_widened_a, a, m, k), widened(t_widened_b, b, k, n), c, ldc, accumulate);
   }
   if (!a.bf16 && b.rs == 1 && b.cs != 1 && m <= kTransposedMaxRows && m < n)
     return gemm_transposed(kernel_for(isa, false, m), m, n, k, a, b, c, ldc, accumulate);
@@ -828,11 +830,8 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   // from memory, 128 × 2048 × 5632: 13.4 → 10.5 ms, float32's pace; its bf16 prefill 115 → 135
   // tokens/s, GPT-2's 1,190-1,230 → 1,345-1,387). Not past kWidenedAValues: the scratch stays with
   // the thread, and an LM head's dX (256 rows of gradients 50,257 long) would keep 51 MB of it.
-  if (a.bf16 && !ker.bf16_pairs && a.cs == 1 && m <= kInPlaceRows && m * k <= kWidenedAValues) {
-    float* a_wide = t_widened_a.get<float>(m * k);
-    widen_bf16(a, m, k, false, a_wide);
-    return gemm_large(ker, m, n, k, GemmMatrix{a_wide, k, 1, false}, b, c, ldc, accumulate);
-  }
+  if (a.bf16 && !ker.bf16_pairs && a.cs == 1 && m <= kInPlaceRows && m * k <= kWidenedAValues)
+    return gemm_large(ker, m, n, k, widened(t_widened_a, a, m, k), b, c, ldc, accumulate);
 
   gemm_large(ker, m, n, k, a, b, c, ldc, accumulate);
 }

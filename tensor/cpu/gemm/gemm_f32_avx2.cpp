@@ -235,7 +235,7 @@ bool pack_a_avx2(const void* src, bool bf16, int64_t rs, int64_t cs, int64_t mc,
   for (int64_t i0 = 0; i0 < mc; i0 += kMr, dst += kc * kMr) {
     const int64_t rows = mc - i0 < kMr ? mc - i0 : kMr;
     if (cs == 1) pack_a_panel_rows(a + i0 * rs * size, bf16, rs, rows, kc, dst);
-    else pack_a_panel_columns(reinterpret_cast<const float*>(a) + i0, cs, rows, kc, dst);
+    else pack_a_panel_columns(static_cast<const float*>(src) + i0, cs, rows, kc, dst);
   }
   return true;
 }

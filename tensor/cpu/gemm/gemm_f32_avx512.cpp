@@ -153,13 +153,6 @@ void dot_rows_avx512(const float* w, int64_t ldw, const float* x, int64_t k, int
   }
 }
 
-// 16 consecutive values at p as float32 (bfloat16 bits widened), zeros past `mask`; nothing past
-// it is read.
-__m512 load16(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
-__m512 load16(const uint16_t* p, __mmask16 mask) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p)), 16));
-}
-
 // The fast packers: one panel of `width` lanes per step (B: 64 columns, A: 6 rows) from a
 // source whose lanes are `lane_stride` apart and steps `step_stride` apart, zeros past `lanes`.
 // T is the stored type: float, or uint16_t for bfloat16 bits (widened as they are packed).
@@ -180,7 +173,8 @@ void pack_panels_by_steps(const T* src, int64_t step_stride, int64_t lanes, int6
         float* panel_step = dst + l0 * steps + p * width;
         for (int first = 0; first < width; first += 16)
           _mm512_mask_storeu_ps(panel_step + first, lane_mask(width - first),
-                                load16(src + p * step_stride + l0 + first, lane_mask(lanes - l0 - first)));
+                                load_float_or_bf16_x16(src, p * step_stride + l0 + first,
+                                                       lane_mask(lanes - l0 - first), sizeof(T) == 2));
       }
   }
 }
@@ -201,7 +195,8 @@ void pack_panel_by_lanes(const T* src, int64_t lane_stride, int lanes, int64_t s
       const int run = steps - p0 < 16 ? static_cast<int>(steps - p0) : 16;
       __m512i r[16];
       for (int l = 0; l < 16; ++l)
-        r[l] = l < count ? _mm512_castps_si512(load16(src + (first + l) * lane_stride + p0, lane_mask(run)))
+        r[l] = l < count ? _mm512_castps_si512(
+                               load_float_or_bf16_x16(src, (first + l) * lane_stride + p0, lane_mask(run), sizeof(T) == 2))
                          : _mm512_setzero_si512();
       transpose16x16_epi32(r);
       for (int q = 0; q < run; ++q) _mm512_mask_storeu_ps(dst + (p0 + q) * width + first, store, _mm512_castsi512_ps(r[q]));
