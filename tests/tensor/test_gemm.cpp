@@ -98,7 +98,10 @@ std::vector<Case> cases(DType dtype) {
   out.push_back({"taller than wide, K in chunks: the threads share each packed block of B", r({400, 600}, 62),
                  r({600, 300}, 63)});
   out.push_back({"row-major A packed: K not a multiple of 8, rows not of 6", r({301, 77}, 39), r({77, 33}, 40)});
-  out.push_back({"transposed A packed: rows not of 6", r({200, 301}, 41).t(), r({200, 64}, 42)});
+  out.push_back({"transposed A (AVX-512: read in place, C narrow): rows not of 6, the threads share B", r({200, 301}, 41).t(),
+                 r({200, 64}, 42)});
+  out.push_back({"transposed A packed: C wider than kColumnsInPlaceWidth", r({150, 301}, 83).t(),
+                 r({150, 530}, 84)});
   out.push_back({"batch of 1 times a transposed weight (computed transposed, small)", r({1, 1100}, 43), r({700, 1100}, 44).t()});
   out.push_back({"batch of 1, K shorter than a vector (dot products, tail only)", r({1, 5}, 53), r({40, 5}, 54).t()});
   out.push_back({"batch of 1, threaded (dot products over a split of W's rows)", r({1, 1100}, 55), r({2000, 1100}, 56).t()});
@@ -487,6 +490,42 @@ TEST_CASE("B's rows read in place give the bits of B packed") {
       detail::gemm(m, n, k, detail::GemmMatrix{x.data_ptr(), k, 1, false}, bm, got.data(), n, accumulate);
       detail::gemm(m, n, k, detail::GemmMatrix{x.data_ptr(), k, 1, false}, pm, want.data(), n, accumulate);
       CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("A's columns read in place give the bits of A packed and of A's rows read in place") {
+  // Note [A's columns read in place]: a float32 A stored by columns (gᵀ of a weight gradient) is
+  // read in place by the AVX-512 set where C is narrow. The same values with both strides
+  // non-unit are packed, and stored by rows are read in place by rows; each tile sums the same
+  // products in the same order, so all three give the same bits, at every level, taller than
+  // wide (threads share B) and wider than tall (split along N).
+  struct Shape3 {
+    int64_t m, k, n;
+  };
+  for (const Shape3 s : {Shape3{300, 200, 64}, Shape3{96, 128, 200}, Shape3{384, 768, 128}}) {
+    CAPTURE(s.m);
+    const Tensor stored = random({s.k, s.m}, 85, kFloat32), b = random({s.k, s.n}, 86, kFloat32);
+    Tensor spread = zeros({2 * s.k, 2 * s.m}).slice(0, 0, 2 * s.k, 2).slice(1, 0, 2 * s.m, 2);
+    spread.copy_(stored);
+    const Tensor rows = stored.t().contiguous();
+    const detail::GemmMatrix by_columns{stored.data_ptr(), 1, s.m, false};
+    const detail::GemmMatrix packed{spread.data_ptr(), spread.stride(1), spread.stride(0), false};
+    const detail::GemmMatrix by_rows{rows.data_ptr(), s.k, 1, false};
+    const detail::GemmMatrix bm{b.data_ptr(), s.n, 1, false};
+    for (const CpuIsa isa : levels_with_own_gemm_kernels(kFloat32)) {
+      CAPTURE(cpu_isa_name(isa));
+      CpuIsaGuard guard(isa);
+      for (const bool accumulate : {false, true}) {
+        CAPTURE(accumulate);
+        const std::vector<float> c0 = random({s.m, s.n}, 87, kFloat32).to_vector<float>();
+        std::vector<float> got = c0, from_packed = c0, from_rows = c0;
+        detail::gemm(s.m, s.n, s.k, by_columns, bm, got.data(), s.n, accumulate);
+        detail::gemm(s.m, s.n, s.k, packed, bm, from_packed.data(), s.n, accumulate);
+        detail::gemm(s.m, s.n, s.k, by_rows, bm, from_rows.data(), s.n, accumulate);
+        CHECK(std::memcmp(got.data(), from_packed.data(), got.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(got.data(), from_rows.data(), got.size() * sizeof(float)) == 0);
+      }
     }
   }
 }

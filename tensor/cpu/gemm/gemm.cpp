@@ -55,6 +55,11 @@ constexpr int64_t kInPlaceRows = 256;
 // width 128 and 768 tokens, whose products are 65-512 columns wide: ~5 % less time in its GEMMs,
 // one thread, sampled beside the step's other kernels).
 constexpr int64_t kInPlaceColumns = 512;
+// A float32 A stored by columns is read in place (Note [A's columns read in place]) by a set that
+// takes it when C is at most kColumnsInPlaceWidth columns wide and A's columns are less than
+// kColumnsInPlaceStride values (4 KiB) apart.
+constexpr int64_t kColumnsInPlaceWidth = 256;
+constexpr int64_t kColumnsInPlaceStride = 1024;
 // A bfloat16 A widened whole to be read in place (Note [bfloat16 rows of A widened whole]) has at
 // most this many values (16 MiB as float32): a prompt's rows times the widest weights.
 constexpr int64_t kWidenedAValues = int64_t{4} << 20;
@@ -256,12 +261,34 @@ GemmLineRuns lines_share(const GemmLineRuns& all, int64_t first, int64_t end) {
           static_cast<int>((all.line + first) % all.run_lines), static_cast<int>(end - first)};
 }
 
-// Whether a block of C with m rows reads A in place rather than packing it: contiguous rows, at
-// most kInPlaceRows of them (any number of float32 ones for a C at most kInPlaceColumns wide), or a source's rows in the scratch they are made into, whatever their
-// number. bfloat16 rows are read as K-pairs by a set that can, when every K chunk is whole pairs
-// (chunks are even but for a last odd one); a set without pairs widens bfloat16 as it packs.
+// Whether a block of C with m rows reads A in place rather than packing it: contiguous rows (or,
+// for a set that takes them, contiguous float32 columns: Note [A's columns read in place]), at
+// most kInPlaceRows of them (any number of float32 ones for a C at most kInPlaceColumns wide), or
+// a source's rows in the scratch they are made into, whatever their number. bfloat16 rows are
+// read as K-pairs by a set that can, when every K chunk is whole pairs (chunks are even but for a
+// last odd one); a set without pairs widens bfloat16 as it packs.
+//
+// Note [A's columns read in place]: an A stored by columns (rs 1: gᵀ in a weight gradient
+// dW = gᵀ·x, the tokens down K) holds a tile's six rows at one K step in six adjacent values of
+// one cache line, which the next row strips read again. Packed, each 6-row panel cost a masked
+// load and store per K step before its tiles could start, and made the weight gradients of a
+// small model its slowest products: the char GPT's (768 tokens, C 128 or 512 columns wide) ran at
+// 58-73 % of the FMA peak on two threads against 76-83 % for its other products. The AVX-512
+// set's tiles read such an A in place where C is narrow (AVX-512 Xeon, 2026-12-07, two threads):
+// gᵀ·x at 384 × 768 × 128 takes 279-281 µs instead of 321-334, 512 × 768 × 128 364-370 instead
+// of 418-423, 128 × 768 × 128 79 instead of 116; one thread 12-28 % less time from 64 to 512
+// rows. Not for a C 512 columns wide, where each packed panel serves eight tiles (as fast either
+// way), nor where A's columns are 4 KiB apart or more (at 1024 rows every K step's line fell in
+// the same L1 sets: 1.2-1.4x the time). Split along N, such an A goes in one block per thread: a
+// block as narrow as n_split made tiles of one vector a row (64 × 768 × 128: 74 µs against 41).
+// The AVX2 set's 6×16 tiles and the scalar set's ran 5-30 % and 45 % slower in place: they pack.
 bool a_read_in_place(const GemmKernel& ker, const AOperand& a, int64_t m, int64_t n, int64_t k) {
-  if (!a.source && (a.matrix.cs != 1 || (m > kInPlaceRows && (n > kInPlaceColumns || a.matrix.bf16)))) return false;
+  if (!a.source) {
+    if (a.matrix.cs != 1)
+      return a.matrix.rs == 1 && !a.matrix.bf16 && ker.a_columns_in_place && n <= kColumnsInPlaceWidth &&
+             a.matrix.cs < kColumnsInPlaceStride;
+    if (m > kInPlaceRows && (n > kInPlaceColumns || a.matrix.bf16)) return false;
+  }
   if (ker.bf16_pairs) return ker.a_rows_in_place && a.matrix.bf16 && k % 2 == 0;
   return !a.matrix.bf16;
 }
@@ -413,8 +440,8 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
     } else {
       const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + a_row * a_block.rs : af + ir * kc;
       const bool packed = b_ld == 0;
-      ker.micro_f32({kc, tile_a, a_block.rs, 1, !a_in_place, packed ? bf + jr * kc : bf + jr, packed ? ker.nr : b_ld,
-                     packed, tile_c, ldc, rows, cols, add, fetch});
+      ker.micro_f32({kc, tile_a, a_block.rs, a_block.cs, !a_in_place, packed ? bf + jr * kc : bf + jr,
+                     packed ? ker.nr : b_ld, packed, tile_c, ldc, rows, cols, add, fetch});
     }
   };
   // BLIS order keeps a panel of B in L1 while the packed panels of A stream from L2. A read in
@@ -708,9 +735,10 @@ void gemm_large(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const AO
     return gemm_blocked(ker, m, n, k, a, b, c, ldc, accumulate, in_place, threads, c_bf16);
   }
   const bool in_place = a_read_in_place(ker, a, m, n, k);
-  // Small column blocks cost nothing more when A is memory read in place; a source would make its
-  // rows again for every block.
-  const bool fine = in_place && !a.source;
+  // Small column blocks cost nothing more when A's rows are memory read in place; a source would
+  // make its rows again for every block, and an A read by its columns (Note [A's columns read in
+  // place]) would go through tiles as narrow as the blocks, a vector or two a row.
+  const bool fine = in_place && !a.source && a.matrix.cs == 1;
   // Blocks cut at a tile's width would leave one thread a whole tile more: 784 columns in tiles
   // of 64 are 7 + 6 of them, 448 against 336 columns (the MLP's dW1 ran 10 % slower than 400 + 384).
   // So they are cut at n_split columns, unless whole tiles divide evenly into at least two blocks

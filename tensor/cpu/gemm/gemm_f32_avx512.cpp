@@ -249,6 +249,7 @@ const GemmKernel kGemmF32Avx512 = {
     .pack_b = pack_b<16 * kWideVectors>,
     .pack_a = pack_a<kWideMr>,
     .dot_rows = dot_rows_avx512,
+    .a_columns_in_place = true,
 };
 
 const GemmKernel kGemmF32Avx512Narrow = {

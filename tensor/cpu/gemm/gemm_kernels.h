@@ -167,6 +167,8 @@ struct GemmKernel {
   bool stores_bf16 = false;   // micro_bf16 writes a bfloat16 C (GemmTileBf16::c_bf16)
   bool a_rows_in_place = false;  // micro_bf16 reads A's rows in place (GemmTileBf16::lda)
   GemmPackRows pack_rows = nullptr;  // a_rows sets: bf16 A as plain rows; nullptr: the portable packer only
+  bool a_columns_in_place = false;   // micro_f32 reads a float32 A stored by columns (rs_a 1) in place
+                                     // (Note [A's columns read in place] in gemm.cpp)
 };
 
 // The AVX-512 packer of bf16 K-pair panels (gemm_bf16_avx512bf16.cpp), shared by the sets that
