@@ -124,10 +124,17 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
   }));
 }
 
+// A contiguous run is one typed fill, wide stores; a strided run goes value by value. (Every run
+// went value by value before, about one a cycle: zeros for a GPT's q, k, v gradients, 12 × 64 ×
+// 384 floats, took 145 µs on one core.)
 void CpuBackend::fill(const Tensor& dst, double value) {
   WEFT_DISPATCH_ALL(dst.dtype(), T, {
     const T v = convert<T>(value);
     for_each_strided<1>({&dst}, [v](const StridedRun<1>& run) {
+      if (run.stride[0] == static_cast<int64_t>(sizeof(T))) {
+        std::fill_n(reinterpret_cast<T*>(run.ptr[0]), run.n, v);
+        return;
+      }
       for (int64_t i = 0; i < run.n; ++i) std::memcpy(run.ptr[0] + i * run.stride[0], &v, sizeof(T));
     });
   });
