@@ -141,6 +141,21 @@ Tensor to_4d(const Tensor& t, const Shape& outer, int64_t heads) {
   return expanded.reshape({detail::shape_numel(outer), heads, t.size(-2), t.size(-1)});
 }
 
+// (N, heads, rows, cols) stored as (N, rows, heads, cols): the layout of a model's (B, T, H, hs)
+// views, whose transpose and reshape back to (B, T, C) are then views too.
+Tensor heads_inside_rows(int64_t N, int64_t heads, int64_t rows, int64_t cols, DType dtype, Device device) {
+  const Tensor base = detail::make_tensor({N, rows, heads, cols}, dtype, device);
+  return detail::make_view(base, {N, heads, rows, cols}, {rows * heads * cols, cols, heads * cols, 1}, 0);
+}
+
+// The gradient of q, k or v (N, heads, rows, E), of the given dtype, laid out as t is: heads inside
+// rows where t's are (a GPT's q, k and v, views of its projection's output), so that the model's
+// way back to (B, T, C) copies nothing (it copied each of the three, every layer), else contiguous.
+Tensor gradient_laid_out_as(const Tensor& t, DType dtype) {
+  if (t.stride(1) >= t.stride(2)) return detail::make_tensor(t.shape(), dtype, t.device());
+  return heads_inside_rows(t.size(0), t.size(1), t.size(2), t.size(3), dtype, t.device());
+}
+
 Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, double dropout_p,
              bool is_causal, double scale, bool gqa, uint64_t key, const Shape& out_shape) {
   // outer: the batch dims before the heads; without GQA the last batch dim plays the heads.
@@ -156,8 +171,7 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& at
   if (attn_mask.defined()) mask4 = to_4d(attn_mask.detach(), outer, hq);
   const int64_t N = q4.size(0), L = q4.size(2), Ev = v4.size(3);
 
-  const Tensor base = detail::make_tensor({N, L, hq, Ev}, q.dtype(), q.device());
-  Tensor out = detail::make_view(base, {N, hq, L, Ev}, {L * hq * Ev, Ev, hq * Ev, 1}, 0);
+  Tensor out = heads_inside_rows(N, hq, L, Ev, q.dtype(), q.device());
   const Tensor lse = detail::make_tensor({N, hq, L}, kFloat32, q.device());
   detail::attention_forward_kernels().at(q.device())(
       {q4.detach(), k4.detach(), v4.detach(), mask4, out, lse, scale, is_causal, dropout_p, key});
@@ -168,9 +182,9 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& at
                        const Tensor& qv = sq.unpack();
                        const Tensor& kv = sk.unpack();
                        const Tensor& vv = sv.unpack();
-                       std::vector<Tensor> grads{detail::make_tensor(qv.shape(), qv.dtype(), qv.device()),
-                                                 detail::make_tensor(kv.shape(), qv.dtype(), qv.device()),
-                                                 detail::make_tensor(vv.shape(), qv.dtype(), qv.device())};
+                       std::vector<Tensor> grads{gradient_laid_out_as(qv, qv.dtype()),
+                                                 gradient_laid_out_as(kv, qv.dtype()),
+                                                 gradient_laid_out_as(vv, qv.dtype())};
                        detail::attention_backward_kernels().at(qv.device())(
                            {qv, kv, vv, mask4, so.unpack(), lse, detail::raw_cast(g, qv.dtype()), grads[0], grads[1],
                             grads[2], scale, is_causal, dropout_p, key});

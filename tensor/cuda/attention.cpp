@@ -84,16 +84,19 @@ void backward(const AttentionBackward& b) {
   const Tensor d = make_tensor({q.size(0), q.size(1), q.size(2)}, kFloat32, q.device());
   const Tensor grad_q = make_tensor(q.shape(), kFloat32, q.device());
   backend(q.device()).fill(grad_q, 0.0);
+  const Tensor grad_k = dense_like(b.grad_k), grad_v = dense_like(b.grad_v);
   AttentionArgs a = args_of(q, k, v, mask, b.scale, b.is_causal, b.dropout_p, b.dropout_key);
   a.out = const_cast<char*>(cptr(out));
   a.lse = const_cast<float*>(static_cast<const float*>(b.lse.data_ptr()));
   a.grad_out = cptr(grad_out);
   a.d = static_cast<float*>(d.data_ptr());
   a.grad_q = static_cast<float*>(grad_q.data_ptr());
-  a.grad_k = ptr(b.grad_k);
-  a.grad_v = ptr(b.grad_v);
+  a.grad_k = ptr(grad_k);
+  a.grad_v = ptr(grad_v);
   cuda::detail::launch_attention_backward(a, stream_for(q));
   backend(q.device()).copy(grad_q, b.grad_q);
+  copy_back(grad_k, b.grad_k);
+  copy_back(grad_v, b.grad_v);
 }
 
 }  // namespace

@@ -182,6 +182,33 @@ TEST_CASE("sdpa reads strided inputs: (B, T, H, E) views transposed to (B, H, T,
     CHECK(max_abs_diff(strided, dense) == 0.0);
     // The output is (B, T, H, Ev) in memory, so the model's transpose back copies nothing.
     CHECK(strided.transpose(1, 2).is_contiguous());
+    // Their gradients are laid out as the inputs are, (B, T, H, E) in memory, so that the way back
+    // to the inputs' layout copies nothing (a node between the views and the attention sees what
+    // arrives), and their values are the dense inputs' gradients.
+    const Tensor gy = normal({2, 3, 70, 16}, 75);
+    auto gradients = [&](bool transposed, std::vector<Tensor>& arrived) {
+      std::vector<Tensor> leaves{q.detach().requires_grad_(), k.detach().requires_grad_(), v.detach().requires_grad_()};
+      std::vector<Tensor> inputs;
+      for (size_t i = 0; i < 3; ++i) {
+        const Tensor view = transposed ? leaves[i].transpose(1, 2) : leaves[i].transpose(1, 2).contiguous();
+        Tensor seen = view.detach();
+        autograd::record("Spy", seen, {view}, [&arrived, i](const Tensor& g) {
+          arrived[i] = g;
+          return std::vector<Tensor>{g};
+        });
+        inputs.push_back(seen);
+      }
+      scaled_dot_product_attention(inputs[0], inputs[1], inputs[2], Tensor(), 0.0, true).backward(gy);
+      return leaves;
+    };
+    std::vector<Tensor> arrived(3), arrived_dense(3);
+    const std::vector<Tensor> from_views = gradients(true, arrived), from_dense = gradients(false, arrived_dense);
+    for (size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      CHECK(arrived[i].transpose(1, 2).is_contiguous());
+      CHECK(arrived_dense[i].is_contiguous());
+      CHECK(max_abs_diff(from_views[i].grad(), from_dense[i].grad()) == 0.0);
+    }
     // Key and value columns two apart (no unit stride) take the widening path.
     const Tensor wide = normal({2, 3, 70, 32}, 74);
     const Tensor ks = wide.slice(3, 0, 32, 2), vs = wide.slice(3, 1, 32, 2);
