@@ -209,14 +209,11 @@ void cpu_layer_norm_backward(const LayerNormBackward& a) {
     const int64_t chunks = rows * cols >= kParallelGrain ? std::min<int64_t>(num_threads(), (cols + 7) / 8) : 1;
     parallel_for(chunks, [&](int64_t chunk) {
       const int64_t begin = cols * chunk / chunks, end = cols * (chunk + 1) / chunks;
+      if constexpr (std::is_same_v<S, float>) {
+        if (vector) return layer_norm_columns_avx512(x, dy, rows, cols, begin, end, mean, rstd, dw.data(), db.data());
+      }
       std::vector<C> x_buffer, dy_buffer;
       for (int64_t r = 0; r < rows; ++r) {
-        if constexpr (std::is_same_v<S, float>) {
-          if (vector) {
-            layer_norm_columns_avx512(x + r * cols, dy + r * cols, begin, end, mean[r], rstd[r], dw.data(), db.data());
-            continue;
-          }
-        }
         const C* xr = row_values(x, r, cols, x_buffer);
         const C* dyr = row_values(dy, r, cols, dy_buffer);
         const C mu = static_cast<C>(mean[r]), inv = static_cast<C>(rstd[r]);

@@ -83,17 +83,27 @@ void layer_norm_row_grad_avx512(const float* x, const float* dy, int64_t n, cons
   }
 }
 
-void layer_norm_columns_avx512(const float* x, const float* dy, int64_t begin, int64_t end, float mean, float rstd,
-                               double* dw, double* db) {
-  const __m512 mu = _mm512_set1_ps(mean), inv = _mm512_set1_ps(rstd);
-  for (int64_t c = begin; c < end; c += 8) {
-    const __mmask8 valid = static_cast<__mmask8>(lane_mask(end - c));
-    const __m256 d = _mm512_castps512_ps256(_mm512_maskz_loadu_ps(valid, dy + c));
-    const __m256 xv = _mm512_castps512_ps256(_mm512_maskz_loadu_ps(valid, x + c));
-    const __m256 x_hat = _mm256_mul_ps(_mm256_sub_ps(xv, _mm512_castps512_ps256(mu)), _mm512_castps512_ps256(inv));
-    const __m512d product = _mm512_cvtps_pd(_mm256_mul_ps(d, x_hat));
-    _mm512_mask_storeu_pd(dw + c, valid, _mm512_add_pd(_mm512_maskz_loadu_pd(valid, dw + c), product));
-    _mm512_mask_storeu_pd(db + c, valid, _mm512_add_pd(_mm512_maskz_loadu_pd(valid, db + c), _mm512_cvtps_pd(d)));
+void layer_norm_columns_avx512(const float* x, const float* dy, int64_t rows, int64_t n, int64_t begin, int64_t end,
+                               const float* mean, const float* rstd, double* dw, double* db) {
+  for (int64_t c = begin; c < end; c += 16) {
+    const __mmask16 valid = lane_mask(end - c);
+    const __mmask8 low_valid = static_cast<__mmask8>(valid), high_valid = static_cast<__mmask8>(valid >> 8);
+    __m512d w_low = _mm512_maskz_loadu_pd(low_valid, dw + c), w_high = _mm512_maskz_loadu_pd(high_valid, dw + c + 8);
+    __m512d b_low = _mm512_maskz_loadu_pd(low_valid, db + c), b_high = _mm512_maskz_loadu_pd(high_valid, db + c + 8);
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m512 d = _mm512_maskz_loadu_ps(valid, dy + r * n + c);
+      const __m512 x_hat = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, x + r * n + c), _mm512_set1_ps(mean[r])),
+                                         _mm512_set1_ps(rstd[r]));
+      const __m512 product = _mm512_mul_ps(d, x_hat);
+      w_low = _mm512_add_pd(w_low, _mm512_cvtps_pd(_mm512_castps512_ps256(product)));
+      w_high = _mm512_add_pd(w_high, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(product), 1))));
+      b_low = _mm512_add_pd(b_low, _mm512_cvtps_pd(_mm512_castps512_ps256(d)));
+      b_high = _mm512_add_pd(b_high, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d), 1))));
+    }
+    _mm512_mask_storeu_pd(dw + c, low_valid, w_low);
+    _mm512_mask_storeu_pd(dw + c + 8, high_valid, w_high);
+    _mm512_mask_storeu_pd(db + c, low_valid, b_low);
+    _mm512_mask_storeu_pd(db + c + 8, high_valid, b_high);
   }
 }
 

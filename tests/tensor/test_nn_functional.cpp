@@ -225,6 +225,32 @@ TEST_CASE("layer_norm over float32 rows at every instruction-set level against a
   }
 }
 
+TEST_CASE("layer_norm's weight and bias gradients are the scalar reference's bits at every level, threaded") {
+  // Column sums in double, products rounded to float, rows in order (tensor/cpu/layer_norm_kernels.h):
+  // the vector kernel's sixteen columns down all the rows add what the reference adds, in its
+  // order, whatever the columns each thread takes (300 × 200 values: two column ranges, starts
+  // not on a 16-column boundary) and however many columns the last block has.
+  const Tensor x = testing::random({300, 200}, 91, kFloat32), up = testing::random({300, 200}, 92, kFloat32);
+  const Tensor w = testing::random({200}, 93, kFloat32), b = testing::random({200}, 94, kFloat32);
+  auto gradients = [&]() {
+    const Tensor wl = w.detach().requires_grad_(), bl = b.detach().requires_grad_();
+    sum(mul(layer_norm(x, {200}, wl, bl), up)).backward();
+    return std::vector<std::vector<double>>{values(wl.grad()), values(bl.grad())};
+  };
+  std::vector<std::vector<double>> reference;
+  {
+    CpuIsaGuard guard(CpuIsa::Scalar);
+    reference = gradients();
+  }
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    CAPTURE(cpu_isa_name(isa));
+    CpuIsaGuard guard(isa);
+    const std::vector<std::vector<double>> got = gradients();
+    CHECK(got[0] == reference[0]);
+    CHECK(got[1] == reference[1]);
+  }
+}
+
 TEST_CASE("cross_entropy over (N, C, d) against PyTorch") {
   const Tensor logits = from_array(golden::kSpatialLogits, {2, 3, 2}, kFloat64);
   const Tensor target = from_array(golden::kSpatialTarget, {2, 2}, kInt64);
