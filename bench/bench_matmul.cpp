@@ -1,5 +1,6 @@
 // Matrix product throughput: weft::matmul against Eigen and OpenBLAS in the same run, on the
-// example MLP's products (forward and backward, in the layouts training uses) and on squares,
+// example MLP's products (forward and backward, in the layouts training uses), on the char GPT's
+// weight gradients (gᵀ·x over its 768 tokens: A stored by columns, C narrow) and on squares,
 // in float32, with bfloat16 inputs and (--dtype fp64 or all) in float64, as GFLOP/s and as a share
 // of the machine's measured FMA peak (fma_peak.h; float64 has half its lanes). PyTorch is measured
 // by bench/matmul_torch.py on the same cases (float32 and bf16), and bench/compare_matmul.sh puts
@@ -62,6 +63,8 @@ const Case kCases[] = {
     {"mlp fwd3 h·W3t", 128, 512, 10, false, true},   {"mlp dX3 g·W3", 128, 10, 512, false, false},
     {"mlp dW3 gt·h", 10, 128, 512, true, false},     {"mlp dX2 g·W2", 128, 512, 512, false, false},
     {"mlp dW2 gt·h", 512, 128, 512, true, false},    {"mlp dW1 gt·x", 512, 128, 784, true, false},
+    {"gpt dW qkv gt·x", 384, 768, 128, true, false}, {"gpt dW proj gt·y", 128, 768, 128, true, false},
+    {"gpt dW fc gt·x", 512, 768, 128, true, false},
     {"square 512", 512, 512, 512, false, false},     {"square 1024", 1024, 1024, 1024, false, false},
     {"square 2048", 2048, 2048, 2048, false, false},
 };

@@ -22,6 +22,8 @@ CASES = [
     ("mlp fwd3 h·W3t", 128, 512, 10, False, True), ("mlp dX3 g·W3", 128, 10, 512, False, False),
     ("mlp dW3 gt·h", 10, 128, 512, True, False), ("mlp dX2 g·W2", 128, 512, 512, False, False),
     ("mlp dW2 gt·h", 512, 128, 512, True, False), ("mlp dW1 gt·x", 512, 128, 784, True, False),
+    ("gpt dW qkv gt·x", 384, 768, 128, True, False), ("gpt dW proj gt·y", 128, 768, 128, True, False),
+    ("gpt dW fc gt·x", 512, 768, 128, True, False),
     ("square 512", 512, 512, 512, False, False), ("square 1024", 1024, 1024, 1024, False, False),
     ("square 2048", 2048, 2048, 2048, False, False),
 ]
