@@ -8,21 +8,24 @@
 namespace weft::detail {
 namespace {
 
+// Lanes 0-7 and lanes 8-15 of v, widened to double.
+__m512d low_half_wide(__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
+__m512d high_half_wide(__m512 v) {
+  return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
 // Sixteen partial sums in double: lanes 0-7 of a step into `low`, 8-15 into `high`.
 struct WideSum {
   __m512d low = _mm512_setzero_pd(), high = _mm512_setzero_pd();
 
   void add(__m512 v) {
-    low = _mm512_add_pd(low, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-    high = _mm512_add_pd(high, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+    low = _mm512_add_pd(low, low_half_wide(v));
+    high = _mm512_add_pd(high, high_half_wide(v));
   }
   // Each half's products of two float vectors, widened before multiplying.
   void add_product(__m512 a, __m512 b) {
-    const __m512d a_low = _mm512_cvtps_pd(_mm512_castps512_ps256(a)), b_low = _mm512_cvtps_pd(_mm512_castps512_ps256(b));
-    const __m512d a_high = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
-    const __m512d b_high = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(b), 1)));
-    low = _mm512_add_pd(low, _mm512_mul_pd(a_low, b_low));
-    high = _mm512_add_pd(high, _mm512_mul_pd(a_high, b_high));
+    low = _mm512_add_pd(low, _mm512_mul_pd(low_half_wide(a), low_half_wide(b)));
+    high = _mm512_add_pd(high, _mm512_mul_pd(high_half_wide(a), high_half_wide(b)));
   }
   double total() const {
     alignas(64) double lanes[8];
@@ -92,13 +95,13 @@ void layer_norm_columns_avx512(const float* x, const float* dy, int64_t rows, in
     __m512d b_low = _mm512_maskz_loadu_pd(low_valid, db + c), b_high = _mm512_maskz_loadu_pd(high_valid, db + c + 8);
     for (int64_t r = 0; r < rows; ++r) {
       const __m512 d = _mm512_maskz_loadu_ps(valid, dy + r * n + c);
-      const __m512 x_hat = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, x + r * n + c), _mm512_set1_ps(mean[r])),
-                                         _mm512_set1_ps(rstd[r]));
+      const __m512 xv = _mm512_maskz_loadu_ps(valid, x + r * n + c);
+      const __m512 x_hat = _mm512_mul_ps(_mm512_sub_ps(xv, _mm512_set1_ps(mean[r])), _mm512_set1_ps(rstd[r]));
       const __m512 product = _mm512_mul_ps(d, x_hat);
-      w_low = _mm512_add_pd(w_low, _mm512_cvtps_pd(_mm512_castps512_ps256(product)));
-      w_high = _mm512_add_pd(w_high, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(product), 1))));
-      b_low = _mm512_add_pd(b_low, _mm512_cvtps_pd(_mm512_castps512_ps256(d)));
-      b_high = _mm512_add_pd(b_high, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d), 1))));
+      w_low = _mm512_add_pd(w_low, low_half_wide(product));
+      w_high = _mm512_add_pd(w_high, high_half_wide(product));
+      b_low = _mm512_add_pd(b_low, low_half_wide(d));
+      b_high = _mm512_add_pd(b_high, high_half_wide(d));
     }
     _mm512_mask_storeu_pd(dw + c, low_valid, w_low);
     _mm512_mask_storeu_pd(dw + c + 8, high_valid, w_high);

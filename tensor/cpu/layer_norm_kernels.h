@@ -31,7 +31,8 @@ void layer_norm_row_grad_avx512(const float* x, const float* dy, int64_t n, cons
 // db[c] += Σ_r dy[r][c], each product rounded to float and added in double in row order, as the
 // reference adds them (so column sums are its bits). Sixteen columns at a time go down all the
 // rows with their sums in registers: row by row through memory, every row's sums waited on the
-// last row's masked stores, which do not forward to loads (768 rows × 128 took ~50 µs).
+// last row's masked stores, which do not forward to loads (768 rows × 128, two threads: the
+// affine parameters' gradients added 80 µs to a layer norm's forward + backward, now 20).
 void layer_norm_columns_avx512(const float* x, const float* dy, int64_t rows, int64_t n, int64_t begin, int64_t end,
                                const float* mean, const float* rstd, double* dw, double* db);
 
