@@ -148,12 +148,12 @@ Tensor heads_inside_rows(int64_t N, int64_t heads, int64_t rows, int64_t cols, D
   return detail::make_view(base, {N, heads, rows, cols}, {rows * heads * cols, cols, heads * cols, 1}, 0);
 }
 
-// The gradient of q, k or v (N, heads, rows, E), of the given dtype, laid out as t is: heads inside
-// rows where t's are (a GPT's q, k and v, views of its projection's output), so that the model's
-// way back to (B, T, C) copies nothing (it copied each of the three, every layer), else contiguous.
-Tensor gradient_laid_out_as(const Tensor& t, DType dtype) {
-  if (t.stride(1) >= t.stride(2)) return detail::make_tensor(t.shape(), dtype, t.device());
-  return heads_inside_rows(t.size(0), t.size(1), t.size(2), t.size(3), dtype, t.device());
+// The gradient of q, k or v (N, heads, rows, E) laid out as t is: heads inside rows where t's are
+// (a GPT's q, k and v, views of its projection's output), so that the model's way back to
+// (B, T, C) copies nothing (it copied each of the three, every layer), else contiguous.
+Tensor gradient_laid_out_as(const Tensor& t) {
+  if (t.stride(1) >= t.stride(2)) return detail::make_tensor(t.shape(), t.dtype(), t.device());
+  return heads_inside_rows(t.size(0), t.size(1), t.size(2), t.size(3), t.dtype(), t.device());
 }
 
 Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, double dropout_p,
@@ -182,9 +182,8 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& at
                        const Tensor& qv = sq.unpack();
                        const Tensor& kv = sk.unpack();
                        const Tensor& vv = sv.unpack();
-                       std::vector<Tensor> grads{gradient_laid_out_as(qv, qv.dtype()),
-                                                 gradient_laid_out_as(kv, qv.dtype()),
-                                                 gradient_laid_out_as(vv, qv.dtype())};
+                       std::vector<Tensor> grads{gradient_laid_out_as(qv), gradient_laid_out_as(kv),
+                                                 gradient_laid_out_as(vv)};
                        detail::attention_backward_kernels().at(qv.device())(
                            {qv, kv, vv, mask4, so.unpack(), lse, detail::raw_cast(g, qv.dtype()), grads[0], grads[1],
                             grads[2], scale, is_causal, dropout_p, key});

@@ -14,12 +14,7 @@ constexpr int kVectors = 4;
 
 // Eight values of row-major x at `offset` (fewer under `valid`, zeros past them) as float32.
 __m256 load8(const void* x, bool bf16, int64_t offset, __mmask8 valid) {
-  if (bf16) {
-    const auto* row = static_cast<const uint16_t*>(x) + offset;
-    const __m512i bits = _mm512_maskz_loadu_epi16(static_cast<__mmask32>(valid), row);
-    return _mm512_castps512_ps256(bf16_to_float_x16(_mm512_castsi512_si256(bits)));
-  }
-  return _mm512_castps512_ps256(_mm512_maskz_loadu_ps(valid, static_cast<const float*>(x) + offset));
+  return _mm512_castps512_ps256(load_float_or_bf16_x16(x, offset, valid, bf16));
 }
 
 }  // namespace

@@ -70,7 +70,8 @@ void dot_block_bf16(const uint16_t* r, int64_t ldw, const uint16_t* x, int64_t k
   };
   int64_t p = 0;
   for (; p + 32 <= k; p += 32) {
-    for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kGemvRowAhead), _MM_HINT_T0);
+    for (int i = 0; i < R; ++i)
+      _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kGemvRowAhead), _MM_HINT_T0);
     step(p, ~__mmask32{0});
   }
   if (p < k) step(p, lane_mask32(k - p));

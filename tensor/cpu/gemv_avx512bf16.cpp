@@ -24,7 +24,8 @@ void dot_block(const uint16_t* r, int64_t ldw, const uint16_t* x, int64_t k, flo
   int64_t p = 0;
   for (; p + kLanes <= k; p += kLanes) {
     const __m512bh xv = as_bf16x32(_mm512_loadu_si512(x + p));
-    for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kGemvRowAhead), _MM_HINT_T0);
+    for (int i = 0; i < R; ++i)
+      _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kGemvRowAhead), _MM_HINT_T0);
     for (int i = 0; i < R; ++i) sum[i] = _mm512_dpbf16_ps(sum[i], as_bf16x32(_mm512_loadu_si512(r + i * ldw + p)), xv);
   }
   if (p < k) {

@@ -29,10 +29,10 @@
 // Zen 5, 87 % of twice the FMA peak). Sapphire and Emerald Rapids issue one zmm vdpbf16ps per ~2.1
 // cycles against two FMAs per cycle: half the FMA rate. Those Xeons normally run bfloat16 on AMX,
 // but a VM may hide AMX (or Linux refuse this process its tile state), and then the pairs kernel
-// ran bfloat16 products at ~0.6x the widened path's speed (a
-// 2-core Emerald Rapids VM: bench_matmul's squares 163-169 against 280-297 GFLOP/s, GPT-2's
-// bf16-mixed training step 1,377 against 856 ms). So where the supported level is Avx512Bf16 the
-// default is Avx512Vnni unless vdpbf16ps does at least 4/3 the multiply-adds per second of FMAs.
+// ran bfloat16 products at ~0.6x the widened path's speed (a 2-core Emerald Rapids VM:
+// bench_matmul's squares 163-169 against 280-297 GFLOP/s, GPT-2's bf16-mixed training step 1,377
+// against 856 ms). So where the supported level is Avx512Bf16 the default is Avx512Vnni unless
+// vdpbf16ps does at least 4/3 the multiply-adds per second of FMAs.
 // That is measured, not looked up by model (a VM names its CPU "Intel Xeon Processor"): twelve
 // chains of each instruction, timed once at first use, the best of five rounds (~0.1 ms). The two
 // kinds of CPU sit 2x either side of the threshold, far outside timing noise. Emulated builds

@@ -98,8 +98,8 @@ std::vector<Case> cases(DType dtype) {
   out.push_back({"taller than wide, K in chunks: the threads share each packed block of B", r({400, 600}, 62),
                  r({600, 300}, 63)});
   out.push_back({"row-major A packed: K not a multiple of 8, rows not of 6", r({301, 77}, 39), r({77, 33}, 40)});
-  out.push_back({"transposed A (AVX-512: read in place, C narrow): rows not of 6, the threads share B", r({200, 301}, 41).t(),
-                 r({200, 64}, 42)});
+  out.push_back({"transposed A (AVX-512: read in place, C narrow): rows not of 6, the threads share B",
+                 r({200, 301}, 41).t(), r({200, 64}, 42)});
   out.push_back({"transposed A packed: C wider than kColumnsInPlaceWidth", r({150, 301}, 83).t(),
                  r({150, 530}, 84)});
   out.push_back({"batch of 1 times a transposed weight (computed transposed, small)", r({1, 1100}, 43), r({700, 1100}, 44).t()});

@@ -195,8 +195,8 @@ void pack_panel_by_lanes(const T* src, int64_t lane_stride, int lanes, int64_t s
       const int run = steps - p0 < 16 ? static_cast<int>(steps - p0) : 16;
       __m512i r[16];
       for (int l = 0; l < 16; ++l)
-        r[l] = l < count ? _mm512_castps_si512(
-                               load_float_or_bf16_x16(src, (first + l) * lane_stride + p0, lane_mask(run), sizeof(T) == 2))
+        r[l] = l < count ? _mm512_castps_si512(load_float_or_bf16_x16(src, (first + l) * lane_stride + p0,
+                                                                      lane_mask(run), sizeof(T) == 2))
                          : _mm512_setzero_si512();
       transpose16x16_epi32(r);
       for (int q = 0; q < run; ++q) _mm512_mask_storeu_ps(dst + (p0 + q) * width + first, store, _mm512_castsi512_ps(r[q]));
