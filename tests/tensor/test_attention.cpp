@@ -130,6 +130,40 @@ TEST_CASE("sdpa fused bfloat16 and float16 match the float64 composition of the 
   check_against_reference(DType::Float16, 4e-3, 2e-2);
 }
 
+// Below AMX the bfloat16 and float16 forwards widen keys and values and run the float32 kernel:
+// their output is the float32 kernel's on the widened inputs, rounded once, bit for bit. Each
+// thread widens a head's rows once per call for every query block after it (head_rows_of): heads
+// of three blocks on 1, 2 and 3 threads start the threads' ranges at a head's first block and
+// in its middle, and a second call on new keys and values of the same shape must not see the first
+// call's rows.
+TEST_CASE("sdpa bfloat16 and float16 forwards are the float32 kernel's on their widened inputs, rounded once") {
+  const int saved_threads = num_threads();
+  for (const DType dtype : {DType::BFloat16, DType::Float16})
+    for (const CpuIsa isa : cpu_isas_supported()) {
+      if (isa == CpuIsa::Amx) continue;  // its own bf16 products
+      CpuIsaGuard guard(isa);
+      for (const int threads : {1, 2, 3})
+        for (const bool causal : {false, true})
+          for (uint64_t call = 0; call < 2; ++call) {
+            CAPTURE(dtype);
+            CAPTURE(cpu_isa_name(isa));
+            CAPTURE(threads);
+            CAPTURE(causal);
+            CAPTURE(call);
+            set_num_threads(threads);
+            const uint64_t seed = 100 + 10 * call;
+            const Tensor q = normal({2, 3, 300, 16}, seed, dtype), k = normal({2, 3, 300, 16}, seed + 1, dtype),
+                         v = normal({2, 3, 300, 16}, seed + 2, dtype);
+            const Tensor got = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal);
+            const Tensor want = scaled_dot_product_attention(q.to(kFloat32), k.to(kFloat32), v.to(kFloat32),
+                                                             Tensor(), 0.0, causal)
+                                    .to(dtype);
+            CHECK(max_abs_diff(got, want) == 0.0);
+          }
+    }
+  set_num_threads(saved_threads);
+}
+
 TEST_CASE("sdpa float64 composition agrees with float64 finite differences") {
   for (const bool causal : {false, true}) {
     CAPTURE(causal);

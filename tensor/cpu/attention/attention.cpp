@@ -24,7 +24,7 @@
 // Work items own what they write (a block of out; a key/value head's dk, dv and its query heads'
 // dq), so no two threads touch one output. The backward runs N·Hk items in parallel: one head
 // and batch 1 runs on one thread. Memory: besides out and lse, the forward takes a few tiles per
-// thread; the backward (2E + Ev)·L + (E + Ev)·S floats per thread, (E + 2Ev)·L more for inputs it
+// thread, and (E + Ev)·S floats per thread for keys and values it widens; the backward (2E + Ev)·L + (E + Ev)·S floats per thread, (E + 2Ev)·L more for inputs it
 // widens (q, dO and out are read in place when float32), linear in the context.
 // Blocks: Br = 128 queries (four zmm across a score tile; against 64, half the key/value traffic
 // per product at long context), Bc = 64 keys.
@@ -36,6 +36,7 @@
 // decode step) takes the row path at every level instead (forward_rows, attention_rows.h): one
 // query row against the keys and values in place.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -152,6 +153,35 @@ const float* rows_of(const View4<const T>& t, int64_t n, int64_t h, int64_t r0, 
   }
   float* buffer = scratch(slot, rows * width);
   for (int64_t r = 0; r < rows; ++r) load_row(t.row(n, h, r0 + r), t.s3, width, buffer + r * width);
+  ld = width;
+  return buffer;
+}
+
+// Rows 0 .. rows of a key or value head as float32 rows, like rows_of, but widened into the
+// thread's `slot` (sized for `capacity` rows) only as far as no earlier work item of the same
+// forward call (`call`) on this thread has widened them: parallel_for hands each thread a
+// contiguous range of items, so a head's query blocks mostly run in order on one thread, and a
+// block needs the rows of every block before it. Widened per key tile instead, every block widened
+// them all again (bfloat16 at T = 4096: ~4 % of the forward and backward, in the widening alone).
+template <class T>
+const float* head_rows_of(const View4<const T>& t, uint64_t call, int64_t n, int64_t h, int64_t rows,
+                          int64_t capacity, int64_t width, Slot slot, int64_t& ld) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (t.s3 == 1) {
+      ld = t.s2;
+      return t.row(n, h, 0);
+    }
+  }
+  struct Widened {
+    uint64_t call = 0;
+    int64_t n = -1, h = -1, rows = 0;
+  };
+  thread_local Widened widened[kSlots];
+  Widened& w = widened[slot];
+  if (w.call != call || w.n != n || w.h != h) w = {call, n, h, 0};
+  float* buffer = scratch(slot, capacity * width);
+  for (int64_t r = w.rows; r < rows; ++r) load_row(t.row(n, h, r), t.s3, width, buffer + r * width);
+  w.rows = std::max(w.rows, rows);
   ld = width;
   return buffer;
 }
@@ -462,6 +492,8 @@ void forward_typed(const AttentionForward& a) {
   const float scale = static_cast<float>(a.scale);
   const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
   const int64_t blocks = (L + kBr - 1) / kBr;
+  static std::atomic<uint64_t> calls{0};
+  const uint64_t call = ++calls;
 
   parallel_for(N * Hq * blocks, [&](int64_t item) {
     const int64_t n = item / (Hq * blocks), h = item / blocks % Hq, hk = h / group;
@@ -478,12 +510,14 @@ void forward_typed(const AttentionForward& a) {
     transpose_f32(q_rows, q_ld, br, E, qt, kBr, isa);
     scale_block(qt, kBr, E, br, scale);
     const int64_t keys = a.is_causal ? std::min(S, i0 + br) : S;
+    int64_t k_ld = 0, v_ld = 0;
+    const float* const k_head = head_rows_of(k, call, n, hk, keys, S, E, kKeys, k_ld);
+    const float* const v_head = head_rows_of(v, call, n, hk, keys, S, Ev, kValues, v_ld);
     for (int64_t j0 = 0; j0 < keys; j0 += kBc) {
       const int64_t bc = std::min(kBc, keys - j0);
       const int rows = static_cast<int>(bc);
-      int64_t k_ld = 0, v_ld = 0;
-      const float* kt = rows_of(k, n, hk, j0, bc, E, kKeys, k_ld);
-      const float* vt = rows_of(v, n, hk, j0, bc, Ev, kValues, v_ld);
+      const float* const kt = k_head + j0 * k_ld;
+      const float* const vt = v_head + j0 * v_ld;
       const TileColumns t = tile_columns(a.is_causal, i0, j0, bc, br);
       const int64_t c = t.skip;
       float* const sc = s + c;
