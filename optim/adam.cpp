@@ -42,8 +42,9 @@ void validate_adam(const char* op, double lr, const std::pair<double, double>& b
              "; expected weight_decay >= 0");
 }
 
+// Elements [begin, end) of one parameter (begin on a block boundary).
 template <class P, class G>
-void adam_update(const AdamParam& a, const AdamLaunch& s) {
+void adam_update(const AdamParam& a, const AdamLaunch& s, int64_t begin, int64_t end) {
   using C = detail::ComputeType<P>;
   C* m_data = a.exp_avg.data<C>();
   C* v_data = a.exp_avg_sq.data<C>();
@@ -66,7 +67,7 @@ void adam_update(const AdamParam& a, const AdamLaunch& s) {
   // the same operations, a vector at a time.
   const CpuIsa isa = cpu_isa();
 
-  detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), a.param.numel(),
+  detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), begin, end,
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
     if (isa >= CpuIsa::Avx2) {
       using AdamBlock = std::conditional_t<std::is_same_v<C, float>, detail::AdamBlockF32, detail::AdamBlockF64>;
@@ -180,9 +181,13 @@ OptimizerState with_device_counts(const Optim& optimizer, OptimizerState out) {
 }  // namespace
 
 void detail::cpu_adam_kernel(const AdamLaunch& launch) {
-  for (const AdamParam& a : launch.params)
+  std::vector<int64_t> sizes;
+  for (const AdamParam& a : launch.params) sizes.push_back(a.param.numel());
+  for_each_param_range(sizes, [&](size_t i, int64_t begin, int64_t end) {
+    const AdamParam& a = launch.params[i];
     dispatch_param_grad_dtype(a.param.dtype(), a.grad.dtype(), launch.decoupled ? "AdamW" : "Adam",
-                              [&](auto p, auto g) { adam_update<decltype(p), decltype(g)>(a, launch); });
+                              [&](auto p, auto g) { adam_update<decltype(p), decltype(g)>(a, launch, begin, end); });
+  });
 }
 
 KernelRegistry<detail::AdamKernel>& detail::adam_kernels() {

@@ -14,7 +14,7 @@
 // keep_low_precision_grads hands the optimizer such shards): each block of it is widened into an
 // L1-sized buffer as the block is read, so no full-precision copy of the gradient is ever made, and
 // as widening is exact the update is the one a full-precision gradient of the same values gives.
-// Large tensors are split over weft's threads in whole blocks.
+// A launch's parameters are split over weft's threads together, in whole blocks.
 //
 // Internal to optim/.
 #pragma once
@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "tensor/cpu/convert.h"
 #include "tensor/dtype.h"
@@ -99,20 +100,18 @@ void convert_values(const From* src, int64_t n, To* dst) {
                                       sizeof(From), n);
 }
 
-// Runs kernel(offset, length, p, g) over [0, n) in blocks of kBlock elements (the last one
-// shorter), spread over the threads when n is large. p and g are the block's parameter and
-// gradient values in the compute type: the tensors' own memory when they are float32 / float64,
-// widened copies (the parameter's written back, rounded, after the kernel) when they are narrow.
-// `offset` locates the block in the state tensors. Threads take whole blocks, so every element is
-// computed by the same instructions whatever the thread count, and results do not depend on it.
+// Runs kernel(offset, length, p, g) over the elements [begin, end) of one parameter (begin on a
+// block boundary) in blocks of kBlock elements (the parameter's last one shorter). p and g are
+// the block's parameter and gradient values in the compute type: the tensors' own memory when they
+// are float32 / float64, widened copies (the parameter's written back, rounded, after the kernel)
+// when they are narrow. `offset` locates the block in the state tensors.
 template <class P, class G, class Kernel>
-void for_each_param_block(P* param, const G* grad, int64_t n, Kernel&& kernel) {
+void for_each_param_block(P* param, const G* grad, int64_t begin, int64_t end, Kernel&& kernel) {
   using C = ComputeType<P>;
   static_assert(std::is_same_v<G, P> || (std::is_same_v<P, C> && kIsNarrowFloat<G>),
                 "a gradient has its parameter's type, or is narrow under a float32 / float64 parameter");
-  auto run_block = [&](int64_t block) {
-    const int64_t offset = block * kBlock;
-    const int64_t length = std::min(kBlock, n - offset);
+  for (int64_t offset = begin; offset < end; offset += kBlock) {
+    const int64_t length = std::min(kBlock, end - offset);
     if constexpr (std::is_same_v<P, C> && std::is_same_v<G, P>) {
       kernel(offset, length, param + offset, grad + offset);
     } else if constexpr (std::is_same_v<P, C>) {
@@ -127,15 +126,38 @@ void for_each_param_block(P* param, const G* grad, int64_t n, Kernel&& kernel) {
       kernel(offset, length, p, static_cast<const C*>(g));
       convert_values(static_cast<const C*>(p), length, param + offset);
     }
-  };
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  const int64_t chunks = std::min<int64_t>(num_threads(), n / kUpdateGrain);
-  if (chunks <= 1) {
-    for (int64_t b = 0; b < blocks; ++b) run_block(b);
-    return;
   }
+}
+
+// Runs update(i, begin, end) over the elements [begin, end) of parameter i of a launch (sizes[i]
+// elements each), in pieces that together cover every parameter once. The launch's parameters are
+// cut as one run of blocks into equal shares, one per thread: a model of many small tensors (a
+// GPT's biases and norms, the example GPT's weights of 16K-65K values) spreads over the threads as
+// a large one does, where a fork per tensor left every tensor under 2 · kUpdateGrain to the calling
+// thread (the example GPT's AdamW on two threads: 360 -> 265 µs a step, 1.9x its one-thread time
+// where it was 1.4x). Pieces begin on block boundaries of their parameter, so every element is
+// computed by the same instructions whatever the thread count, and results do not depend on it.
+template <class Update>
+void for_each_param_range(const std::vector<int64_t>& sizes, Update&& update) {
+  // Parameter i holds blocks [first_block[i], first_block[i + 1]) of the run.
+  std::vector<int64_t> first_block(sizes.size() + 1, 0);
+  int64_t total = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    first_block[i + 1] = first_block[i] + (sizes[i] + kBlock - 1) / kBlock;
+    total += sizes[i];
+  }
+  const int64_t blocks = first_block.back();
+  const int64_t chunks = std::clamp<int64_t>(total / kUpdateGrain, 1, num_threads());
   parallel_for(chunks, [&](int64_t c) {
-    for (int64_t b = blocks * c / chunks; b < blocks * (c + 1) / chunks; ++b) run_block(b);
+    const int64_t begin = blocks * c / chunks, end = blocks * (c + 1) / chunks;
+    // The last parameter whose blocks start at or before `begin`, then each that starts before `end`.
+    const auto after = std::upper_bound(first_block.begin(), first_block.end(), begin);
+    auto i = static_cast<size_t>(after - first_block.begin() - 1);
+    for (; i < sizes.size() && first_block[i] < end; ++i) {
+      const int64_t lo = std::max(begin, first_block[i]) - first_block[i];
+      const int64_t hi = std::min(end, first_block[i + 1]) - first_block[i];
+      if (lo < hi) update(i, lo * kBlock, std::min(hi * kBlock, sizes[i]));
+    }
   });
 }
 

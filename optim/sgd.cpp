@@ -35,8 +35,9 @@ using detail::SgdLaunch;
 using detail::SgdParam;
 using weft::detail::KernelRegistry;
 
+// Elements [begin, end) of one parameter (begin on a block boundary).
 template <class P, class G>
-void sgd_update(const SgdParam& a, const SgdLaunch& o) {
+void sgd_update(const SgdParam& a, const SgdLaunch& o, int64_t begin, int64_t end) {
   using C = detail::ComputeType<P>;
   C* buffer_data = a.momentum_buffer.defined() ? a.momentum_buffer.data<C>() : nullptr;
   const bool first_step = a.first_step;
@@ -46,7 +47,7 @@ void sgd_update(const SgdParam& a, const SgdLaunch& o) {
   const C neg_lr = static_cast<C>(-o.lr);
   const bool decay = o.weight_decay != 0.0;
   const CpuIsa isa = cpu_isa();
-  detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), a.param.numel(),
+  detail::for_each_param_block(a.param.data<P>(), a.grad.data<G>(), begin, end,
                                [&](int64_t offset, int64_t length, C* p_data, const C* g_data) {
     if constexpr (std::is_same_v<C, float>) {
       if (isa >= CpuIsa::Avx2) {
@@ -73,9 +74,13 @@ void sgd_update(const SgdParam& a, const SgdLaunch& o) {
 }  // namespace
 
 void detail::cpu_sgd_kernel(const SgdLaunch& launch) {
-  for (const SgdParam& a : launch.params)
+  std::vector<int64_t> sizes;
+  for (const SgdParam& a : launch.params) sizes.push_back(a.param.numel());
+  for_each_param_range(sizes, [&](size_t i, int64_t begin, int64_t end) {
+    const SgdParam& a = launch.params[i];
     dispatch_param_grad_dtype(a.param.dtype(), a.grad.dtype(), "SGD",
-                              [&](auto p, auto g) { sgd_update<decltype(p), decltype(g)>(a, launch); });
+                              [&](auto p, auto g) { sgd_update<decltype(p), decltype(g)>(a, launch, begin, end); });
+  });
 }
 
 KernelRegistry<detail::SgdKernel>& detail::sgd_kernels() {

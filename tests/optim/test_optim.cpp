@@ -319,6 +319,69 @@ TEST_CASE("large parameters are updated the same with one thread or several") {
   }
 }
 
+TEST_CASE("a launch's parameters, split over threads together, are each updated as they would be alone") {
+  // One step updates every parameter of a group in one pass cut into equal shares per thread
+  // (for_each_param_range in optim/fused_update.h): shares begin and end inside parameters, and
+  // tensors below the one-thread grain share a thread with others. Each parameter must come out as
+  // an optimizer over it alone, on one thread, leaves it: sizes empty, one value, ragged, a block,
+  // one past a block, past the grain; float32, bfloat16 and float64 parameters side by side.
+  const std::vector<int64_t> sizes = {0, 1, 100, 1024, 1025, 5000, 40000, 70001, 3, 33000};
+  const std::vector<DType> dtypes = {kFloat32, kBFloat16, kFloat64};
+  auto make = [&](size_t i) { return linspace(-1, 1, sizes[i]).to(dtypes[i % dtypes.size()]).requires_grad_(); };
+  auto grad = [&](size_t i, int k) {
+    Generator g(10 * i + static_cast<uint64_t>(k));
+    return randn({sizes[i]}, kFloat32, &g).to(dtypes[i % dtypes.size()]);
+  };
+  auto steps = [&](std::vector<Tensor>& params, optim::Optimizer& opt, const std::vector<size_t>& which) {
+    for (int k = 0; k < 3; ++k) {
+      for (size_t j = 0; j < params.size(); ++j) params[j].set_grad(grad(which[j], k));
+      opt.step();
+    }
+  };
+  auto together = [&](bool adam, int threads) {
+    const int saved = num_threads();
+    set_num_threads(threads);
+    std::vector<Tensor> params;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      params.push_back(make(i));
+      which.push_back(i);
+    }
+    std::unique_ptr<optim::Optimizer> opt;
+    if (adam) opt = std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = 0.01, .amsgrad = true});
+    else opt = std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+    steps(params, *opt, which);
+    set_num_threads(saved);
+    return params;
+  };
+  for (const bool adam : {true, false}) {
+    CAPTURE(adam);
+    std::vector<Tensor> alone;
+    {
+      const int saved = num_threads();
+      set_num_threads(1);
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        std::vector<Tensor> one = {make(i)};
+        std::unique_ptr<optim::Optimizer> opt;
+        if (adam) opt = std::make_unique<optim::AdamW>(one, optim::AdamWOptions{.lr = 0.01, .amsgrad = true});
+        else opt = std::make_unique<optim::SGD>(one, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+        steps(one, *opt, {i});
+        alone.push_back(one[0]);
+      }
+      set_num_threads(saved);
+    }
+    for (const int threads : {1, 2, 3, 4}) {
+      CAPTURE(threads);
+      const std::vector<Tensor> got = together(adam, threads);
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        CAPTURE(i);
+        CHECK(std::memcmp(got[i].data_ptr(), alone[i].data_ptr(), got[i].nbytes()) == 0);
+        CHECK(equal(got[i], make(i)) == (sizes[i] == 0));  // every nonempty parameter moved
+      }
+    }
+  }
+}
+
 TEST_CASE("Adam and AdamW give the same bits at every instruction-set level") {
   // The AVX2 and AVX-512 kernels perform the scalar path's operations in the same order
   // (optim/adam.cpp), so the results must match exactly: ragged block ends, amsgrad (NaN-free max),

@@ -24,8 +24,9 @@
 // Work items own what they write (a block of out; a key/value head's dk, dv and its query heads'
 // dq), so no two threads touch one output. The backward runs N·Hk items in parallel: one head
 // and batch 1 runs on one thread. Memory: besides out and lse, the forward takes a few tiles per
-// thread, and (E + Ev)·S floats per thread for keys and values it widens; the backward (2E + Ev)·L + (E + Ev)·S floats per thread, (E + 2Ev)·L more for inputs it
-// widens (q, dO and out are read in place when float32), linear in the context.
+// thread, and (E + Ev)·S floats per thread for keys and values it widens; the backward
+// (2E + Ev)·L + (E + Ev)·S floats per thread, (E + 2Ev)·L more for inputs it widens (q, dO and out
+// are read in place when float32), linear in the context.
 // Blocks: Br = 128 queries (four zmm across a score tile; against 64, half the key/value traffic
 // per product at long context), Bc = 64 keys.
 //
