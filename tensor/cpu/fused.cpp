@@ -14,6 +14,8 @@
 
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/cross_entropy_kernels.h"
+#include "tensor/cpu/gemm/gemm.h"
+#include "tensor/cpu/gemm_library.h"
 #include "tensor/cpu/layer_norm_kernels.h"
 #include "tensor/cpu/packed_weights.h"
 #include "tensor/cpu/rows.h"
@@ -258,7 +260,28 @@ void cpu_dropout(const DropoutLaunch& a) {
   });
 }
 
+namespace {
+
+// A float32 linear of more than one row with a bias, through weft's GEMM, which hands the bias to
+// its tiles (Note [Linear's bias in the tiles] in tensor/cpu/gemm/gemm.cpp) instead of taking it
+// as C's first rows; false where the general path below applies (a row at a time goes to the
+// batch-1 kernels; other dtypes and libraries take the bias as C's rows).
+bool linear_f32_bias_in_tiles(const LinearLaunch& a) {
+  const int64_t rows = a.x.size(0), in = a.x.size(1), out_features = a.weight.size(0);
+  if (rows < 2 || !a.bias.defined() || a.x.dtype() != kFloat32 || a.weight.dtype() != kFloat32 ||
+      a.bias.dtype() != kFloat32 || a.out.dtype() != kFloat32 || !a.out.is_contiguous() ||
+      (a.bias.stride(0) != 1 && out_features != 1) || cpu_gemm_library() != GemmLibrary::Weft)
+    return false;
+  const GemmMatrix x{a.x.data_ptr(), a.x.stride(0), a.x.stride(1), false};
+  const GemmMatrix w_t{a.weight.data_ptr(), a.weight.stride(1), a.weight.stride(0), false};  // B(p, j) = W(j, p)
+  gemm(rows, out_features, in, x, w_t, a.out.data<float>(), out_features, /*accumulate=*/false, a.bias.data<float>());
+  return true;
+}
+
+}  // namespace
+
 void cpu_linear(const LinearLaunch& a) {
+  if (linear_f32_bias_in_tiles(a)) return;
   const int64_t rows = a.x.size(0), in = a.x.size(1), out_features = a.weight.size(0);
   const Tensor out3 = make_view(a.out, {1, rows, out_features}, {rows * out_features, out_features, 1}, a.out.offset());
   if (a.bias.defined()) {

@@ -221,6 +221,41 @@ TEST_CASE("weft's GEMM fuses linear's bias at every level, in float32, bfloat16 
   }
 }
 
+TEST_CASE("linear's bias handed to the GEMM gives the bits of the bias taken as C's first rows") {
+  // Note [Linear's bias in the tiles]: the blocked path's float32 tiles of the first K chunk find
+  // the bias in their rows of C; every other path (small, transposed, AMX and AVX-512 BF16 pairs)
+  // copies it into C's rows first, as linear did for all. bias + sum is one addition either way, so
+  // every path and level must give the bits of copying the bias and accumulating, on 1 or 3 threads.
+  const int saved = num_threads();
+  for (const DType dtype : {kFloat32, kBFloat16})
+    for (const Case& c : cases(dtype)) {
+      if (c.a.dim() != 2 || c.b.dim() != 2) continue;
+      CAPTURE(c.name);
+      CAPTURE(dtype);
+      const int64_t m = c.a.size(0), k = c.a.size(1), n = c.b.size(1);
+      const bool bf16 = dtype == kBFloat16;
+      const detail::GemmMatrix a{c.a.data_ptr(), c.a.stride(0), c.a.stride(1), bf16};
+      const detail::GemmMatrix b{c.b.data_ptr(), c.b.stride(0), c.b.stride(1), bf16};
+      const std::vector<float> bias = random({n}, 90, kFloat32).to_vector<float>();
+      for (const CpuIsa isa : levels_with_own_gemm_kernels(dtype)) {
+        CAPTURE(cpu_isa_name(isa));
+        CpuIsaGuard guard(isa);
+        std::vector<float> want(static_cast<size_t>(m * n));
+        for (int64_t i = 0; i < m; ++i) std::copy(bias.begin(), bias.end(), want.begin() + i * n);
+        set_num_threads(1);
+        detail::gemm(m, n, k, a, b, want.data(), n, /*accumulate=*/true);
+        for (const int threads : {1, 3}) {
+          CAPTURE(threads);
+          set_num_threads(threads);
+          std::vector<float> got(static_cast<size_t>(m * n), std::nanf(""));
+          detail::gemm(m, n, k, a, b, got.data(), n, /*accumulate=*/false, bias.data());
+          CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  set_num_threads(saved);
+}
+
 TEST_CASE("weft's GEMM gives the same bits whatever the thread count") {
   // Blocked products (taller than wide: row blocks against a shared packed B, A packed or read in
   // place), small ones split by rows (N = 10, B packed per part; K = 10), and some computed

@@ -43,6 +43,8 @@ constexpr int64_t kSmallWorkPerThread = int64_t{512} << 10;
 constexpr int64_t kWorkPerThread = int64_t{2} << 20;
 // A B packed ahead is packed over the threads from this many values (~10 µs on one core).
 constexpr int64_t kParallelPackValues = int64_t{64} << 10;
+// Linear's bias is copied into C's rows over the threads from this many values (~10 µs on one core).
+constexpr int64_t kParallelBiasValues = int64_t{64} << 10;
 // Blocks of C per thread when a product is split along N.
 constexpr int64_t kPartsPerThreadAlongN = 4;
 // A float32 A with contiguous rows is read in place, unpacked, by blocks of C with at most this
@@ -183,6 +185,7 @@ struct BOperand {
 
   BOperand at(int64_t p, int64_t j) const {
     BOperand sub = *this;
+    if (bias) sub.bias = bias + j;
     if (source || packed) {
       sub.p0 += p;
       sub.j0 += j;
@@ -208,6 +211,9 @@ struct BOperand {
   const GemmPackedB* packed = nullptr;  // B packed ahead (gemm_pack_b)
   bool transposed = false;  // the source makes Bᵀ's rows, not B's
   int64_t p0 = 0, j0 = 0;   // a source's or a packed B's sub-matrix: B(p0 + p, j0 + j)
+  // Linear's bias, one value per column of B, which the float32 tiles of the first K chunk find in
+  // their rows of C (Note [Linear's bias in the tiles]; kernel sets with bf16 pairs get none).
+  const float* bias = nullptr;
   // Columns of a memory B past the product's own that the thread's next product packs first
   // (the next column part of a product split along N).
   int64_t columns_after = 0;
@@ -384,8 +390,9 @@ GemmTransposedOut transposed_at(const GemmTransposedOut& out, int64_t i, int64_t
 // out between them (Note [The next block of B, fetched]).
 void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
              const void* block_b, int64_t b_ld, int64_t jc, int64_t nc, float* c, int64_t ldc, bool add,
-             bool a_in_place, int64_t a_size, uint16_t* c_bf16, const GemmTransposedOut* transposed = nullptr,
-             int64_t a_rows_after = 0, const GemmLineRuns* fetch_next = nullptr) {
+             const float* bias, bool a_in_place, int64_t a_size, uint16_t* c_bf16,
+             const GemmTransposedOut* transposed = nullptr, int64_t a_rows_after = 0,
+             const GemmLineRuns* fetch_next = nullptr) {
   const bool pairs = ker.bf16_pairs;
   const int64_t kpairs = pairs ? packed_pairs(ker, kc) : 0;
   GemmMatrix a_block = a.matrix.at(ic, pc);
@@ -440,8 +447,13 @@ void c_block(const GemmKernel& ker, const AOperand& a, int64_t ic, int64_t mc, i
     } else {
       const float* tile_a = a_in_place ? static_cast<const float*>(a_block.data) + a_row * a_block.rs : af + ir * kc;
       const bool packed = b_ld == 0;
+      // The bias goes into the tile's rows of C just before the tile adds its sums to them, while
+      // they are in L1 (Note [Linear's bias in the tiles]).
+      if (bias != nullptr)
+        for (int r = 0; r < rows; ++r)
+          std::memcpy(tile_c + r * ldc, bias + jr, static_cast<size_t>(cols) * sizeof(float));
       ker.micro_f32({kc, tile_a, a_block.rs, a_block.cs, !a_in_place, packed ? bf + jr * kc : bf + jr,
-                     packed ? ker.nr : b_ld, packed, tile_c, ldc, rows, cols, add, fetch});
+                     packed ? ker.nr : b_ld, packed, tile_c, ldc, rows, cols, add || bias != nullptr, fetch});
     }
   };
   // BLIS order keeps a panel of B in L1 while the packed panels of A stream from L2. A read in
@@ -554,7 +566,7 @@ void gemm_blocked(const GemmKernel& ker, int64_t m, int64_t n, int64_t k, const 
         const int64_t mc = std::min(bl.mc_step, m - ic);
         const GemmLineRuns next = fetch && block == 0 ? next_block(pc, kc, jc, nc) : GemmLineRuns{};
         c_block(ker, a, ic, mc, pc, kc, block_b, b_in_place ? b.matrix.rs : 0, jc, nc, c, ldc, accumulate || pc > 0,
-                a_in_place, bl.a_size, c_bf16,
+                pc == 0 ? b_block.bias : nullptr, a_in_place, bl.a_size, c_bf16,
                 pc + kc >= k ? transposed : nullptr, m - ic - mc + (pc + kc >= k ? a.rows_after : 0), &next);
       });
     }
@@ -784,6 +796,22 @@ void split_small_by_rows(const GemmKernel& set, int64_t m, int64_t work, int64_t
   });
 }
 
+// c's rows set to bias (bias added to them when accumulating), over the threads when there are
+// many values: linear's bias on the paths whose tiles do not take it (Note [Linear's bias in the
+// tiles]). Not inlined: gemm() calls it from each of those paths.
+[[gnu::noinline]] void bias_into_rows(int64_t m, int64_t n, const float* bias, float* c, int64_t ldc, bool accumulate) {
+  const int64_t parts = m * n >= kParallelBiasValues ? std::min<int64_t>(num_threads(), m) : 1;
+  parallel_for_if(parts > 1, parts, [&](int64_t part) {
+    for (int64_t i = m * part / parts; i < m * (part + 1) / parts; ++i) {
+      float* row = c + i * ldc;
+      if (accumulate)
+        for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+      else
+        std::memcpy(row, bias, static_cast<size_t>(n) * sizeof(float));
+    }
+  });
+}
+
 // c = 0 for a product over K = 0 (nothing to add when accumulating).
 void zero_unless_accumulating(int64_t m, int64_t n, float* c, int64_t ldc, bool accumulate) {
   if (!accumulate)
@@ -820,10 +848,26 @@ const char* gemm_kernel_name(CpuIsa isa, bool bf16) {
 }
 
 void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, float* c, int64_t ldc,
-          bool accumulate) {
+          bool accumulate, const float* bias) {
   WEFT_CHECK(a.bf16 == b.bf16, "[gemm] internal: operands of one product must share a dtype");
   if (m <= 0 || n <= 0) return;
-  if (k <= 0) return zero_unless_accumulating(m, n, c, ldc, accumulate);
+  // Note [Linear's bias in the tiles]: on the blocked path with float32 tiles, each tile of the
+  // first K chunk finds the bias in its rows of C, copied there just before it runs, where linear
+  // copied the bias into every row of C before the product: a pass over C from memory, and a
+  // fork of its own (2 % of the example GPT's training step; its linears 2-9 % faster on one
+  // thread). Every other path, a product over K = 0 and an accumulating one take the bias as C's
+  // first rows, as before. Either way C = bias + sums, one addition: the same bits.
+  auto bias_first = [&] {
+    if (bias == nullptr) return;
+    bias_into_rows(m, n, bias, c, ldc, accumulate);
+    accumulate = true;
+    bias = nullptr;
+  };
+  if (accumulate) bias_first();
+  if (k <= 0) {
+    bias_first();
+    return zero_unless_accumulating(m, n, c, ldc, accumulate);
+  }
   const CpuIsa isa = cpu_isa();
   const GemmKernel& ker = kernel_for(isa, a.bf16, n);
   const int64_t work = 2 * m * n * k;
@@ -835,13 +879,18 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   // small product shorter in K than one tile of a set that pads K to whole tiles (AMX: K = 10
   // would be padded to 32).
   if (a.bf16 && (!ker.bf16_pairs || k < 2 * ker.pair_block) && work <= kSmallWork) {
-    return gemm(m, n, k, widened(t_widened_a, a, m, k), widened(t_widened_b, b, k, n), c, ldc, accumulate);
+    return gemm(m, n, k, widened(t_widened_a, a, m, k), widened(t_widened_b, b, k, n), c, ldc, accumulate, bias);
   }
-  if (!a.bf16 && b.rs == 1 && b.cs != 1 && m <= kTransposedMaxRows && m < n)
+  if (!a.bf16 && b.rs == 1 && b.cs != 1 && m <= kTransposedMaxRows && m < n) {
+    bias_first();
     return gemm_transposed(kernel_for(isa, false, m), m, n, k, a, b, c, ldc, accumulate);
-  if (gemm_transposes_tiles(ker, m, n, k, a, b))
+  }
+  if (gemm_transposes_tiles(ker, m, n, k, a, b)) {
+    bias_first();
     return gemm_transposed_tiles(ker, m, n, k, a, b, c, ldc, accumulate, nullptr);
+  }
   if (work <= kSmallWork) {
+    bias_first();
     // Whole row tiles per thread. Each part packs B for itself when B is not row-major: a small
     // product's B is small, and packing it twice costs less than sharing one copy would.
     return split_small_by_rows(ker, m, work, k, [&](int64_t first, int64_t rows) {
@@ -858,10 +907,15 @@ void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix
   // from memory, 128 × 2048 × 5632: 13.4 → 10.5 ms, float32's pace; its bf16 prefill 115 → 135
   // tokens/s, GPT-2's 1,190-1,230 → 1,345-1,387). Not past kWidenedAValues: the scratch stays with
   // the thread, and an LM head's dX (256 rows of gradients 50,257 long) would keep 51 MB of it.
+  BOperand b_biased(b);
+  b_biased.bias = bias;
   if (a.bf16 && !ker.bf16_pairs && a.cs == 1 && m <= kInPlaceRows && m * k <= kWidenedAValues)
-    return gemm_large(ker, m, n, k, widened(t_widened_a, a, m, k), b, c, ldc, accumulate);
-
-  gemm_large(ker, m, n, k, a, b, c, ldc, accumulate);
+    return gemm_large(ker, m, n, k, widened(t_widened_a, a, m, k), b_biased, c, ldc, accumulate);
+  if (ker.bf16_pairs) {  // their tiles (GemmTileBf16) are not given one
+    bias_first();
+    b_biased.bias = nullptr;
+  }
+  gemm_large(ker, m, n, k, a, b_biased, c, ldc, accumulate);
 }
 
 bool gemm_stores_bf16(int64_t m, int64_t n, int64_t k) {

@@ -36,9 +36,10 @@ struct GemmMatrix {
   }
 };
 
-// c(m×n) (+)= a(m×k) · b(k×n); a and b are both float32 or both bfloat16.
+// c(m×n) (+)= a(m×k) · b(k×n), plus bias[j] in column j of every row where a bias is given
+// (linear's); a and b are both float32 or both bfloat16.
 void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, float* c, int64_t ldc,
-          bool accumulate);
+          bool accumulate, const float* bias = nullptr);
 
 // Whether gemm_to_bf16 takes an (m×k)·(k×n) product of bfloat16 operands at the active level: a
 // kernel set that stores bfloat16 (AVX-512 BF16, AMX), and K in one chunk, so C is rounded once, from
