@@ -375,7 +375,7 @@ TEST_CASE("a launch's parameters, split over threads together, are each updated 
       const std::vector<Tensor> got = together(adam, threads);
       for (size_t i = 0; i < sizes.size(); ++i) {
         CAPTURE(i);
-        CHECK(std::memcmp(got[i].data_ptr(), alone[i].data_ptr(), got[i].nbytes()) == 0);
+        CHECK((got[i].nbytes() == 0 || std::memcmp(got[i].data_ptr(), alone[i].data_ptr(), got[i].nbytes()) == 0));
         CHECK(equal(got[i], make(i)) == (sizes[i] == 0));  // every nonempty parameter moved
       }
     }

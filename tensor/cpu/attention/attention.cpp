@@ -176,6 +176,8 @@ std::atomic<uint64_t> forward_calls{0};
 template <class T>
 const float* head_rows_of(const View4<const T>& t, uint64_t call, int64_t n, int64_t h, int64_t rows,
                           int64_t capacity, int64_t width, Slot slot, int64_t& ld) {
+  ld = width;
+  if (rows == 0) return nullptr;  // no keys to read (S = 0), and t may have no memory at all
   if constexpr (std::is_same_v<T, float>) {
     if (t.s3 == 1) {
       ld = t.s2;
@@ -187,7 +189,6 @@ const float* head_rows_of(const View4<const T>& t, uint64_t call, int64_t n, int
   float* buffer = scratch(slot, capacity * width);
   for (int64_t r = w.rows; r < rows; ++r) load_row(t.row(n, h, r), t.s3, width, buffer + r * width);
   w.rows = std::max(w.rows, rows);
-  ld = width;
   return buffer;
 }
 
