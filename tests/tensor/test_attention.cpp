@@ -132,17 +132,17 @@ TEST_CASE("sdpa fused bfloat16 and float16 match the float64 composition of the 
 
 // Below AMX the bfloat16 and float16 forwards widen keys and values and run the float32 kernel:
 // their output is the float32 kernel's on the widened inputs, rounded once, bit for bit. Each
-// thread widens a head's rows once per call for every query block after it (head_rows_of): heads
-// of three blocks on 1, 2 and 3 threads start the threads' ranges at a head's first block and
-// in its middle, and a second call on new keys and values of the same shape must not see the first
-// call's rows.
+// thread widens a head's rows once per call for every query block after it (head_rows_of): three
+// heads of three blocks on two threads start the second thread's range in a head's middle, and a
+// second call on new keys and values of the same shape must not see the first call's rows. The
+// levels with float32 tiles of their own (the AVX-512 ones below AMX share them).
 TEST_CASE("sdpa bfloat16 and float16 forwards are the float32 kernel's on their widened inputs, rounded once") {
   const int saved_threads = num_threads();
   for (const DType dtype : {DType::BFloat16, DType::Float16})
     for (const CpuIsa isa : cpu_isas_supported()) {
-      if (isa == CpuIsa::Amx) continue;  // its own bf16 products
+      if (isa != CpuIsa::Scalar && isa != CpuIsa::Avx2 && isa != CpuIsa::Avx512) continue;
       CpuIsaGuard guard(isa);
-      for (const int threads : {1, 2, 3})
+      for (const int threads : {1, 2})
         for (const bool causal : {false, true})
           for (uint64_t call = 0; call < 2; ++call) {
             CAPTURE(dtype);
@@ -152,8 +152,8 @@ TEST_CASE("sdpa bfloat16 and float16 forwards are the float32 kernel's on their 
             CAPTURE(call);
             set_num_threads(threads);
             const uint64_t seed = 100 + 10 * call;
-            const Tensor q = normal({2, 3, 300, 16}, seed, dtype), k = normal({2, 3, 300, 16}, seed + 1, dtype),
-                         v = normal({2, 3, 300, 16}, seed + 2, dtype);
+            const Tensor q = normal({1, 3, 260, 16}, seed, dtype), k = normal({1, 3, 260, 16}, seed + 1, dtype),
+                         v = normal({1, 3, 260, 16}, seed + 2, dtype);
             const Tensor got = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal);
             const Tensor want = scaled_dot_product_attention(q.to(kFloat32), k.to(kFloat32), v.to(kFloat32),
                                                              Tensor(), 0.0, causal)

@@ -226,10 +226,17 @@ TEST_CASE("linear's bias handed to the GEMM gives the bits of the bias taken as 
   // the bias in their rows of C; every other path (small, transposed, AMX and AVX-512 BF16 pairs)
   // copies it into C's rows first, as linear did for all. bias + sum is one addition either way, so
   // every path and level must give the bits of copying the bias and accumulating, on 1 or 3 threads.
+  // One product per path (the whole sweep took minutes under the sanitizers).
   const int saved = num_threads();
   for (const DType dtype : {kFloat32, kBFloat16})
     for (const Case& c : cases(dtype)) {
-      if (c.a.dim() != 2 || c.b.dim() != 2) continue;
+      const bool one_per_path =
+          c.name.rfind("taller than wide", 0) == 0 || c.name.rfind("the same with columns that are whole", 0) == 0 ||
+          c.name.rfind("transposed A (AVX-512", 0) == 0 || c.name.rfind("N = 10 against", 0) == 0 ||
+          c.name.rfind("batch of 1 times", 0) == 0 || c.name.rfind("40 rows times", 0) == 0 ||
+          c.name.rfind("a prompt's rows times a transposed weight, K whole", 0) == 0 ||
+          c.name == "more columns than one N block" || c.name == "K = 1";
+      if (!one_per_path) continue;
       CAPTURE(c.name);
       CAPTURE(dtype);
       const int64_t m = c.a.size(0), k = c.a.size(1), n = c.b.size(1);
