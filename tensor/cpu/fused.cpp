@@ -289,13 +289,7 @@ void cpu_linear(const LinearLaunch& a) {
     // row copied whole (the strided copy walked it value by value: 4 % of a GPT step).
     if (a.bias.stride(0) == 1 || out_features == 1) {
       const size_t row_bytes = static_cast<size_t>(out_features) * itemsize(a.out.dtype());
-      const auto* bias = static_cast<const char*>(a.bias.data_ptr());
-      auto* out = static_cast<char*>(a.out.data_ptr());
-      const int64_t parts = rows * out_features >= kParallelGrain ? std::min<int64_t>(num_threads(), rows) : 1;
-      parallel_for_if(parts > 1, parts, [&](int64_t part) {
-        for (int64_t r = rows * part / parts; r < rows * (part + 1) / parts; ++r)
-          std::memcpy(out + static_cast<size_t>(r) * row_bytes, bias, row_bytes);
-      });
+      bias_into_rows(rows, a.bias.data_ptr(), row_bytes, a.out.data_ptr(), static_cast<int64_t>(row_bytes));
     } else {
       cpu_backend().copy(make_view(a.bias, {1, rows, out_features}, {0, 0, a.bias.stride(0)}, a.bias.offset()), out3);
     }

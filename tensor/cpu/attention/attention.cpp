@@ -141,17 +141,25 @@ void store_row(T* p, int64_t stride, int64_t n, const float* src) {
                         reinterpret_cast<const char*>(src), sizeof(float), n);
 }
 
-// Rows r0 .. r0+rows of a key or value head as float32 rows: in place when they already are,
-// else widened into the scratch `slot`. Returns the first row and sets `ld` to the row stride.
+// Row r0 of a head where its rows can be read as they lie (float32 with unit column stride; `ld`
+// set to their stride), else nullptr: they must be widened or gathered into scratch.
 template <class T>
-const float* rows_of(const View4<const T>& t, int64_t n, int64_t h, int64_t r0, int64_t rows, int64_t width,
-                     Slot slot, int64_t& ld) {
+const float* rows_in_place(const View4<const T>& t, int64_t n, int64_t h, int64_t r0, int64_t& ld) {
   if constexpr (std::is_same_v<T, float>) {
     if (t.s3 == 1) {
       ld = t.s2;
       return t.row(n, h, r0);
     }
   }
+  return nullptr;
+}
+
+// Rows r0 .. r0+rows of a key or value head as float32 rows: in place when they already are,
+// else widened into the scratch `slot`. Returns the first row and sets `ld` to the row stride.
+template <class T>
+const float* rows_of(const View4<const T>& t, int64_t n, int64_t h, int64_t r0, int64_t rows, int64_t width,
+                     Slot slot, int64_t& ld) {
+  if (const float* in_place = rows_in_place(t, n, h, r0, ld)) return in_place;
   float* buffer = scratch(slot, rows * width);
   for (int64_t r = 0; r < rows; ++r) load_row(t.row(n, h, r0 + r), t.s3, width, buffer + r * width);
   ld = width;
@@ -178,12 +186,7 @@ const float* head_rows_of(const View4<const T>& t, uint64_t call, int64_t n, int
                           int64_t capacity, int64_t width, Slot slot, int64_t& ld) {
   ld = width;
   if (rows == 0) return nullptr;  // no keys to read (S = 0), and t may have no memory at all
-  if constexpr (std::is_same_v<T, float>) {
-    if (t.s3 == 1) {
-      ld = t.s2;
-      return t.row(n, h, 0);
-    }
-  }
+  if (const float* in_place = rows_in_place(t, n, h, 0, ld)) return in_place;
   WidenedRows& w = t_widened[slot];
   if (w.call != call || w.n != n || w.h != h) w = {call, n, h, 0};
   float* buffer = scratch(slot, capacity * width);

@@ -43,8 +43,8 @@ constexpr int64_t kSmallWorkPerThread = int64_t{512} << 10;
 constexpr int64_t kWorkPerThread = int64_t{2} << 20;
 // A B packed ahead is packed over the threads from this many values (~10 µs on one core).
 constexpr int64_t kParallelPackValues = int64_t{64} << 10;
-// Linear's bias is copied into C's rows over the threads from this many values (~10 µs on one core).
-constexpr int64_t kParallelBiasValues = int64_t{64} << 10;
+// Linear's bias is copied into C's rows over the threads from this many bytes (~10 µs on one core).
+constexpr int64_t kParallelBiasBytes = int64_t{256} << 10;
 // Blocks of C per thread when a product is split along N.
 constexpr int64_t kPartsPerThreadAlongN = 4;
 // A float32 A with contiguous rows is read in place, unpacked, by blocks of C with at most this
@@ -796,22 +796,6 @@ void split_small_by_rows(const GemmKernel& set, int64_t m, int64_t work, int64_t
   });
 }
 
-// c's rows set to bias (bias added to them when accumulating), over the threads when there are
-// many values: linear's bias on the paths whose tiles do not take it (Note [Linear's bias in the
-// tiles]). Not inlined: gemm() calls it from each of those paths.
-[[gnu::noinline]] void bias_into_rows(int64_t m, int64_t n, const float* bias, float* c, int64_t ldc, bool accumulate) {
-  const int64_t parts = m * n >= kParallelBiasValues ? std::min<int64_t>(num_threads(), m) : 1;
-  parallel_for_if(parts > 1, parts, [&](int64_t part) {
-    for (int64_t i = m * part / parts; i < m * (part + 1) / parts; ++i) {
-      float* row = c + i * ldc;
-      if (accumulate)
-        for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
-      else
-        std::memcpy(row, bias, static_cast<size_t>(n) * sizeof(float));
-    }
-  });
-}
-
 // c = 0 for a product over K = 0 (nothing to add when accumulating).
 void zero_unless_accumulating(int64_t m, int64_t n, float* c, int64_t ldc, bool accumulate) {
   if (!accumulate)
@@ -828,6 +812,15 @@ GemmMatrix widened(PackBuffer& scratch, const GemmMatrix& x, int64_t rows, int64
 }
 
 }  // namespace
+
+void bias_into_rows(int64_t rows, const void* bias, size_t row_bytes, void* c, int64_t ld_bytes) {
+  const int64_t bytes = rows * static_cast<int64_t>(row_bytes);
+  const int64_t parts = bytes >= kParallelBiasBytes ? std::min<int64_t>(num_threads(), rows) : 1;
+  parallel_for_if(parts > 1, parts, [&](int64_t part) {
+    for (int64_t i = rows * part / parts; i < rows * (part + 1) / parts; ++i)
+      std::memcpy(static_cast<char*>(c) + i * ld_bytes, bias, row_bytes);
+  });
+}
 
 bool gemm_reads_b_rows_in_place(const GemmMatrix& b) {
   if (b.bf16 || b.cs != 1) return false;
@@ -850,20 +843,20 @@ const char* gemm_kernel_name(CpuIsa isa, bool bf16) {
 void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, float* c, int64_t ldc,
           bool accumulate, const float* bias) {
   WEFT_CHECK(a.bf16 == b.bf16, "[gemm] internal: operands of one product must share a dtype");
+  WEFT_CHECK(bias == nullptr || !accumulate, "[gemm] internal: a bias is for a product that does not accumulate");
   if (m <= 0 || n <= 0) return;
   // Note [Linear's bias in the tiles]: on the blocked path with float32 tiles, each tile of the
   // first K chunk finds the bias in its rows of C, copied there just before it runs, where linear
   // copied the bias into every row of C before the product: a pass over C from memory, and a
   // fork of its own (2 % of the example GPT's training step; its linears 2-9 % faster on one
-  // thread). Every other path, a product over K = 0 and an accumulating one take the bias as C's
-  // first rows, as before. Either way C = bias + sums, one addition: the same bits.
+  // thread). Every other path and a product over K = 0 take the bias as C's first rows, as before.
+  // Either way C = bias + sums, one addition: the same bits.
   auto bias_first = [&] {
     if (bias == nullptr) return;
-    bias_into_rows(m, n, bias, c, ldc, accumulate);
+    bias_into_rows(m, bias, static_cast<size_t>(n) * sizeof(float), c, ldc * static_cast<int64_t>(sizeof(float)));
     accumulate = true;
     bias = nullptr;
   };
-  if (accumulate) bias_first();
   if (k <= 0) {
     bias_first();
     return zero_unless_accumulating(m, n, c, ldc, accumulate);

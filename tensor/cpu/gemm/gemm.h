@@ -37,9 +37,15 @@ struct GemmMatrix {
 };
 
 // c(m×n) (+)= a(m×k) · b(k×n), plus bias[j] in column j of every row where a bias is given
-// (linear's); a and b are both float32 or both bfloat16.
+// (linear's; only for a product that does not accumulate); a and b are both float32 or both
+// bfloat16.
 void gemm(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, float* c, int64_t ldc,
           bool accumulate, const float* bias = nullptr);
+
+// One row of `row_bytes` bytes copied into each of `rows` rows, row i at c + i·ld_bytes, over the
+// threads when there are many bytes: linear's bias broadcast over its output, which the product
+// then adds to (gemm's paths whose tiles do not take the bias, and linear in other dtypes).
+void bias_into_rows(int64_t rows, const void* bias, size_t row_bytes, void* c, int64_t ld_bytes);
 
 // Whether gemm_to_bf16 takes an (m×k)·(k×n) product of bfloat16 operands at the active level: a
 // kernel set that stores bfloat16 (AVX-512 BF16, AMX), and K in one chunk, so C is rounded once, from
