@@ -287,6 +287,39 @@ TEST_CASE("sdpa is_causal equals the lower-triangular bool mask") {
                      scaled_dot_product_attention(q, k, v, tril_mask)) <= 1e-6);
 }
 
+TEST_CASE("sdpa is_causal leaves out only hidden terms: the bits of the lower-triangular mask, forward and backward") {
+  // Note [What causal products leave out]: a causal tile's products skip what its diagonal hides
+  // (score columns, zero terms of dV and dK); the mask path computes every term, its hidden scores
+  // −inf and their probabilities 0. Both must give the same bits at every level, on blocks that
+  // start on, before and past the diagonal (200 queries: two blocks of 128, key tiles of 64).
+  const int saved_threads = num_threads();
+  const Tensor tril_mask = ge(arange(200.0).unsqueeze(1), arange(200.0).unsqueeze(0));
+  const Tensor grad = normal({1, 2, 200, 64}, 97);
+  for (const CpuIsa isa : cpu_isas_supported()) {
+    if (isa != CpuIsa::Scalar && isa != CpuIsa::Avx2 && isa != CpuIsa::Avx512) continue;
+    CAPTURE(cpu_isa_name(isa));
+    CpuIsaGuard guard(isa);
+    for (const int threads : {1, 2}) {
+      CAPTURE(threads);
+      set_num_threads(threads);
+      std::vector<Tensor> results[2];
+      for (const bool causal : {false, true}) {
+        const Tensor q = normal({1, 2, 200, 64}, 94).requires_grad_(), k = normal({1, 2, 200, 64}, 95).requires_grad_(),
+                     v = normal({1, 2, 200, 64}, 96).requires_grad_();
+        const Tensor out = causal ? scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true)
+                                  : scaled_dot_product_attention(q, k, v, tril_mask);
+        out.backward(grad);
+        results[causal ? 1 : 0] = {out, q.grad(), k.grad(), v.grad()};
+      }
+      for (size_t i = 0; i < 4; ++i) {
+        CAPTURE(i);
+        CHECK(max_abs_diff(results[0][i], results[1][i]) == 0.0);
+      }
+    }
+  }
+  set_num_threads(saved_threads);
+}
+
 TEST_CASE("sdpa dropout: kept fraction, 1/(1-p) scaling, the same mask forward and backward") {
   const double p = 0.3;
   // Zero queries weigh every key 1/S; with v = 1, out(i) = (kept keys of row i)/(S·(1 − p)).

@@ -104,15 +104,38 @@ const GemmKernel& gemm_for(CpuIsa isa) {
   return kGemmScalar;
 }
 
+// Note [What causal products leave out]
+// A tile the causal diagonal crosses hides its (key j, query i) pairs with i < diag + j: at
+// T = 256 half of such a tile's pairs, and such tiles are most of the work. Products whose rows
+// are the tile's keys leave out, per microkernel tile of keys r0 .. r0 + mr, what every one of
+// those keys hides:
+// - kHiddenColumns (Sᵀ = K·Qᵀ, queries across C): C's columns below diag + r0, in whole vectors
+//   of 16. The softmax step and probs then overwrite every hidden score, whatever it holds.
+// - kHiddenLeadingK (dV += Pᵀ·dO and dK += dSᵀ·Q, queries along K): terms p < diag + r0, whose A
+//   values (P, dS) are 0. A sum from +0 never becomes −0, so leaving out its zero terms gives the
+//   same bits.
+// (dPᵀ = V·dOᵀ is computed whole: dscores multiplies it by P, and 0 times a stale value left in
+// the buffer is NaN where that value is not finite.) Float32, 12 heads × 64, T = 256, forward and
+// backward, two threads: see the commit that brought this in for the measured change.
+enum class Hidden { kNothing, kHiddenColumns, kHiddenLeadingK };
+
 // c(m×n) (+)= A(m×k)·B(k×n) with A(r, p) = a[r·rs_a + p·cs_a], B(p, c) = b[p·ldb + c] and C
-// row-major (ldc), one microkernel tile at a time, down each column panel of B.
+// row-major (ldc), one microkernel tile at a time, down each column panel of B; `hidden` and `diag`
+// say what a causal tile may leave out (Note [What causal products leave out]).
 void product(const GemmKernel& g, int64_t m, int64_t n, int64_t k, const float* a, int64_t rs_a, int64_t cs_a,
-             const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+             const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, Hidden hidden = Hidden::kNothing,
+             int64_t diag = kNoDiag) {
   for (int64_t c0 = 0; c0 < n; c0 += g.nr)
     for (int64_t r0 = 0; r0 < m; r0 += g.mr) {
-      const GemmTileF32 tile{k, a + r0 * rs_a, rs_a, cs_a, false, b + c0, ldb, false, c + r0 * ldc + c0, ldc,
-                             static_cast<int>(std::min<int64_t>(g.mr, m - r0)),
-                             static_cast<int>(std::min<int64_t>(g.nr, n - c0)), accumulate};
+      const int64_t first_kept = diag + r0;  // the first query the tile's first key sees
+      int64_t col = c0, p0 = 0;
+      if (hidden == Hidden::kHiddenColumns && first_kept > c0) col = c0 + (first_kept - c0) / 16 * 16;
+      if (hidden == Hidden::kHiddenLeadingK && first_kept > 0) p0 = std::min(first_kept, k);
+      const int64_t cols = std::min<int64_t>(g.nr, n - c0) - (col - c0);
+      if (cols <= 0 || (p0 == k && accumulate)) continue;
+      const GemmTileF32 tile{k - p0, a + r0 * rs_a + p0 * cs_a, rs_a, cs_a, false, b + p0 * ldb + col, ldb, false,
+                             c + r0 * ldc + col, ldc, static_cast<int>(std::min<int64_t>(g.mr, m - r0)),
+                             static_cast<int>(cols), accumulate};
       g.micro_f32(tile);
     }
 }
@@ -529,7 +552,7 @@ void forward_typed(const AttentionForward& a) {
       const TileColumns t = tile_columns(a.is_causal, i0, j0, bc, br);
       const int64_t c = t.skip;
       float* const sc = s + c;
-      product(gemm, bc, t.cols, E, kt, k_ld, 1, qt + c, kBr, sc, kBr, false);
+      product(gemm, bc, t.cols, E, kt, k_ld, 1, qt + c, kBr, sc, kBr, false, Hidden::kHiddenColumns, t.diag);
       if (a.mask.defined()) add_mask_any(a.mask, n, h, i0 + c, j0, rows, t.cols, sc, kBr);
       tiles.softmax_step(sc, kBr, rows, t.cols, t.diag, m + c, l + c, alpha + c);
       if (dropout.active()) dropout.apply(sc, sc, kBr, rows, t.cols, n * Hq + h, i0 + c, j0);
@@ -720,6 +743,7 @@ void backward_typed(const AttentionBackward& a) {
     if (isa == CpuIsa::Amx) return backward_amx(a);
   }
   const AttentionTiles& tiles = tiles_for(isa);
+  const AttentionRows& dots = rows_for(isa);
   const GemmKernel& gemm = gemm_for(isa);
   const float scale = static_cast<float>(a.scale);
   const Dropout dropout = dropout_of(a.dropout_p, a.dropout_key, L, S);
@@ -746,13 +770,8 @@ void backward_typed(const AttentionBackward& a) {
       transpose_f32(qrows, q_ld, L, E, qt, l_ld, isa);
       scale_block(qt, l_ld, E, L, scale);
       transpose_f32(dorows, do_ld, L, Ev, dot, l_ld, isa);
-      for (int64_t i = 0; i < L; ++i) {
-        const float* dor = dorows + i * do_ld;
-        const float* orow = orows + i * o_ld;
-        float d = 0.0f;
-        for (int64_t e = 0; e < Ev; ++e) d += dor[e] * orow[e];
-        dsum[i] = d;
-      }
+      // D = rowsum(dO∘O), each row a dot product as the decode path scores a key.
+      for (int64_t i = 0; i < L; ++i) dots.scores_f32(dorows + i * do_ld, orows + i * o_ld, 0, 1, Ev, 1.0f, dsum + i);
       std::fill_n(dqt, E * l_ld, 0.0f);
       const float* lse_head = lse + (n * Hq + h) * L;
       for (int64_t j0 = 0; j0 < S; j0 += kBc) {
@@ -768,7 +787,7 @@ void backward_typed(const AttentionBackward& a) {
           const int64_t ic = i0 + t.skip;
           float* const pc = p + t.skip;
           float* const dpc = dp + t.skip;
-          product(gemm, bc, t.cols, E, kt, k_ld, 1, qt + ic, l_ld, pc, kBr, false);
+          product(gemm, bc, t.cols, E, kt, k_ld, 1, qt + ic, l_ld, pc, kBr, false, Hidden::kHiddenColumns, t.diag);
           if (a.mask.defined()) add_mask_any(a.mask, n, h, ic, j0, rows, t.cols, pc, kBr);
           tiles.probs(pc, kBr, rows, t.cols, t.diag, lse_head + ic);
           product(gemm, bc, t.cols, Ev, vt, v_ld, 1, dot + ic, l_ld, dpc, kBr, false);
@@ -779,9 +798,11 @@ void backward_typed(const AttentionBackward& a) {
             dropout.apply(dpc, dpc, kBr, rows, t.cols, n * Hq + h, ic, j0);
             kept = pdc;
           }
-          product(gemm, bc, Ev, t.cols, kept, kBr, 1, dorows + ic * do_ld, do_ld, dv + j0 * Ev, Ev, true);
+          product(gemm, bc, Ev, t.cols, kept, kBr, 1, dorows + ic * do_ld, do_ld, dv + j0 * Ev, Ev, true,
+                  Hidden::kHiddenLeadingK, t.diag);
           tiles.dscores(pc, dpc, kBr, rows, t.cols, dsum + ic);
-          product(gemm, bc, E, t.cols, dpc, kBr, 1, qrows + ic * q_ld, q_ld, dk + j0 * E, E, true);
+          product(gemm, bc, E, t.cols, dpc, kBr, 1, qrows + ic * q_ld, q_ld, dk + j0 * E, E, true,
+                  Hidden::kHiddenLeadingK, t.diag);
           product(gemm, E, t.cols, bc, kt, 1, k_ld, dpc, kBr, dqt + ic, l_ld, true);
         }
       }
