@@ -130,11 +130,22 @@ TEST_CASE("attention tiles: every vector set matches the scalar reference") {
       set->probs(pr_got.data(), kLd, t.rows, t.cols, t.diag, lse.data());
       check_close(pr_got, pr_want, 1e-6);
 
+      // dscores, where the hidden values of dp are stale ones the product left out (an infinity
+      // each here): 0 there, whatever they were.
       const std::vector<float> d = uniform(kLd, -1.0, 1.0, 50 + index);
-      std::vector<float> ds_want = s, ds_got = s;
-      ref.dscores(pr_want.data(), ds_want.data(), kLd, t.rows, t.cols, d.data());
-      set->dscores(pr_want.data(), ds_got.data(), kLd, t.rows, t.cols, d.data());
+      std::vector<float> ds_want = s;
+      for (int j = 0; j < t.rows; ++j)
+        for (int i = 0; i < t.cols; ++i)
+          if (i < t.diag + j) ds_want[static_cast<size_t>(j * kLd + i)] = kInf;
+      std::vector<float> ds_got = ds_want;
+      ref.dscores(pr_want.data(), ds_want.data(), kLd, t.rows, t.cols, t.diag, d.data());
+      set->dscores(pr_want.data(), ds_got.data(), kLd, t.rows, t.cols, t.diag, d.data());
       CHECK(ds_got == ds_want);  // one subtraction and one multiplication: exact
+      int64_t hidden_nonzero = 0;
+      for (int j = 0; j < t.rows; ++j)
+        for (int i = 0; i < t.cols; ++i)
+          if (i < t.diag + j && ds_want[static_cast<size_t>(j * kLd + i)] != 0.0f) ++hidden_nonzero;
+      CHECK(hidden_nonzero == 0);
     }
   }
 }
@@ -219,7 +230,7 @@ TEST_CASE("attention tiles: the bfloat16 path's fused steps equal the steps they
       p[5] = 1e-39f;
       p[static_cast<size_t>(kLd + 7)] = -3e-39f;
       std::vector<float> ds_want = dp;
-      f32.dscores(p.data(), ds_want.data(), kLd, t.rows, t.cols, lse.data());
+      f32.dscores(p.data(), ds_want.data(), kLd, t.rows, t.cols, detail::kNoDiag, lse.data());
       std::vector<uint16_t> ds_rows(static_cast<size_t>(2 * kPairs * kLd), 0xFFFF), ds_pairs(panel_values, 0xFFFF);
       std::vector<uint16_t> ds_rows_scalar = ds_rows, ds_pairs_scalar = ds_pairs;
       const std::vector<float> dp_before = dp;

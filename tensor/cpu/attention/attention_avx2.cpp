@@ -101,13 +101,14 @@ void probs(float* s, int64_t ld, int rows, int cols, int64_t diag, const float* 
   }
 }
 
-void dscores(const float* p, float* dp, int64_t ld, int rows, int cols, const float* d) {
+void dscores(const float* p, float* dp, int64_t ld, int rows, int cols, int64_t diag, const float* d) {
   for (int64_t c0 = 0; c0 < cols; c0 += 8) {
     const __m256i valid = lanes_below(cols - c0);
     const __m256 dv = load(d + c0, valid);
     for (int64_t j = 0; j < rows; ++j) {
       float* row = dp + j * ld + c0;
-      store(row, valid, _mm256_mul_ps(load(p + j * ld + c0, valid), _mm256_sub_ps(load(row, valid), dv)));
+      const __m256 ds = _mm256_mul_ps(load(p + j * ld + c0, valid), _mm256_sub_ps(load(row, valid), dv));
+      store(row, valid, _mm256_andnot_ps(hidden_lanes(diag, j, c0), ds));
     }
   }
 }

@@ -85,14 +85,15 @@ void probs(float* s, int64_t ld, int rows, int cols, int64_t diag, const float* 
   }
 }
 
-void dscores(const float* p, float* dp, int64_t ld, int rows, int cols, const float* d) {
+void dscores(const float* p, float* dp, int64_t ld, int rows, int cols, int64_t diag, const float* d) {
   for (int64_t c0 = 0; c0 < cols; c0 += 16) {
     const __mmask16 valid = lane_mask(cols - c0);
     const __m512 dv = _mm512_maskz_loadu_ps(valid, d + c0);
     for (int64_t j = 0; j < rows; ++j) {
       float* row = dp + j * ld + c0;
       const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(valid, row), dv);
-      _mm512_mask_storeu_ps(row, valid, _mm512_mul_ps(_mm512_maskz_loadu_ps(valid, p + j * ld + c0), x));
+      const __m512 ds = _mm512_mul_ps(_mm512_maskz_loadu_ps(valid, p + j * ld + c0), x);
+      _mm512_mask_storeu_ps(row, valid, _mm512_mask_mov_ps(ds, hidden_lanes(diag, j, c0), _mm512_setzero_ps()));
     }
   }
 }

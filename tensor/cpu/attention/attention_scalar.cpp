@@ -49,9 +49,12 @@ void probs(float* s, int64_t ld, int rows, int cols, int64_t diag, const float* 
     }
 }
 
-void dscores(const float* p, float* dp, int64_t ld, int rows, int cols, const float* d) {
+void dscores(const float* p, float* dp, int64_t ld, int rows, int cols, int64_t diag, const float* d) {
   for (int j = 0; j < rows; ++j)
-    for (int i = 0; i < cols; ++i) dp[j * ld + i] = p[j * ld + i] * (dp[j * ld + i] - d[i]);
+    for (int i = 0; i < cols; ++i) {
+      float& x = dp[j * ld + i];
+      x = i < hidden_columns(diag, j) ? 0.0f : p[j * ld + i] * (x - d[i]);
+    }
 }
 
 // Where (row j, column i) of a tile lies in its K-pair panels (attention_tiles.h).

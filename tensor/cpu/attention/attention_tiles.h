@@ -29,8 +29,9 @@ struct AttentionTiles {
   void (*rescale)(float* o, int64_t ld, int rows, int cols, const float* alpha);
   // The backward's probabilities: s ← e^(s − lse(i)), 0 where the causal mask hides (j, i).
   void (*probs)(float* s, int64_t ld, int rows, int cols, int64_t diag, const float* lse);
-  // The backward's score gradient, in place of dp: dp ← p · (dp − D(i)).
-  void (*dscores)(const float* p, float* dp, int64_t ld, int rows, int cols, const float* d);
+  // The backward's score gradient, in place of dp: dp ← p · (dp − D(i)), 0 where the causal mask
+  // hides (j, i) whatever dp holds there (the product that makes dp leaves those out).
+  void (*dscores)(const float* p, float* dp, int64_t ld, int rows, int cols, int64_t diag, const float* d);
 };
 
 // bfloat16 K-pair panels of a float32 tile, for AMX products (Note [bf16 K-pair panels] in
