@@ -61,7 +61,12 @@ void block(const int8_t* a, const int8_t* b, int64_t k, int32_t* c, int64_t ldc,
   for (int r = 0; r < R; ++r)
     for (int i = 0; i < M; ++i) acc[r][i] = _mm256_setzero_si256();
   const int64_t whole = k / kChunk * kChunk;
-  for (int64_t kk = 0; kk < whole; kk += kChunk) chunk<R, M>(a, b, k, kk, load32, acc, lowest);
+  for (int64_t kk = 0; kk < whole; kk += kChunk) {
+    if (kk % 64 == 0)  // a cache line of each row
+      for (int r = 0; r < R; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(b + r * k + kk + kInt8RowAheadBytes), _MM_HINT_T0);
+    chunk<R, M>(a, b, k, kk, load32, acc, lowest);
+  }
   if (whole < k) chunk<R, M>(a, b, k, whole, [&](const int8_t* p) { return load_tail(p, k - whole); }, acc, lowest);
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < R; ++r) c[i * ldc + r] = sum_lanes(acc[r][i]);

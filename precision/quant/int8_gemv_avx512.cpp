@@ -37,6 +37,7 @@ void block(const int8_t* a, const int8_t* b, int64_t k, int32_t* c, int64_t ldc,
       negative[i] = _mm512_movepi8_mask(av);
     }
     for (int r = 0; r < R; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(b + r * k + kk + kInt8RowAheadBytes), _MM_HINT_T0);
       const __m512i bv = _mm512_maskz_loadu_epi8(mask, b + r * k + kk);
       lowest = _mm512_min_epi8(lowest, bv);
       for (int i = 0; i < M; ++i) {

@@ -21,12 +21,23 @@ namespace {
 __m512 widen_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
 // y[0..R) (+)= float16 rows r[i·ldw ..] · x over k values; the last k % 16 through zero-padded
-// copies (a zero code is +0, so the padding adds nothing).
+// copies (a zero code is +0, so the padding adds nothing). A cache line of each row (32 values) a
+// step, fetched kGemvRowAhead ahead as the bfloat16 rows are: without, the int8 GPT-2's float16
+// LM head, 77 MB a token, streamed at 0.7x the pace of its int8 weights.
 template <int R>
 void dot_block_f16(const uint16_t* r, int64_t ldw, const uint16_t* x, int64_t k, float* y, bool accumulate) {
   __m512 sum[R];
   for (int i = 0; i < R; ++i) sum[i] = _mm512_setzero_ps();
   int64_t p = 0;
+  for (; p + 32 <= k; p += 32) {
+    for (int i = 0; i < R; ++i)
+      _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kGemvRowAhead), _MM_HINT_T0);
+    const __m512 x0 = widen_f16(x + p), x1 = widen_f16(x + p + 16);
+    for (int i = 0; i < R; ++i) {
+      sum[i] = _mm512_fmadd_ps(widen_f16(r + i * ldw + p), x0, sum[i]);
+      sum[i] = _mm512_fmadd_ps(widen_f16(r + i * ldw + p + 16), x1, sum[i]);
+    }
+  }
   for (; p + 16 <= k; p += 16) {
     const __m512 xv = widen_f16(x + p);
     for (int i = 0; i < R; ++i) sum[i] = _mm512_fmadd_ps(widen_f16(r + i * ldw + p), xv, sum[i]);

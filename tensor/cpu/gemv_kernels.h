@@ -13,7 +13,7 @@
 
 namespace weft::detail {
 
-// Values of a 16-bit row the AVX-512 bf16 kernels fetch ahead of the one they read, 1 KB: W streams
+// Values of a 16-bit row the batch-1 kernels fetch ahead of the one they read, 1 KB: W streams
 // from memory once per decode step, and the hardware's prefetch alone kept too few lines in flight
 // (the 1.1B Llama's bf16 decode: 0.92x the time per token, paired in one process).
 constexpr int64_t kGemvRowAhead = 512;
