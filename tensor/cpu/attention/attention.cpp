@@ -118,20 +118,20 @@ const GemmKernel& gemm_for(CpuIsa isa) {
 // Products over the keys (Oᵀ += Vᵀ·Pᵀ, dQᵀ += Kᵀ·dSᵀ) keep every term: a 64-query panel of C
 // needs all 64 keys of a diagonal tile. Float32, 12 heads × 64, causal, forward + backward, two
 // threads (with D below vectorised): T = 256 2.01 -> 1.85 ms, T = 1024 26.0 -> 25.4 ms.
-enum class Hidden { kNothing, kHiddenColumns, kHiddenLeadingK };
+enum class LeaveOut { kNothing, kHiddenColumns, kHiddenLeadingK };
 
 // c(m×n) (+)= A(m×k)·B(k×n) with A(r, p) = a[r·rs_a + p·cs_a], B(p, c) = b[p·ldb + c] and C
-// row-major (ldc), one microkernel tile at a time, down each column panel of B; `hidden` and `diag`
-// say what a causal tile may leave out (Note [What causal products leave out]).
+// row-major (ldc), one microkernel tile at a time, down each column panel of B; `leave_out` and
+// `diag` say what a causal tile may leave out (Note [What causal products leave out]).
 void product(const GemmKernel& g, int64_t m, int64_t n, int64_t k, const float* a, int64_t rs_a, int64_t cs_a,
-             const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, Hidden hidden = Hidden::kNothing,
-             int64_t diag = kNoDiag) {
+             const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate,
+             LeaveOut leave_out = LeaveOut::kNothing, int64_t diag = kNoDiag) {
   for (int64_t c0 = 0; c0 < n; c0 += g.nr)
     for (int64_t r0 = 0; r0 < m; r0 += g.mr) {
       const int64_t first_kept = diag + r0;  // the first query the tile's first key sees
       int64_t col = c0, p0 = 0;
-      if (hidden == Hidden::kHiddenColumns && first_kept > c0) col = c0 + (first_kept - c0) / 16 * 16;
-      if (hidden == Hidden::kHiddenLeadingK && first_kept > 0) p0 = std::min(first_kept, k);
+      if (leave_out == LeaveOut::kHiddenColumns && first_kept > c0) col = c0 + (first_kept - c0) / 16 * 16;
+      if (leave_out == LeaveOut::kHiddenLeadingK && first_kept > 0) p0 = std::min(first_kept, k);
       const int64_t cols = std::min<int64_t>(g.nr, n - c0) - (col - c0);
       if (cols <= 0 || (p0 == k && accumulate)) continue;
       const GemmTileF32 tile{k - p0, a + r0 * rs_a + p0 * cs_a, rs_a, cs_a, false, b + p0 * ldb + col, ldb, false,
@@ -553,7 +553,7 @@ void forward_typed(const AttentionForward& a) {
       const TileColumns t = tile_columns(a.is_causal, i0, j0, bc, br);
       const int64_t c = t.skip;
       float* const sc = s + c;
-      product(gemm, bc, t.cols, E, kt, k_ld, 1, qt + c, kBr, sc, kBr, false, Hidden::kHiddenColumns, t.diag);
+      product(gemm, bc, t.cols, E, kt, k_ld, 1, qt + c, kBr, sc, kBr, false, LeaveOut::kHiddenColumns, t.diag);
       if (a.mask.defined()) add_mask_any(a.mask, n, h, i0 + c, j0, rows, t.cols, sc, kBr);
       tiles.softmax_step(sc, kBr, rows, t.cols, t.diag, m + c, l + c, alpha + c);
       if (dropout.active()) dropout.apply(sc, sc, kBr, rows, t.cols, n * Hq + h, i0 + c, j0);
@@ -788,10 +788,10 @@ void backward_typed(const AttentionBackward& a) {
           const int64_t ic = i0 + t.skip;
           float* const pc = p + t.skip;
           float* const dpc = dp + t.skip;
-          product(gemm, bc, t.cols, E, kt, k_ld, 1, qt + ic, l_ld, pc, kBr, false, Hidden::kHiddenColumns, t.diag);
+          product(gemm, bc, t.cols, E, kt, k_ld, 1, qt + ic, l_ld, pc, kBr, false, LeaveOut::kHiddenColumns, t.diag);
           if (a.mask.defined()) add_mask_any(a.mask, n, h, ic, j0, rows, t.cols, pc, kBr);
           tiles.probs(pc, kBr, rows, t.cols, t.diag, lse_head + ic);
-          product(gemm, bc, t.cols, Ev, vt, v_ld, 1, dot + ic, l_ld, dpc, kBr, false, Hidden::kHiddenColumns, t.diag);
+          product(gemm, bc, t.cols, Ev, vt, v_ld, 1, dot + ic, l_ld, dpc, kBr, false, LeaveOut::kHiddenColumns, t.diag);
           const float* kept = pc;
           if (dropout.active()) {
             float* const pdc = pd + t.skip;
@@ -800,10 +800,10 @@ void backward_typed(const AttentionBackward& a) {
             kept = pdc;
           }
           product(gemm, bc, Ev, t.cols, kept, kBr, 1, dorows + ic * do_ld, do_ld, dv + j0 * Ev, Ev, true,
-                  Hidden::kHiddenLeadingK, t.diag);
+                  LeaveOut::kHiddenLeadingK, t.diag);
           tiles.dscores(pc, dpc, kBr, rows, t.cols, t.diag, dsum + ic);
           product(gemm, bc, E, t.cols, dpc, kBr, 1, qrows + ic * q_ld, q_ld, dk + j0 * E, E, true,
-                  Hidden::kHiddenLeadingK, t.diag);
+                  LeaveOut::kHiddenLeadingK, t.diag);
           product(gemm, E, t.cols, bc, kt, 1, k_ld, dpc, kBr, dqt + ic, l_ld, true);
         }
       }
