@@ -45,10 +45,8 @@ void int8_gemm_panel_amx(const Int8PanelArgs& args);
 // exactly; A must not hold it. One table per level (int8_gemv_avx2.cpp, int8_gemv_avx512.cpp,
 // int8_gemv_avx512vnni.cpp); int8_gemm.cpp splits A into groups of 4 rows and B over threads.
 using Int8GemvRows = bool (*)(const int8_t* a, const int8_t* b, int64_t n, int64_t k, int32_t* c, int64_t ldc);
-// Bytes of a row of B those loops fetch ahead of the ones they read, as the 16-bit rows' kernels
-// do (kGemvRowAhead in tensor/cpu/gemv_kernels.h): B streams from memory once per decode step, and
-// the hardware's prefetch alone kept too few of its lines in flight.
-constexpr int64_t kInt8RowAheadBytes = 1024;
+// They fetch B's rows kGemvAheadBytes ahead (tensor/cpu/gemv_kernels.h), as the 16-bit rows'
+// kernels do.
 struct Int8Gemv {
   Int8GemvRows rows[4];
 };

@@ -11,10 +11,13 @@
 // so the last k % 32 bytes go through zero-padded copies; B's -128 (outside the operands' range,
 // and not negatable) is caught by a running byte minimum, not computed with.
 #include "precision/quant/int8_gemm_kernels.h"
+#include "tensor/cpu/gemv_kernels.h"
 #include "tensor/cpu/simd.h"
 
 namespace weft::precision::quant::kernels {
 namespace {
+
+using weft::detail::kGemvAheadBytes;
 
 constexpr int64_t kRows = 4;  // rows of B per pass
 constexpr int64_t kChunk = 32;
@@ -64,7 +67,7 @@ void block(const int8_t* a, const int8_t* b, int64_t k, int32_t* c, int64_t ldc,
   for (int64_t kk = 0; kk < whole; kk += kChunk) {
     if (kk % 64 == 0)  // a cache line of each row
       for (int r = 0; r < R; ++r)
-        _mm_prefetch(reinterpret_cast<const char*>(b + r * k + kk + kInt8RowAheadBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(b + r * k + kk + kGemvAheadBytes), _MM_HINT_T0);
     chunk<R, M>(a, b, k, kk, load32, acc, lowest);
   }
   if (whole < k) chunk<R, M>(a, b, k, whole, [&](const int8_t* p) { return load_tail(p, k - whole); }, acc, lowest);

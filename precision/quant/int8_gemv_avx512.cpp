@@ -12,10 +12,13 @@
 // A's bytes; B's -128 (outside the operands' range, and not negatable) is caught by a running
 // byte minimum, not computed with. int8_gemv_avx512vnni.cpp is the same loop with vpdpbusd.
 #include "precision/quant/int8_gemm_kernels.h"
+#include "tensor/cpu/gemv_kernels.h"
 #include "tensor/cpu/simd.h"
 
 namespace weft::precision::quant::kernels {
 namespace {
+
+using weft::detail::kGemvAheadBytes;
 
 constexpr int64_t kRows = 4;  // rows of B per pass
 
@@ -37,7 +40,7 @@ void block(const int8_t* a, const int8_t* b, int64_t k, int32_t* c, int64_t ldc,
       negative[i] = _mm512_movepi8_mask(av);
     }
     for (int r = 0; r < R; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(b + r * k + kk + kInt8RowAheadBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + r * k + kk + kGemvAheadBytes), _MM_HINT_T0);
       const __m512i bv = _mm512_maskz_loadu_epi8(mask, b + r * k + kk);
       lowest = _mm512_min_epi8(lowest, bv);
       for (int i = 0; i < M; ++i) {

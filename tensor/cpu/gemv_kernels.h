@@ -13,10 +13,13 @@
 
 namespace weft::detail {
 
-// Values of a 16-bit row the batch-1 kernels fetch ahead of the one they read, 1 KB: W streams
-// from memory once per decode step, and the hardware's prefetch alone kept too few lines in flight
-// (the 1.1B Llama's bf16 decode: 0.92x the time per token, paired in one process).
-constexpr int64_t kGemvRowAhead = 512;
+// Bytes of a weight row the batch-1 kernels (these and the int8 ones in precision/quant/) fetch
+// ahead of the ones they read: W streams from memory once per decode step, and the hardware's
+// prefetch alone kept too few lines in flight (the 1.1B Llama's bf16 decode: 0.92x the time per
+// token, paired in one process).
+constexpr int64_t kGemvAheadBytes = 1024;
+// The same in values of a 16-bit row.
+constexpr int64_t kGemvRowAhead = kGemvAheadBytes / 2;
 
 void gemv_bf16_rows_avx2(const uint16_t* w, int64_t ldw, const uint16_t* x, int64_t k, int64_t rows, float* y,
                          bool accumulate);

@@ -133,10 +133,11 @@ TEST_CASE("attention tiles: every vector set matches the scalar reference") {
       // dscores, where the hidden values of dp are stale ones the product left out (an infinity
       // each here): 0 there, whatever they were.
       const std::vector<float> d = uniform(kLd, -1.0, 1.0, 50 + index);
+      auto hidden = [&](int j, int i) { return i < t.diag + j; };
       std::vector<float> ds_want = s;
       for (int j = 0; j < t.rows; ++j)
         for (int i = 0; i < t.cols; ++i)
-          if (i < t.diag + j) ds_want[static_cast<size_t>(j * kLd + i)] = kInf;
+          if (hidden(j, i)) ds_want[static_cast<size_t>(j * kLd + i)] = kInf;
       std::vector<float> ds_got = ds_want;
       ref.dscores(pr_want.data(), ds_want.data(), kLd, t.rows, t.cols, t.diag, d.data());
       set->dscores(pr_want.data(), ds_got.data(), kLd, t.rows, t.cols, t.diag, d.data());
@@ -144,7 +145,7 @@ TEST_CASE("attention tiles: every vector set matches the scalar reference") {
       int64_t hidden_nonzero = 0;
       for (int j = 0; j < t.rows; ++j)
         for (int i = 0; i < t.cols; ++i)
-          if (i < t.diag + j && ds_want[static_cast<size_t>(j * kLd + i)] != 0.0f) ++hidden_nonzero;
+          if (hidden(j, i) && ds_want[static_cast<size_t>(j * kLd + i)] != 0.0f) ++hidden_nonzero;
       CHECK(hidden_nonzero == 0);
     }
   }
