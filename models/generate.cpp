@@ -15,8 +15,18 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void check_prompts(const CausalLMShape& shape, const std::vector<std::vector<int64_t>>& prompts,
-                   const GenerateOptions& options) {
+// The device of the model's weights: its cache and each step's ids go there, and each step's
+// logits come back to the CPU, where the tokens are chosen (one row of V floats per sequence, so
+// the choice is the CPU's generator's on every device and a seed means the same on each).
+Device device_of(const nn::Module& model) {
+  const std::vector<Tensor> parameters = model.parameters();
+  return parameters.empty() ? Device(kCPU) : parameters.front().device();
+}
+
+}  // namespace
+
+void check_generate_request(const CausalLMShape& shape, const std::vector<std::vector<int64_t>>& prompts,
+                            const GenerateOptions& options) {
   WEFT_CHECK(!prompts.empty(), "[generate] expected at least one prompt");
   WEFT_CHECK(options.max_new_tokens >= 1, "[generate] max_new_tokens must be at least 1, got ", options.max_new_tokens);
   WEFT_CHECK(options.kv_dtype == kFloat32 || options.kv_dtype == kBFloat16,
@@ -37,12 +47,10 @@ void check_prompts(const CausalLMShape& shape, const std::vector<std::vector<int
                shape.vocab_size, ")");
 }
 
-}  // namespace
-
 GenerateResult generate(CausalLM& model, const std::vector<std::vector<int64_t>>& prompts,
                         const GenerateOptions& options) {
   const CausalLMShape shape = model.lm_shape();
-  check_prompts(shape, prompts, options);
+  check_generate_request(shape, prompts, options);
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -53,7 +61,9 @@ GenerateResult generate(CausalLM& model, const std::vector<std::vector<int64_t>>
   std::vector<int64_t> stop = options.stop_tokens;
   if (options.use_eos) stop.insert(stop.end(), model.eos_token_ids.begin(), model.eos_token_ids.end());
 
-  KVCache cache({shape.n_layer, B, shape.n_kv_head, shape.head_dim, longest + options.max_new_tokens}, options.kv_dtype);
+  const Device device = device_of(model);
+  KVCache cache({shape.n_layer, B, shape.n_kv_head, shape.head_dim, longest + options.max_new_tokens}, options.kv_dtype,
+                device);
   std::vector<int64_t> padding(static_cast<size_t>(B));
   std::vector<int64_t> ids(static_cast<size_t>(B * longest), 0);
   GenerateResult result;
@@ -88,8 +98,9 @@ GenerateResult generate(CausalLM& model, const std::vector<std::vector<int64_t>>
   };
 
   auto start = std::chrono::steady_clock::now();
-  Tensor logits = model.forward_cached(from_vector(ids, {B, longest}, DType::Int64), cache, /*last_only=*/true);
-  Tensor next = sample_next_tokens(logits.select(1, logits.size(1) - 1), options.sampling, generator);
+  Tensor logits = model.forward_cached(from_vector(ids, {B, longest}, DType::Int64).to(device), cache,
+                                       /*last_only=*/true);
+  Tensor next = sample_next_tokens(logits.select(1, logits.size(1) - 1).to(kCPU), options.sampling, generator);
   bool any = take(next);
   result.prefill_seconds = seconds_since(start);
 
@@ -97,8 +108,8 @@ GenerateResult generate(CausalLM& model, const std::vector<std::vector<int64_t>>
   while (any) {
     // A finished sequence keeps being fed its last token (its row is computed and ignored), so
     // the batch stays one rectangular step.
-    logits = model.forward_cached(next.unsqueeze(1), cache, /*last_only=*/true);
-    next = sample_next_tokens(logits.select(1, 0), options.sampling, generator);
+    logits = model.forward_cached(next.unsqueeze(1).to(device), cache, /*last_only=*/true);
+    next = sample_next_tokens(logits.select(1, 0).to(kCPU), options.sampling, generator);
     for (int64_t b = 0; b < B; ++b)
       if (running[static_cast<size_t>(b)]) ++result.decode_tokens;
     any = take(next);

@@ -39,9 +39,15 @@ struct GenerateResult {
   size_t kv_cache_bytes = 0;
 };
 
-// Throws before running anything when max_new_tokens < 1, a prompt is empty, holds an id outside
-// [0, V), or is too long for the model's positions together with max_new_tokens ("prompt of 1100
-// tokens plus 64 new ones exceeds the model's 1024 positions").
+// Throws when max_new_tokens < 1, a prompt is empty, holds an id outside [0, V), or is too long for
+// the model's positions together with max_new_tokens ("prompt of 1100 tokens plus 64 new ones
+// exceeds the model's 1024 positions"), or the sampling or stop tokens are out of range. generate()
+// runs it first; a program that prints something before generating (a CLI echoing its prompt) runs
+// it before that, so that a refused request prints nothing but the error.
+void check_generate_request(const CausalLMShape& shape, const std::vector<std::vector<int64_t>>& prompts,
+                            const GenerateOptions& options);
+
+// Throws as check_generate_request does, before running anything.
 GenerateResult generate(CausalLM& model, const std::vector<std::vector<int64_t>>& prompts,
                         const GenerateOptions& options);
 

@@ -4,12 +4,13 @@
 //   weft-generate --model DIR --prompt TEXT [--max-new-tokens N]
 //                 [--greedy | --temperature T --top-k K --top-p P] [--seed S]
 //                 [--quantize nf4|nf4-dq|fp4|fp4-dq|int8|fp8|fp8-channel] [--dtype float32|bfloat16]
-//                 [--kv-cache float32|bfloat16] [--stop ID ...] [--threads N] [--json]
+//                 [--kv-cache float32|bfloat16] [--stop ID ...] [--threads N] [--device cpu|cuda] [--json]
 //
 // Without sampling flags it decodes greedily. --json prints, instead of the streamed text, one
 // JSON line: the prompt's and the completion's token ids, the completion, prefill and decode
 // speeds, the time to the first token, the peak resident memory, the quantization (--quantize's
-// mode, or the bitsandbytes folder's own: "nf4-dq", "int8", ...) and the CPU kernel level. Every
+// mode, or the bitsandbytes folder's own: "nf4-dq", "int8", ...), the device and what computed on it
+// (the CPU kernel level, or "cuda"), and on a GPU its peak memory. Every
 // flag is checked before the model is read, and a prompt that does not fit in the model's
 // positions (with --max-new-tokens) is an error, not a silent crop.
 #include <sys/resource.h>
@@ -45,6 +46,7 @@ struct Options {
   std::string kv_cache = "float32";
   std::vector<int64_t> stop;
   std::optional<int> threads;
+  std::string device = "cpu";
   bool json = false;
 };
 
@@ -72,6 +74,8 @@ void print_help() {
                "  --kv-cache D           float32 (default) or bfloat16 keys and values\n"
                "  --stop ID              a token id that ends the text (repeatable), besides the model's eos\n"
                "  --threads N            CPU threads (default: the CPUs this process may use)\n"
+               "  --device D             cpu (default) or cuda: the model, its KV cache and every step on\n"
+               "                         the GPU (a build with -DWEFT_CUDA=ON); tokens are chosen on the CPU\n"
                "  --json                 print one JSON line of results instead of the text\n";
 }
 
@@ -126,6 +130,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--kv-cache") o.kv_cache = v;
     else if (flag == "--stop") o.stop.push_back(parse_int(flag, v));
     else if (flag == "--threads") o.threads = static_cast<int>(parse_int(flag, v));
+    else if (flag == "--device") o.device = v;
     else usage_error("unknown option '" + flag + "'");
   }
   return o;
@@ -156,6 +161,11 @@ void check_options(Options& o) {
   const int max_threads = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.threads && (*o.threads < 1 || *o.threads > max_threads))
     usage_error("--threads expects 1 to " + std::to_string(max_threads) + ", got " + std::to_string(*o.threads));
+  if (o.device != "cpu" && o.device != "cuda") usage_error("--device expects cpu or cuda, got '" + o.device + "'");
+  if (o.device == "cuda") {
+    if (!cuda::is_built()) usage_error("--device cuda: this build of weft has no CUDA backend (configure with -DWEFT_CUDA=ON)");
+    if (!cuda::is_available()) usage_error("--device cuda: expected a CUDA GPU, got none (no driver or no device visible)");
+  }
 }
 
 double peak_rss_mb() {
@@ -204,6 +214,8 @@ int main(int argc, char** argv) {
     load.dtype = o.dtype == "bfloat16" ? kBFloat16 : kFloat32;
     const models::Tokenizer tokenizer = models::Tokenizer::from_folder(o.model);
     models::PretrainedModel pretrained = models::from_pretrained(o.model, load);
+    const bool on_gpu = o.device == "cuda";
+    if (on_gpu) pretrained.model->to(Device("cuda"));
     const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
     const std::vector<int32_t> encoded = tokenizer.encode(*o.prompt, /*add_special_tokens=*/true);
@@ -215,6 +227,7 @@ int main(int argc, char** argv) {
     g.stop_tokens = o.stop;
     g.kv_dtype = o.kv_cache == "bfloat16" ? kBFloat16 : kFloat32;
     models::TextStream stream(tokenizer);
+    models::check_generate_request(pretrained.model->lm_shape(), {prompt_ids}, g);
     if (!o.json) {
       std::cout << *o.prompt << std::flush;
       g.on_token = [&](int64_t, int64_t token) {
@@ -238,13 +251,15 @@ int main(int argc, char** argv) {
         "{\"program\":\"weft-generate\",\"architecture\":\"%s\",\"prompt_ids\":%s,\"completion_ids\":%s,"
         "\"completion\":%s,\"prefill_tokens\":%lld,\"decode_tokens\":%lld,\"prefill_tokens_per_s\":%.2f,"
         "\"decode_tokens_per_s\":%.2f,\"load_ms\":%.1f,\"time_to_first_token_ms\":%.1f,\"peak_rss_mb\":%.1f,"
-        "\"kv_cache_mb\":%.2f,\"quantize\":\"%s\",\"dtype\":\"%s\",\"kernel\":\"%s\",\"threads\":%d}\n",
+        "\"kv_cache_mb\":%.2f,\"quantize\":\"%s\",\"dtype\":\"%s\",\"device\":\"%s\",\"kernel\":\"%s\","
+        "\"peak_device_mb\":%.1f,\"threads\":%d}\n",
         models::hf_architecture_name(pretrained.config.architecture), json_ids(prompt_ids).c_str(),
         json_ids(r.tokens[0]).c_str(), json_string(text).c_str(), static_cast<long long>(r.prefill_tokens),
         static_cast<long long>(r.decode_tokens), prefill_rate, decode_rate, load_seconds * 1e3,
         (load_seconds + r.prefill_seconds) * 1e3, peak_rss_mb(), static_cast<double>(r.kv_cache_bytes) / 1048576.0,
-        quantization.c_str(), o.dtype.c_str(), std::string(cpu_isa_name(cpu_isa())).c_str(),
-        num_threads());
+        quantization.c_str(), o.dtype.c_str(), o.device.c_str(),
+        on_gpu ? "cuda" : std::string(cpu_isa_name(cpu_isa())).c_str(),
+        on_gpu ? static_cast<double>(cuda::memory_stats().allocated_peak) / 1048576.0 : 0.0, num_threads());
   } catch (const Error& e) {
     std::cerr << "weft-generate: " << e.what() << "\n";
     return 1;

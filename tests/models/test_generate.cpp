@@ -1,11 +1,13 @@
 // Generation: the logits processors on hand-made rows, greedy decoding with the KV cache against
 // an argmax loop over the uncached model, batches of prompts against each prompt alone, stop
-// tokens, streaming, seeds, and the errors that come before anything runs.
+// tokens, streaming, seeds, the errors that come before anything runs, and (with a GPU) the same
+// generation with the model on the device.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
 
+#include "../cuda_test_helpers.h"
 #include "../error_message.h"
 #include "models/all.h"
 
@@ -218,4 +220,41 @@ TEST_CASE("generate refuses bad prompts and options before running") {
   o.sampling.temperature = -1.0;
   CHECK(error_of([&] { models::generate(*model, {{1}}, o); }).find("temperature must be a positive number") !=
         std::string::npos);
+  // The same checks without running anything, for a program that prints before it generates.
+  CHECK(error_of([&] { check_generate_request(model->lm_shape(), {{1}}, o); }).find("temperature must be a positive number") !=
+        std::string::npos);
+  o.sampling.greedy = true;
+  CHECK_NOTHROW(check_generate_request(model->lm_shape(), {{1}}, o));
+}
+
+TEST_CASE("generation with the model on cuda gives the cpu's tokens: a batch, greedy and sampled" *
+          doctest::skip(test::kNoGpu)) {
+  manual_seed(15);
+  LlamaForCausalLM llama(tiny_config());
+  GPTConfig gpt_config;
+  gpt_config.vocab_size = 61;
+  gpt_config.block_size = 48;
+  gpt_config.n_layer = 2;
+  gpt_config.n_head = 4;
+  gpt_config.n_embd = 32;
+  GPT gpt(gpt_config);
+  const std::vector<std::vector<int64_t>> prompts{{1, 2, 3, 4, 5, 6}, {40}, {7, 7, 8}};
+  for (CausalLM* model : {static_cast<CausalLM*>(llama.get()), static_cast<CausalLM*>(gpt.get())}) {
+    GenerateOptions o;
+    o.max_new_tokens = 8;
+    o.use_eos = false;
+    const GenerateResult greedy_cpu = models::generate(*model, prompts, o);
+    o.sampling.greedy = false;
+    o.seed = 3;
+    const GenerateResult sampled_cpu = models::generate(*model, prompts, o);
+    model->to(test::kGpu);
+    // The tokens are chosen on the CPU from the device's logits, so a seed draws the same tokens.
+    const GenerateResult sampled_gpu = models::generate(*model, prompts, o);
+    o.sampling.greedy = true;
+    const GenerateResult greedy_gpu = models::generate(*model, prompts, o);
+    CHECK(greedy_gpu.tokens == greedy_cpu.tokens);
+    CHECK(sampled_gpu.tokens == sampled_cpu.tokens);
+    CHECK(greedy_gpu.kv_cache_bytes == greedy_cpu.kv_cache_bytes);
+    for (const Tensor& p : model->parameters()) CHECK(p.device() == test::kGpu);
+  }
 }
