@@ -1,7 +1,7 @@
 // bench_generate: generation from a Hugging Face folder (weft's side of bench/compare_generate.sh).
 //
 //   bench_generate --model DIR [--quantize MODE] [--dtype float32|bfloat16] [--prompt 128]
-//                  [--new 128] [--threads 2] [--repeat 3] [--packed-mb 0]
+//                  [--new 128] [--threads 2] [--repeat 3] [--packed-mb 0] [--device cpu|cuda]
 //
 // A prompt of random token ids (seed 0), greedy decoding of --new tokens with eos ignored, batch 1.
 // Per run: decode tokens/s (every step after the first token) from a full generation, then
@@ -16,6 +16,11 @@
 // memory against weights + KV cache, as one JSON line after a table. --packed-mb sets the
 // packed-weight cache's limit (tensor/packed_weights.h; 0, the default, leaves it off); the packed
 // copies it made are reported, and count in the peak resident memory.
+//
+// --device cuda (a build with -DWEFT_CUDA=ON): the model and its KV cache on the GPU. The stream
+// is then a sum over a device buffer of the same size (a reduction reads every byte once, at close
+// to the memory's rate), and the peak memory is the device's (the caching allocator's peak) against
+// weights + KV cache.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,11 +49,13 @@ struct Options {
   int threads = 2;
   int repeat = 3;
   int64_t packed_mb = 0;
+  std::string device = "cpu";
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "bench_generate: %s\nusage: bench_generate --model DIR [--quantize MODE] [--dtype D] "
-                       "[--prompt N] [--new N] [--threads N] [--repeat N] [--packed-mb N]\n", why.c_str());
+                       "[--prompt N] [--new N] [--threads N] [--repeat N] [--packed-mb N] [--device cpu|cuda]\n",
+               why.c_str());
   std::exit(2);
 }
 
@@ -66,11 +73,16 @@ Options parse(int argc, char** argv) {
     else if (flag == "--threads") o.threads = std::atoi(v.c_str());
     else if (flag == "--repeat") o.repeat = std::atoi(v.c_str());
     else if (flag == "--packed-mb") o.packed_mb = std::atoll(v.c_str());
+    else if (flag == "--device") o.device = v;
     else usage("unknown option " + flag);
   }
   if (o.model.empty()) usage("--model is required");
   if (o.dtype != "float32" && o.dtype != "bfloat16") usage("--dtype expects float32 or bfloat16, got '" + o.dtype + "'");
   if (o.prompt < 1 || o.new_tokens < 2 || o.threads < 1 || o.repeat < 1 || o.packed_mb < 0) usage("sizes must be positive");
+  if (o.device != "cpu" && o.device != "cuda") usage("--device expects cpu or cuda, got '" + o.device + "'");
+  if (o.device == "cuda" && !cuda::is_available())
+    usage(cuda::is_built() ? "--device cuda: expected a CUDA GPU, got none"
+                           : "--device cuda: this build of weft has no CUDA backend (-DWEFT_CUDA=ON)");
   return o;
 }
 
@@ -142,6 +154,22 @@ double stream_seconds_apart(size_t bytes, int threads) {
   return seconds;
 }
 
+// Seconds for the GPU to read `bytes` once: a sum over a float32 buffer of that size on the
+// device, the median of 5 passes after one to warm up.
+double device_stream_seconds(size_t bytes) {
+  const Tensor buffer = ones({static_cast<int64_t>(bytes / sizeof(float))}, TensorOptions(kFloat32).device(Device("cuda")));
+  std::vector<double> passes;
+  for (int pass = 0; pass < 6; ++pass) {
+    cuda::synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    const Tensor total = buffer.sum();
+    cuda::synchronize();
+    if (pass > 0) passes.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(passes.begin(), passes.end());
+  return passes[passes.size() / 2];
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
@@ -174,6 +202,8 @@ int main(int argc, char** argv) {
   const auto load_start = std::chrono::steady_clock::now();
   models::PretrainedModel pretrained = models::from_pretrained(
       o.model, {.quantize = o.quantize, .dtype = o.dtype == "bfloat16" ? kBFloat16 : kFloat32});
+  const bool gpu = o.device == "cuda";
+  if (gpu) pretrained.model->to(Device("cuda"));
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   models::CausalLM& model = *pretrained.model;
   const models::CausalLMShape shape = model.lm_shape();
@@ -199,6 +229,7 @@ int main(int argc, char** argv) {
   first_token.on_token = [](int64_t, int64_t) { return false; };
   std::vector<double> prefill, decode, stream, fraction;
   size_t kv_bytes = 0, bytes_per_token = 0;
+  double device_peak_mb = 0.0;
   for (int r = 0; r < o.repeat; ++r) {
     const models::GenerateResult result = models::generate(model, {prompt}, g);
     const auto prefill_start = std::chrono::steady_clock::now();
@@ -208,18 +239,22 @@ int main(int argc, char** argv) {
     decode.push_back(static_cast<double>(result.decode_tokens) / result.decode_seconds);
     kv_bytes = result.kv_cache_bytes;
     bytes_per_token = static_cast<size_t>(static_cast<double>(weights) + kv_fraction * static_cast<double>(kv_bytes));
-    const double seconds = stream_seconds_apart(bytes_per_token, o.threads);
+    // On a GPU the memory that counts is the device's: the caching allocator's peak over the
+    // generations, read before the stream's buffer joins the model's on the device and reset after.
+    if (gpu) device_peak_mb = std::max(device_peak_mb, static_cast<double>(cuda::memory_stats().allocated_peak) / 1048576.0);
+    const double seconds = gpu ? device_stream_seconds(bytes_per_token) : stream_seconds_apart(bytes_per_token, o.threads);
+    if (gpu) cuda::reset_peak_memory_stats();
     stream.push_back(static_cast<double>(bytes_per_token) / seconds / 1e9);
     fraction.push_back(seconds * decode.back());  // (bytes × tokens/s) / (bytes / seconds)
   }
   const double prefill_rate = median(prefill), decode_rate = median(decode);
-  const double rss = peak_rss_mb();
+  const double rss = gpu ? device_peak_mb : peak_rss_mb();
   const double decode_gbps = static_cast<double>(bytes_per_token) * decode_rate / 1e9;
   const double stream_gbps = median(stream), bandwidth_fraction = median(fraction);
   const double stored_mb = static_cast<double>(weights + kv_bytes) / 1048576.0;
 
   std::printf("%-10s %-9s %10s %10s %12s %12s %9s %10s %10s\n", "quantize", "dtype", "prefill/s", "decode/s",
-              "decode GB/s", "stream GB/s", "fraction", "rss MB", "stored MB");
+              "decode GB/s", "stream GB/s", "fraction", gpu ? "device MB" : "rss MB", "stored MB");
   std::printf("%-10s %-9s %10.1f %10.2f %12.2f %12.2f %9.3f %10.1f %10.1f\n",
               o.quantize.empty() ? "none" : o.quantize.c_str(), o.dtype.c_str(), prefill_rate, decode_rate, decode_gbps,
               stream_gbps, bandwidth_fraction, rss, stored_mb);
@@ -227,12 +262,13 @@ int main(int argc, char** argv) {
               "\"threads\":%d,\"prompt\":%lld,\"new_tokens\":%lld,\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.3f,"
               "\"bytes_per_token\":%zu,\"decode_gbps\":%.3f,\"stream_gbps\":%.3f,\"bandwidth_fraction\":%.4f,"
               "\"weights_mb\":%.2f,\"kv_cache_mb\":%.2f,\"peak_rss_mb\":%.1f,\"rss_over_stored\":%.3f,\"load_ms\":%.1f,"
-              "\"kernel\":\"%s\",\"packed_weight_mb\":%.1f}\n",
+              "\"device\":\"%s\",\"kernel\":\"%s\",\"packed_weight_mb\":%.1f}\n",
               o.model.c_str(), models::hf_architecture_name(pretrained.config.architecture),
               o.quantize.empty() ? "none" : o.quantize.c_str(), o.dtype.c_str(), o.threads,
               static_cast<long long>(o.prompt), static_cast<long long>(o.new_tokens), prefill_rate, decode_rate,
               bytes_per_token, decode_gbps, stream_gbps, bandwidth_fraction, static_cast<double>(weights) / 1048576.0,
-              static_cast<double>(kv_bytes) / 1048576.0, rss, rss / stored_mb, load_ms,
-              std::string(cpu_isa_name(cpu_isa())).c_str(), static_cast<double>(packed_weight_bytes()) / 1048576.0);
+              static_cast<double>(kv_bytes) / 1048576.0, rss, rss / stored_mb, load_ms, o.device.c_str(),
+              gpu ? "cuda" : std::string(cpu_isa_name(cpu_isa())).c_str(),
+              static_cast<double>(packed_weight_bytes()) / 1048576.0);
   return 0;
 }

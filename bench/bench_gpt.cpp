@@ -13,7 +13,9 @@
 // for 32-true, the bf16 peak (bench/bf16_peak.h) for bf16-mixed. One JSON line per case.
 //
 // Usage: bench_gpt [--config char|gpt2|both] [--precision 32-true|bf16-mixed|both] [--steps N]
-//                  [--warmup N] [--threads N]
+//                  [--warmup N] [--threads N] [--device cpu|cuda]
+// --device cuda runs the model, batch and optimizer on the GPU (a build with -DWEFT_CUDA=ON), each
+// phase timed to the device's synchronisation; its GEMM floor is left out (no GPU peak is measured).
 // Beside the whole step it prints the medians of its three phases (forward with the loss,
 // backward, AdamW with zero_grad), a first answer to where the time goes.
 #include <algorithm>
@@ -38,12 +40,13 @@ struct Options {
   int steps = 10;
   int warmup = 2;
   int threads = 2;
+  std::string device = "cpu";
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "bench_gpt: %s\nusage: bench_gpt [--config char|gpt2|both] [--precision 32-true|bf16-mixed|both] "
-               "[--steps N] [--warmup N] [--threads N]\n",
+               "[--steps N] [--warmup N] [--threads N] [--device cpu|cuda]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -75,6 +78,12 @@ Options parse(int argc, char** argv) {
       o.warmup = positive(v.c_str(), "--warmup");
     } else if (a == "--threads") {
       o.threads = positive(v.c_str(), "--threads");
+    } else if (a == "--device") {
+      if (v != "cpu" && v != "cuda") usage("--device expects cpu or cuda, got " + v);
+      if (v == "cuda" && !weft::cuda::is_available())
+        usage(weft::cuda::is_built() ? "--device cuda: expected a CUDA GPU, got none"
+                                     : "--device cuda: this build of weft has no CUDA backend (-DWEFT_CUDA=ON)");
+      o.device = v;
     } else {
       usage("unknown option " + a);
     }
@@ -118,14 +127,20 @@ Timing run_case(const Case& c, const std::string& precision_name, const Options&
   std::unique_ptr<precision::Precision> plugin = precision::make_precision(precision_name);
   auto gpt = std::make_shared<models::GPTImpl>(c.config);
   plugin->convert_module(*gpt);
+  const Device device(o.device);
+  gpt->to(device);
   optim::AdamWOptions adamw_options;
   adamw_options.lr = 1e-3;
   adamw_options.betas = {0.9, 0.95};
   adamw_options.weight_decay = 0.1;
   optim::AdamW adamw = models::make_gpt_adamw(*gpt, adamw_options);
   Generator gen(7);
-  const Tensor x = randint(0, c.config.vocab_size, {c.batch, c.context}, TensorOptions(DType::Int64), &gen);
-  const Tensor y = randint(0, c.config.vocab_size, {c.batch, c.context}, TensorOptions(DType::Int64), &gen);
+  const Tensor x = randint(0, c.config.vocab_size, {c.batch, c.context}, TensorOptions(DType::Int64), &gen).to(device);
+  const Tensor y = randint(0, c.config.vocab_size, {c.batch, c.context}, TensorOptions(DType::Int64), &gen).to(device);
+  // A GPU runs ahead of the host: each phase ends when the device has done its work.
+  const auto settled = [&] {
+    if (device.is_cuda()) cuda::synchronize();
+  };
 
   std::vector<double> total, forward, backward, step;
   for (int i = 0; i < o.warmup + o.steps; ++i) {
@@ -135,11 +150,14 @@ Timing run_case(const Case& c, const std::string& precision_name, const Options&
       precision::Context ctx = plugin->forward_context();
       loss = gpt->loss(x, y);
     }
+    settled();
     const double t_forward = ms_since(t0);
     plugin->backward(loss, gpt.get());
+    settled();
     const double t_backward = ms_since(t0);
     plugin->optimizer_step(adamw);
     adamw.zero_grad();
+    settled();
     const double t_total = ms_since(t0);
     if (i < o.warmup) continue;
     total.push_back(t_total);
@@ -158,9 +176,11 @@ int main(int argc, char** argv) {
   weft::set_num_threads(o.threads);
   const bench::FmaPeak peak = bench::measure_fma_peak(o.threads);
   const bench::Bf16Peak peak_bf16 = bench::bf16_peak(peak, o.threads);
-  std::printf("bench_gpt: one training step, %d threads, median of %d steps after %d warm-up\n%s\nbf16 peak %.1f "
-              "GFLOP/s (%s)\n",
-              o.threads, o.steps, o.warmup, peak.explain().c_str(), peak_bf16.gflops, peak_bf16.how.c_str());
+  const bool gpu = o.device == "cuda";
+  std::printf("bench_gpt: one training step on the %s, %d threads, median of %d steps after %d warm-up\n%s\nbf16 peak "
+              "%.1f GFLOP/s (%s)\n",
+              gpu ? weft::cuda::get_device_properties().name.c_str() : "cpu", o.threads, o.steps, o.warmup,
+              peak.explain().c_str(), peak_bf16.gflops, peak_bf16.how.c_str());
   std::printf("%-5s %-11s %10s %10s %10s %10s %10s %12s\n", "case", "precision", "median ms", "min ms", "fwd ms",
               "bwd ms", "adamw ms", "floor ms");
   for (const std::string& name : o.configs) {
@@ -169,18 +189,20 @@ int main(int argc, char** argv) {
     const double flops = 6.0 * static_cast<double>(c.config.num_parameters(false)) * tokens;
     for (const std::string& precision : o.precisions) {
       const Timing t = run_case(c, precision, o);
-      const double gflops = precision == "bf16-mixed" ? peak_bf16.gflops : peak.gflops();
-      const double floor_ms = flops / (gflops * 1e9) * 1e3;
+      // The CPU's peaks say nothing of a GPU's: no floor there.
+      const double gflops = gpu ? 0.0 : precision == "bf16-mixed" ? peak_bf16.gflops : peak.gflops();
+      const double floor_ms = gpu ? 0.0 : flops / (gflops * 1e9) * 1e3;
       std::printf("%-5s %-11s %10.2f %10.2f %10.2f %10.2f %10.2f %12.2f\n", name.c_str(), precision.c_str(),
                   t.median_ms, t.min_ms, t.forward_ms, t.backward_ms, t.step_ms, floor_ms);
-      std::printf("{\"side\": \"weft\", \"config\": \"%s\", \"precision\": \"%s\", \"threads\": %d, \"steps\": %d, "
+      std::printf("{\"side\": \"weft\", \"config\": \"%s\", \"precision\": \"%s\", \"device\": \"%s\", \"threads\": %d, "
+                  "\"steps\": %d, "
                   "\"ms_median\": %.3f, \"ms_min\": %.3f, \"ms_forward\": %.3f, \"ms_backward\": %.3f, "
                   "\"ms_adamw\": %.3f, \"params\": %lld, \"tokens\": %.0f, \"gemm_flops\": %.4g, "
                   "\"peak_gflops\": %.1f, \"gemm_floor_ms\": %.3f, \"kernel\": \"%s\"}\n",
-                  name.c_str(), precision.c_str(), o.threads, o.steps, t.median_ms, t.min_ms, t.forward_ms,
+                  name.c_str(), precision.c_str(), o.device.c_str(), o.threads, o.steps, t.median_ms, t.min_ms, t.forward_ms,
                   t.backward_ms, t.step_ms, static_cast<long long>(c.config.num_parameters()), tokens, flops, gflops,
                   floor_ms,
-                  weft::cpu_gemm_kernel(precision == "bf16-mixed" ? weft::kBFloat16 : weft::kFloat32).c_str());
+                  gpu ? "cuda" : weft::cpu_gemm_kernel(precision == "bf16-mixed" ? weft::kBFloat16 : weft::kFloat32).c_str());
       std::fflush(stdout);
     }
   }

@@ -4,7 +4,7 @@
 # written once to MODELS_DIR), prompt 128, 128 new tokens, batch 1, greedy, 2 threads each side.
 #
 #   bash bench/compare_generate.sh [--models DIR] [--only gpt2|llama] [--modes "float32 bf16 int8 nf4 fp8"]
-#                                   [--threads 2] [--repeat 3]
+#                                   [--threads 2] [--repeat 3] [--device cpu|cuda]
 #
 # Prints, per model and mode, weft's and transformers' prefill and decode tokens/s and their
 # ratios, weft's decode bandwidth against the read-only stream and its peak resident memory over
@@ -12,6 +12,9 @@
 # peer in transformers: weft's side alone. Last, when build/weft-generate exists, the time to
 # first token of a cold start of it on the GPT-2 folder (a tokenizer.json written for it). Needs build/bench/bench_generate (cmake -DWEFT_BUILD_BENCH=ON) and a Python with
 # torch, transformers (and bitsandbytes for int8/nf4): PYTHON=/path/to/python to choose it.
+# --device cuda: both sides on the GPU (weft built with -DWEFT_CUDA=ON and benchmarks, in --build-dir
+# DIR, default build; a PyTorch with CUDA); the bandwidth bound is then the GPU's (a device-side
+# read of the same bytes) and the memory the device's; no cold-start line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${TMPDIR:-/tmp}/weft-generate-models
@@ -19,6 +22,8 @@ only=""
 modes="float32 bf16 int8 nf4 fp8"
 threads=2
 repeat=3
+device=cpu
+build=build
 while [ $# -gt 0 ]; do
   case "$1" in
     --models) models=$2; shift 2 ;;
@@ -26,11 +31,13 @@ while [ $# -gt 0 ]; do
     --modes) modes=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
-    *) echo "usage: bench/compare_generate.sh [--models DIR] [--only gpt2|llama] [--modes LIST] [--threads N] [--repeat N]" >&2; exit 2 ;;
+    --device) device=$2; shift 2 ;;
+    --build-dir) build=$2; shift 2 ;;
+    *) echo "usage: bench/compare_generate.sh [--models DIR] [--only gpt2|llama] [--modes LIST] [--threads N] [--repeat N] [--device cpu|cuda] [--build-dir DIR]" >&2; exit 2 ;;
   esac
 done
 python=${PYTHON:-python3}
-bench=build/bench/bench_generate
+bench=$build/bench/bench_generate
 [ -x "$bench" ] || { echo "build $bench first: cmake -S . -B build -DWEFT_BUILD_BENCH=ON && cmake --build build --target bench_generate" >&2; exit 1; }
 "$python" bench/make_generate_models.py "$models"
 lines=()
@@ -44,10 +51,11 @@ for name in gpt2-124m llama-1.1b; do
       int8|nf4|fp8) weft_args=(--quantize "$mode") ;;
       *) echo "unknown mode $mode" >&2; exit 2 ;;
     esac
-    w=$("$bench" --model "$models/$name" "${weft_args[@]}" --threads "$threads" --repeat "$repeat" | tail -1)
+    w=$("$bench" --model "$models/$name" "${weft_args[@]}" --threads "$threads" --repeat "$repeat" --device "$device" | tail -1)
     t='{}'
     if [ "$mode" != fp8 ]; then
-      t=$("$python" bench/generate_torch.py --model "$models/$name" --mode "$mode" --threads "$threads" --repeat "$repeat" 2>/dev/null | tail -1) || t='{}'
+      t=$("$python" bench/generate_torch.py --model "$models/$name" --mode "$mode" --threads "$threads" --repeat "$repeat" \
+            --device "$device" 2>/dev/null | tail -1) || t='{}'
     fi
     lines+=("$w" "$t")
     "$python" - "$name" "$mode" "$w" "$t" <<'PY'
@@ -62,8 +70,8 @@ print(f"{name:<10} {mode:<8} {fmt(wp)} {fmt(tp)} {ratio(wp, tp)} {fmt(wd)} {fmt(
 PY
   done
 done
-generate=build/weft-generate
-if [ -x "$generate" ] && [ "$only" != llama ]; then
+generate=$build/weft-generate
+if [ -x "$generate" ] && [ "$only" != llama ] && [ "$device" = cpu ]; then
   # The test tokenizer (GPT-2's byte-level BPE trained small), its vocabulary padded with plain
   # tokens to the model's 50,257 ids so any id the random model picks decodes (bench/pad_tokenizer.py).
   python3 bench/pad_tokenizer.py tests/models/data/gpt2_tokenizer.json "$models/gpt2-124m"

@@ -7,11 +7,13 @@
 #
 # Each case runs weft then PyTorch back to back, so both see the same machine load.
 # Peer: PyTorch from PyPI (TORCH_PYTHON, default /work/venv/bin/python).
+# --device cuda: both sides on the GPU (a CUDA build of weft with benchmarks, a PyTorch with CUDA);
+# the GEMM floor is then left out, as no GPU peak is measured.
 # Usage: bench/compare_gpt.sh [--build-dir DIR] [--threads N] [--steps N] [--config char|gpt2|both]
-#                             [--precision 32-true|bf16-mixed|both]
+#                             [--precision 32-true|bf16-mixed|both] [--device cpu|cuda]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build threads=2 steps="" configs="char gpt2" precisions="32-true bf16-mixed"
+build=build threads=2 steps="" configs="char gpt2" precisions="32-true bf16-mixed" device=cpu
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
@@ -19,6 +21,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --config) [ "$2" = both ] || configs=$2; shift 2 ;;
     --precision) [ "$2" = both ] || precisions=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -34,10 +37,10 @@ for config in $configs; do
   # GPT-2's step takes seconds: fewer of them.
   n=${steps:-$([ "$config" = gpt2 ] && echo 5 || echo 20)}
   for precision in $precisions; do
-    "$bench" --config "$config" --precision "$precision" --steps "$n" --threads "$threads" | tee /dev/stderr |
-      grep '^{' >> "$results"
+    "$bench" --config "$config" --precision "$precision" --steps "$n" --threads "$threads" --device "$device" |
+      tee /dev/stderr | grep '^{' >> "$results"
     "$torch_python" bench/gpt_torch.py --config "$config" --precision "$precision" --steps "$n" \
-      --threads "$threads" | tee /dev/stderr >> "$results"
+      --threads "$threads" --device "$device" | tee /dev/stderr >> "$results"
   done
 done
 
@@ -51,9 +54,10 @@ for w in (r for r in runs if r["side"] == "weft"):
     t = next(r for r in runs if r["side"] == "torch" and r["config"] == w["config"] and r["precision"] == w["precision"])
     ratio = w["ms_median"] / t["ms_median"]
     phases = lambda r: f"{r['ms_forward']:.1f}/{r['ms_backward']:.1f}/{r['ms_adamw']:.1f}"
+    floor = f"{w['gemm_floor_ms']:.1f}" if w["gemm_floor_ms"] else "-"  # none on a GPU
     print(f"{w['config']:<5} {w['precision']:<11} {w['ms_median']:>9.1f} {t['ms_median']:>9.1f} {ratio:>10.3f} "
-          f"{w['gemm_floor_ms']:>9.1f} {phases(w):>24} {phases(t):>24}")
-    summary.append({"config": w["config"], "precision": w["precision"], "weft": w, "pytorch": t,
+          f"{floor:>9} {phases(w):>24} {phases(t):>24}")
+    summary.append({"config": w["config"], "precision": w["precision"], "device": w["device"], "weft": w, "pytorch": t,
                     "time_ratio_weft_over_pytorch": round(ratio, 3), "target": 0.5})
 print(json.dumps({"bench": "gpt", "runs": summary}))
 PY

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Everything in weft that needs a GPU, in one pass, for a machine lent for minutes: the test
 # suites with their CUDA cases, the NCCL backend's cases, the example MLP trained on the GPU in
-# each precision it supports there, bench/compare_cuda.sh, and the CUDA cases again under
-# compute-sanitizer (memcheck; racecheck, synccheck and initcheck on the FP8 and optimizer kernels).
-# It runs a CUDA build made elsewhere (a GPU machine need not have weft's build dependencies) and
-# reads only BUILD_DIR's tests/test_*, weft-run, examples/mlp_train and bench/bench_cuda. Its
-# first run, on an H100 on 2026-11-27, is the README's CUDA row.
+# each precision it supports there, bench/compare_cuda.sh, the GPT example's bf16-mixed training
+# and weft-generate on the GPU (bench/compare_gpt.sh and bench/compare_generate.sh against PyTorch
+# and transformers there), and the CUDA cases again under compute-sanitizer (memcheck; racecheck,
+# synccheck and initcheck on the FP8 and optimizer kernels).
+# It runs a CUDA build made elsewhere (a GPU machine need not have weft's build dependencies), with
+# examples and benchmarks, and reads only BUILD_DIR's tests/test_*, weft-run, weft-generate,
+# examples/mlp_train, examples/gpt_train and bench/bench_{cuda,gpt,generate}. Its first run, on an
+# H100 on 2026-11-27, is the README's CUDA row.
 # Every step has its own time limit, cut to what is left of --budget seconds for the whole pass
 # (a lent machine's time is short); the steps come in order of what they teach, the pass goes on
 # after a failure, a step with no time left is reported as skipped, each step's output goes to
 # LOG_DIR/<step>.log, and a table of steps, exit codes and the lines that matter ends the run.
 # Status: 0 when every step ran and passed.
 # Usage: scripts/gpu-check.sh [--build-dir DIR] [--data-dir DIR] [--logs DIR] [--steps N] [--budget S]
-#        (TORCH_PYTHON for bench/compare_cuda.sh, as there)
+#        (TORCH_PYTHON for the bench/compare_*.sh steps: a Python with torch, and transformers and
+#        bitsandbytes for compare_generate)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=build-cuda data=/usr/share/datasets/fashion-mnist logs=gpu-check-logs steps=300 budget=1800
@@ -68,7 +72,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 } >> "$logs/gpu.txt"
 
 # The suites whole (the CPU cases run on this machine's CPU too), four at once.
-for t in tensor precision optim fabric; do
+for t in tensor precision optim fabric models; do
   step "test_$t" 240 "$build/tests/test_$t" &
 done
 wait
@@ -84,10 +88,22 @@ step mlp_cuda_transformer_engine 90 "${train[@]}" --precision transformer-engine
 
 step compare_cuda 240 bash bench/compare_cuda.sh --build-dir "$build" --steps "$steps"
 
+# The GPT example trained on the GPU in bf16-mixed (on this repository's own prose: any UTF-8 text
+# does, and the KJV need not be installed here), weft-generate's command-line checks with the
+# model on the GPU (transformers' greedy tokens), then both against their Python peers there.
+cat README.md docs/*.md > "$logs/gpt_text.txt"
+step gpt_cuda_bf16_mixed 120 "$build/examples/gpt_train" --device cuda --precision bf16-mixed --steps 300 \
+  --data "$logs/gpt_text.txt" --no-progress --plot "" --log "" --checkpoint ""
+step weft_generate_cuda 60 bash tests/tools/weft_generate_test.sh "$build/weft-generate" tests/models/data \
+  "$logs/weft_generate_test"
+step compare_gpt_cuda 240 bash bench/compare_gpt.sh --build-dir "$build" --device cuda --precision bf16-mixed
+step compare_generate_cuda 300 env PYTHON="${TORCH_PYTHON:-python3}" bash bench/compare_generate.sh \
+  --build-dir "$build" --device cuda --modes "float32 bf16 int8 nf4" --repeat 2 --models "$logs/generate-models"
+
 # The CUDA cases under compute-sanitizer. memcheck on every binary's; in the NCCL cases API errors
 # are not reported, because NCCL probes kernels it was not built for (cudaFuncGetAttributes: "no
 # kernel image") and carries on.
-gpu_cases=(tensor:'cuda*' precision:'*cuda*' optim:'*CUDA*,*captured*' fabric:'*cuda*')
+gpu_cases=(tensor:'cuda*' precision:'*cuda*' optim:'*CUDA*,*captured*' fabric:'*cuda*' models:'*cuda*')
 for entry in "${gpu_cases[@]}"; do
   t=${entry%%:*} filter=${entry#*:}
   step "memcheck_$t" 150 "$sanitizer" --tool memcheck --error-exitcode 1 "$build/tests/test_$t" -tc="$filter"
