@@ -80,9 +80,7 @@ Options parse(int argc, char** argv) {
   if (o.dtype != "float32" && o.dtype != "bfloat16") usage("--dtype expects float32 or bfloat16, got '" + o.dtype + "'");
   if (o.prompt < 1 || o.new_tokens < 2 || o.threads < 1 || o.repeat < 1 || o.packed_mb < 0) usage("sizes must be positive");
   if (o.device != "cpu" && o.device != "cuda") usage("--device expects cpu or cuda, got '" + o.device + "'");
-  if (o.device == "cuda" && !cuda::is_available())
-    usage(cuda::is_built() ? "--device cuda: expected a CUDA GPU, got none"
-                           : "--device cuda: this build of weft has no CUDA backend (-DWEFT_CUDA=ON)");
+  if (o.device == "cuda" && !cuda::is_available()) usage("--device cuda: " + cuda::unavailable_reason());
   return o;
 }
 

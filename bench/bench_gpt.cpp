@@ -80,9 +80,7 @@ Options parse(int argc, char** argv) {
       o.threads = positive(v.c_str(), "--threads");
     } else if (a == "--device") {
       if (v != "cpu" && v != "cuda") usage("--device expects cpu or cuda, got " + v);
-      if (v == "cuda" && !weft::cuda::is_available())
-        usage(weft::cuda::is_built() ? "--device cuda: expected a CUDA GPU, got none"
-                                     : "--device cuda: this build of weft has no CUDA backend (-DWEFT_CUDA=ON)");
+      if (v == "cuda" && !weft::cuda::is_available()) usage("--device cuda: " + weft::cuda::unavailable_reason());
       o.device = v;
     } else {
       usage("unknown option " + a);

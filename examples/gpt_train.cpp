@@ -296,10 +296,7 @@ Plan check_options(const Options& o) {
   if (o.device == "cuda") {
     if (o.strategy != "auto" || o.devices > 1 || distributed::launched_by_launcher())
       option_error("--device cuda trains in one process; expected no --strategy, --devices or launcher");
-    if (!cuda::is_built())
-      option_error("--device cuda: this build of weft has no CUDA backend (configure with -DWEFT_CUDA=ON)");
-    if (!cuda::is_available())
-      option_error("--device cuda: expected a CUDA GPU, got none (no driver or no device visible)");
+    if (const std::string why = cuda::unavailable_reason(); !why.empty()) option_error("--device cuda: " + why);
   }
   if (!o.finetune.empty()) {
     if (!o.resume.empty()) option_error("--finetune starts new adapters from a trained model; expected no --resume");

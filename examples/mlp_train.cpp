@@ -228,10 +228,7 @@ void check_options(const Options& o) {
       option_error("--device cuda trains in one process; expected no --strategy, --devices, --num-nodes or launcher");
     if (!o.gemm.empty())
       option_error("--gemm chooses the CPU's matrix library; with --device cuda the products run on cuBLAS");
-    if (!cuda::is_built())
-      option_error("--device cuda: this build of weft has no CUDA backend (configure with -DWEFT_CUDA=ON)");
-    if (!cuda::is_available())
-      option_error("--device cuda: expected a CUDA GPU, got none (no driver or no device visible)");
+    if (const std::string why = cuda::unavailable_reason(); !why.empty()) option_error("--device cuda: " + why);
   }
   const bool several = o.strategy != "auto" || o.devices > 1 || o.num_nodes > 1 ||
                        (distributed::launched_by_launcher() && distributed::read_dist_env(false).world_size > 1);

@@ -38,6 +38,13 @@ namespace weft::cuda {
 bool is_built();
 // True in a CUDA build with a working driver and at least one GPU.
 bool is_available();
+// Why a program asked to run on a GPU cannot, for its --device error: "" where is_available(), else
+// which of the build and the machine lacks it.
+inline std::string unavailable_reason() {
+  if (!is_built()) return "this build of weft has no CUDA backend (configure with -DWEFT_CUDA=ON)";
+  if (!is_available()) return "expected a CUDA GPU, got none (no driver or no device visible)";
+  return "";
+}
 int device_count();  // 0 when not available
 // The device of the calling thread ("cuda" without an index means this one); initially 0.
 int current_device();

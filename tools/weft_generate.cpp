@@ -162,10 +162,8 @@ void check_options(Options& o) {
   if (o.threads && (*o.threads < 1 || *o.threads > max_threads))
     usage_error("--threads expects 1 to " + std::to_string(max_threads) + ", got " + std::to_string(*o.threads));
   if (o.device != "cpu" && o.device != "cuda") usage_error("--device expects cpu or cuda, got '" + o.device + "'");
-  if (o.device == "cuda") {
-    if (!cuda::is_built()) usage_error("--device cuda: this build of weft has no CUDA backend (configure with -DWEFT_CUDA=ON)");
-    if (!cuda::is_available()) usage_error("--device cuda: expected a CUDA GPU, got none (no driver or no device visible)");
-  }
+  if (o.device == "cuda")
+    if (const std::string why = cuda::unavailable_reason(); !why.empty()) usage_error("--device cuda: " + why);
 }
 
 double peak_rss_mb() {
