@@ -28,6 +28,17 @@ LlamaConfig tiny_config() {
   return c;
 }
 
+// A two-layer GPT of the given sizes.
+GPTConfig two_layer_gpt(int64_t vocab_size, int64_t block_size, int64_t n_head, int64_t n_embd) {
+  GPTConfig c;
+  c.vocab_size = vocab_size;
+  c.block_size = block_size;
+  c.n_layer = 2;
+  c.n_head = n_head;
+  c.n_embd = n_embd;
+  return c;
+}
+
 // Greedy continuation by recomputing the whole sequence each step, no cache.
 std::vector<int64_t> greedy_uncached(LlamaForCausalLMImpl& model, std::vector<int64_t> ids, int64_t steps) {
   NoGradGuard no_grad;
@@ -122,13 +133,7 @@ TEST_CASE("greedy generation with the KV cache equals an argmax loop over the un
 
 TEST_CASE("bfloat16 generation with the linears' weights packed once gives the tokens and logits without") {
   manual_seed(13);
-  GPTConfig c;
-  c.vocab_size = 97;
-  c.block_size = 64;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 64;
-  GPT model(c);
+  GPT model(two_layer_gpt(97, 64, 2, 64));
   model->to(kBFloat16);
   model->requires_grad_(false);
   GenerateOptions o;
@@ -231,13 +236,7 @@ TEST_CASE("generation with the model on cuda gives the cpu's tokens: a batch, gr
           doctest::skip(test::kNoGpu)) {
   manual_seed(15);
   LlamaForCausalLM llama(tiny_config());
-  GPTConfig gpt_config;
-  gpt_config.vocab_size = 61;
-  gpt_config.block_size = 48;
-  gpt_config.n_layer = 2;
-  gpt_config.n_head = 4;
-  gpt_config.n_embd = 32;
-  GPT gpt(gpt_config);
+  GPT gpt(two_layer_gpt(61, 48, 4, 32));
   const std::vector<std::vector<int64_t>> prompts{{1, 2, 3, 4, 5, 6}, {40}, {7, 7, 8}};
   for (CausalLM* model : {static_cast<CausalLM*>(llama.get()), static_cast<CausalLM*>(gpt.get())}) {
     GenerateOptions o;
