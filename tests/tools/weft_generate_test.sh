@@ -13,7 +13,7 @@
 set -euo pipefail
 generate=$(realpath "$1")
 data=$(realpath "$2")
-work=$3
+work=$(realpath -m "$3")
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 gpt2=$data/tiny_gpt2
 llama=$data/tiny_llama
