@@ -38,7 +38,9 @@ def main():
         kwargs["quantization_config"] = (BitsAndBytesConfig(load_in_8bit=True) if a.mode == "int8" else
                                          BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
                                                             bnb_4bit_compute_dtype=torch.float32))
-    model = AutoModelForCausalLM.from_pretrained(a.model, device_map=a.device, **kwargs).eval()
+    if a.device == "cuda":  # bitsandbytes' layers are placed as they load, not moved after
+        kwargs["device_map"] = "cuda"
+    model = AutoModelForCausalLM.from_pretrained(a.model, **kwargs).eval()
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, model.config.vocab_size, (1, a.prompt), generator=g).to(a.device)
     mask = torch.ones_like(ids)
