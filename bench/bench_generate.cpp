@@ -19,8 +19,8 @@
 //
 // --device cuda (a build with -DWEFT_CUDA=ON): the model and its KV cache on the GPU. The stream
 // is then a sum over a device buffer of the same size (a reduction reads every byte once, at close
-// to the memory's rate), and the peak memory is the device's (the caching allocator's peak) against
-// weights + KV cache.
+// to the memory's rate), and the memory held against weights + KV cache ("memory_over_stored",
+// on the CPU the peak resident memory) is the device's: the caching allocator's peak.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -246,7 +246,8 @@ int main(int argc, char** argv) {
     fraction.push_back(seconds * decode.back());  // (bytes × tokens/s) / (bytes / seconds)
   }
   const double prefill_rate = median(prefill), decode_rate = median(decode);
-  const double rss = gpu ? device_peak_mb : peak_rss_mb();
+  const double rss = peak_rss_mb();
+  const double held_mb = gpu ? device_peak_mb : rss;  // the memory that holds the model
   const double decode_gbps = static_cast<double>(bytes_per_token) * decode_rate / 1e9;
   const double stream_gbps = median(stream), bandwidth_fraction = median(fraction);
   const double stored_mb = static_cast<double>(weights + kv_bytes) / 1048576.0;
@@ -255,17 +256,19 @@ int main(int argc, char** argv) {
               "decode GB/s", "stream GB/s", "fraction", gpu ? "device MB" : "rss MB", "stored MB");
   std::printf("%-10s %-9s %10.1f %10.2f %12.2f %12.2f %9.3f %10.1f %10.1f\n",
               o.quantize.empty() ? "none" : o.quantize.c_str(), o.dtype.c_str(), prefill_rate, decode_rate, decode_gbps,
-              stream_gbps, bandwidth_fraction, rss, stored_mb);
+              stream_gbps, bandwidth_fraction, held_mb, stored_mb);
   std::printf("{\"program\":\"bench_generate\",\"model\":\"%s\",\"architecture\":\"%s\",\"quantize\":\"%s\",\"dtype\":\"%s\","
               "\"threads\":%d,\"prompt\":%lld,\"new_tokens\":%lld,\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.3f,"
               "\"bytes_per_token\":%zu,\"decode_gbps\":%.3f,\"stream_gbps\":%.3f,\"bandwidth_fraction\":%.4f,"
-              "\"weights_mb\":%.2f,\"kv_cache_mb\":%.2f,\"peak_rss_mb\":%.1f,\"rss_over_stored\":%.3f,\"load_ms\":%.1f,"
-              "\"device\":\"%s\",\"kernel\":\"%s\",\"packed_weight_mb\":%.1f}\n",
+              "\"weights_mb\":%.2f,\"kv_cache_mb\":%.2f,\"peak_rss_mb\":%.1f,\"rss_over_stored\":%.3f,"
+              "\"peak_device_mb\":%.1f,\"memory_over_stored\":%.3f,\"load_ms\":%.1f,\"device\":\"%s\",\"kernel\":\"%s\","
+              "\"packed_weight_mb\":%.1f}\n",
               o.model.c_str(), models::hf_architecture_name(pretrained.config.architecture),
               o.quantize.empty() ? "none" : o.quantize.c_str(), o.dtype.c_str(), o.threads,
               static_cast<long long>(o.prompt), static_cast<long long>(o.new_tokens), prefill_rate, decode_rate,
               bytes_per_token, decode_gbps, stream_gbps, bandwidth_fraction, static_cast<double>(weights) / 1048576.0,
-              static_cast<double>(kv_bytes) / 1048576.0, rss, rss / stored_mb, load_ms, o.device.c_str(),
+              static_cast<double>(kv_bytes) / 1048576.0, rss, rss / stored_mb, device_peak_mb, held_mb / stored_mb,
+              load_ms, o.device.c_str(),
               gpu ? "cuda" : std::string(cpu_isa_name(cpu_isa())).c_str(),
               static_cast<double>(packed_weight_bytes()) / 1048576.0);
   return 0;

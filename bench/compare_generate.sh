@@ -41,7 +41,7 @@ bench=$build/bench/bench_generate
 [ -x "$bench" ] || { echo "build $bench first: cmake -S . -B build -DWEFT_BUILD_BENCH=ON && cmake --build build --target bench_generate" >&2; exit 1; }
 "$python" bench/make_generate_models.py "$models"
 lines=()
-printf '%-10s %-8s %12s %12s %7s %12s %12s %7s %9s %9s\n' model mode "weft pre/s" "hf pre/s" ratio "weft dec/s" "hf dec/s" ratio "bw frac" "rss/stored"
+printf '%-10s %-8s %12s %12s %7s %12s %12s %7s %9s %9s\n' model mode "weft pre/s" "hf pre/s" ratio "weft dec/s" "hf dec/s" ratio "bw frac" "mem/stored"
 for name in gpt2-124m llama-1.1b; do
   case "$only" in gpt2) [ "$name" = gpt2-124m ] || continue ;; llama) [ "$name" = llama-1.1b ] || continue ;; esac
   for mode in $modes; do
@@ -66,7 +66,7 @@ tp, td = t.get("prefill_tokens_per_s"), t.get("decode_tokens_per_s")
 fmt = lambda v: f"{v:12.2f}" if v else f"{'-':>12}"
 ratio = lambda a, b: f"{a / b:7.2f}" if b else f"{'-':>7}"
 print(f"{name:<10} {mode:<8} {fmt(wp)} {fmt(tp)} {ratio(wp, tp)} {fmt(wd)} {fmt(td)} {ratio(wd, td)} "
-      f"{w['bandwidth_fraction']:9.3f} {w['rss_over_stored']:9.3f}")
+      f"{w['bandwidth_fraction']:9.3f} {w['memory_over_stored']:9.3f}")
 PY
   done
 done
