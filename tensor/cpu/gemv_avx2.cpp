@@ -29,15 +29,10 @@ void dot_block(const uint16_t* r, int64_t ldw, const uint16_t* x, int64_t k, flo
   __m256 sum[R];
   for (int i = 0; i < R; ++i) sum[i] = _mm256_setzero_ps();
   int64_t p = 0;
-  for (; p + 32 <= k; p += 32) {
-    for (int i = 0; i < R; ++i)
-      _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kGemvRowAhead), _MM_HINT_T0);
-    for (int64_t q = p; q < p + 32; q += 8) {
-      const __m256 xv = widen8<Half>(x + q);
-      for (int i = 0; i < R; ++i) sum[i] = _mm256_fmadd_ps(widen8<Half>(r + i * ldw + q), xv, sum[i]);
-    }
-  }
   for (; p + 8 <= k; p += 8) {
+    if (p % 32 == 0)
+      for (int i = 0; i < R; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kGemvRowAhead), _MM_HINT_T0);
     const __m256 xv = widen8<Half>(x + p);
     for (int i = 0; i < R; ++i) sum[i] = _mm256_fmadd_ps(widen8<Half>(r + i * ldw + p), xv, sum[i]);
   }

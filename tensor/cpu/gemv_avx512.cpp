@@ -29,16 +29,10 @@ void dot_block_f16(const uint16_t* r, int64_t ldw, const uint16_t* x, int64_t k,
   __m512 sum[R];
   for (int i = 0; i < R; ++i) sum[i] = _mm512_setzero_ps();
   int64_t p = 0;
-  for (; p + 32 <= k; p += 32) {
-    for (int i = 0; i < R; ++i)
-      _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kGemvRowAhead), _MM_HINT_T0);
-    const __m512 x0 = widen_f16(x + p), x1 = widen_f16(x + p + 16);
-    for (int i = 0; i < R; ++i) {
-      sum[i] = _mm512_fmadd_ps(widen_f16(r + i * ldw + p), x0, sum[i]);
-      sum[i] = _mm512_fmadd_ps(widen_f16(r + i * ldw + p + 16), x1, sum[i]);
-    }
-  }
   for (; p + 16 <= k; p += 16) {
+    if (p % 32 == 0)
+      for (int i = 0; i < R; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(r + i * ldw + p + kGemvRowAhead), _MM_HINT_T0);
     const __m512 xv = widen_f16(x + p);
     for (int i = 0; i < R; ++i) sum[i] = _mm512_fmadd_ps(widen_f16(r + i * ldw + p), xv, sum[i]);
   }
