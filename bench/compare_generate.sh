@@ -9,7 +9,7 @@
 # Prints, per model and mode, weft's and transformers' prefill and decode tokens/s and their
 # ratios, weft's decode bandwidth against the read-only stream and its peak resident memory over
 # weights + KV cache (bench_generate's JSON), then every JSON line. fp8 (E4M3 weights) has no CPU
-# peer in transformers: weft's side alone. Last, when build/weft-generate exists, the time to
+# peer in transformers: weft's side alone. Last, when DIR/weft-generate exists, the time to
 # first token of a cold start of it on the GPT-2 folder (a tokenizer.json written for it). Needs build/bench/bench_generate (cmake -DWEFT_BUILD_BENCH=ON) and a Python with
 # torch, transformers (and bitsandbytes for int8/nf4): PYTHON=/path/to/python to choose it.
 # --device cuda: both sides on the GPU (weft built with -DWEFT_CUDA=ON and benchmarks, in --build-dir
