@@ -89,6 +89,14 @@ int64_t parse_int(const std::string& flag, const std::string& v) {
   usage_error(flag + " expects an integer, got '" + v + "'");
 }
 
+// The library's sampling options read top-k 0 as "off", and a seed is unsigned: on the command
+// line those are left out, so a 0 or a negative value is a mistake to name, not a value to wrap.
+int64_t parse_at_least(const std::string& flag, const std::string& v, int64_t least) {
+  const int64_t x = parse_int(flag, v);
+  if (x < least) usage_error(flag + " expects an integer of at least " + std::to_string(least) + ", got " + v);
+  return x;
+}
+
 double parse_double(const std::string& flag, const std::string& v) {
   try {
     size_t used = 0;
@@ -122,9 +130,9 @@ Options parse(int argc, char** argv) {
     else if (flag == "--prompt") o.prompt = v;
     else if (flag == "--max-new-tokens") o.max_new_tokens = parse_int(flag, v);
     else if (flag == "--temperature") o.sampling.temperature = parse_double(flag, v), o.sampling_flag = true;
-    else if (flag == "--top-k") o.sampling.top_k = parse_int(flag, v), o.sampling_flag = true;
+    else if (flag == "--top-k") o.sampling.top_k = parse_at_least(flag, v, 1), o.sampling_flag = true;
     else if (flag == "--top-p") o.sampling.top_p = parse_double(flag, v), o.sampling_flag = true;
-    else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_int(flag, v));
+    else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_at_least(flag, v, 0));
     else if (flag == "--quantize") o.quantize = v;
     else if (flag == "--dtype") o.dtype = v;
     else if (flag == "--kv-cache") o.kv_cache = v;

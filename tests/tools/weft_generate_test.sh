@@ -53,7 +53,9 @@ refuses 2 "--greedy excludes --temperature, --top-k and --top-p" --model "$gpt2"
 refuses 2 "temperature must be a positive number, got 0" --model "$gpt2" --prompt hi --temperature 0
 refuses 2 "--temperature expects a number, got 'warm'" --model "$gpt2" --prompt hi --temperature warm
 refuses 2 "top-p must be in (0, 1], got 1.5" --model "$gpt2" --prompt hi --top-p 1.5
-refuses 2 "top-k must be in [1, V] (or 0 for off), got -1" --model "$gpt2" --prompt hi --top-k -1
+refuses 2 "--top-k expects an integer of at least 1, got -1" --model "$gpt2" --prompt hi --top-k -1
+refuses 2 "--top-k expects an integer of at least 1, got 0" --model "$gpt2" --prompt hi --top-k 0
+refuses 2 "--seed expects an integer of at least 0, got -3" --model "$gpt2" --prompt hi --seed -3
 refuses 2 "--quantize expects nf4, nf4-dq, fp4, fp4-dq, int8, fp8 or fp8-channel, got 'int4'" \
   --model "$gpt2" --prompt hi --quantize int4
 refuses 2 "--dtype expects float32 or bfloat16, got 'float16'" --model "$gpt2" --prompt hi --dtype float16
