@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -69,13 +70,28 @@ inline CharText read_char_text(const std::string& path, const std::string& what)
 // The vocabulary as one UTF-8 string, for a checkpoint's metadata.
 inline std::string vocabulary_text(const CharText& text) { return encode_utf8(text.vocabulary); }
 
-// The ids of `s`, or the first character of it that the vocabulary lacks (as `missing`).
+// A character as an error message shows it: quoted, or U+XXXX where it is a control character
+// (a newline between quotes would break the message's line).
+inline std::string shown_character(char32_t cp) {
+  if (cp < 0x20 || cp == 0x7f) {
+    char code[16];
+    std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(cp));
+    return code;
+  }
+  return "'" + encode_utf8({cp}) + "'";
+}
+
+inline bool has_character(const CharText& text, char32_t cp) {
+  return std::binary_search(text.vocabulary.begin(), text.vocabulary.end(), cp);
+}
+
+// The ids of `s`, or the first character of it that the vocabulary lacks (as `missing`, shown).
 inline std::vector<int64_t> encode(const CharText& text, const std::string& s, std::string* missing) {
   std::vector<int64_t> ids;
   for (char32_t cp : decode_utf8(s, "encode")) {
     const auto it = std::lower_bound(text.vocabulary.begin(), text.vocabulary.end(), cp);
     if (it == text.vocabulary.end() || *it != cp) {
-      *missing = encode_utf8({cp});
+      *missing = shown_character(cp);
       return {};
     }
     ids.push_back(it - text.vocabulary.begin());

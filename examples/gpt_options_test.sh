@@ -17,6 +17,7 @@ open("text.txt", "w").write("\n".join(lines) + "\n")
 open("other.txt", "w").write("Z" + "\n".join(lines) + "\n")
 open("short.txt", "w").write("in the beginning\n" * 4)  # 68 characters
 open("empty.txt", "w").write("")
+open("oneline.txt", "w").write("the cat sat on the mat. " * 30)  # 11 characters, no newline
 open("latin1.txt", "wb").write(("caf" + "e" * 400).encode() + b"\xe9 au lait\n" + b"x" * 400)
 open("overlong.txt", "wb").write(b"ab\xc0\xafcd" + b"y" * 400)
 PY
@@ -76,6 +77,7 @@ refuses "--top-k expects 1 to the vocabulary size" --top-k 1000
 refuses "--sample-tokens expects 0 or more" --sample-tokens -5
 refuses "--prompt: the character 'Q' is not in the text's vocabulary" --prompt "Queen"
 refuses "--prompt expects at least one character" --prompt ""
+refuses "--prompt: the character U+0009 is not in the text's vocabulary" --prompt "$(printf 'in\tthe')"
 # The text: missing, a pipe, empty, too short, not UTF-8.
 refuses "--data: 'nowhere.txt': cannot open: No such file or directory; expected a UTF-8 text file" --data nowhere.txt
 refuses "--data: 'pipe' is a named pipe (FIFO); expected a regular file" --data pipe
@@ -93,6 +95,8 @@ refuses "--plot draws the CSV log, which --log '' turned off" --log "" --plot pl
 refuses "--finetune: 'none.safetensors': cannot open: No such file or directory" --finetune none.safetensors
 refuses "--quantize expects nf4, nf4-dq, fp4 or fp4-dq, got 'int3'" --finetune none.safetensors --quantize int3
 refuses "--lora-rank expects at least 1, got 0" --finetune none.safetensors --lora-rank 0
+refuses "--lora-rank sets up QLoRA fine-tuning; expected it with --finetune CHECKPOINT" --lora-rank 4
+refuses "--quantize sets up QLoRA fine-tuning; expected it with --finetune CHECKPOINT" --quantize fp4
 refuses "--finetune computes in the 4-bit plugin's bfloat16; expected no --precision, got 'bf16-mixed'" \
   --finetune none.safetensors --precision bf16-mixed
 
@@ -126,6 +130,12 @@ for flag in --data --steps --batch-size --block-size --n-layer --n-head --n-embd
             --prompt --finetune --quantize --lora-rank --lora-alpha --no-progress; do
   grep -q -- "^  $flag " help.txt || { echo "FAIL: --help does not list $flag"; failures=$((failures + 1)); }
 done
+
+# A text of one line and fewer than 20 characters samples with the defaults: from its first
+# character (there is no newline to start from), among all of its 11 characters.
+"$trainer" "${common[@]}" --data oneline.txt --log "" --sample-tokens 12 > oneline_out.txt ||
+  { echo "FAIL: the defaults refused a one-line text of 11 characters"; failures=$((failures + 1)); }
+grep -qx -- '---- sample ----' oneline_out.txt || { echo "FAIL: no sample of the one-line text"; failures=$((failures + 1)); }
 
 # ... and a good resume still runs, with a shorter context than the model's positions.
 "$trainer" "${common[@]}" --steps 4 --log log.csv --resume two.safetensors --block-size 6 > resumed.txt

@@ -88,12 +88,13 @@ struct Options {
   bool plot_given = false;
   int64_t sample_tokens = 300;
   double temperature = 0.8;
-  int64_t top_k = 20;
-  std::string prompt = "\n";
+  std::optional<int64_t> top_k;       // default: 20, or the vocabulary where it is smaller
+  std::optional<std::string> prompt;  // default: a newline, or the text's first character
   std::string finetune;  // QLoRA: the trained model's checkpoint
   std::string quantize = "nf4";
   int64_t lora_rank = 8;
   double lora_alpha = 16.0;
+  std::string finetune_only_flag;  // the first of --quantize / --lora-rank / --lora-alpha given
   bool progress = true;
 };
 
@@ -132,8 +133,10 @@ const char* const kUsage = R"(usage: gpt_train [options]
                          installed; '' to disable)
   --sample-tokens 300    characters to generate at the end (0: none)
   --temperature 0.8      sampling temperature (> 0)
-  --top-k 20             sample among the k most likely characters (1 to the vocabulary size)
-  --prompt TEXT          what the sample continues (default a newline)
+  --top-k 20             sample among the k most likely characters (1 to the vocabulary size;
+                         by default 20, or the whole vocabulary where it is smaller)
+  --prompt TEXT          what the sample continues (default a newline, or the text's first
+                         character where it has none)
   --finetune FILE        QLoRA: quantize the model in this checkpoint and train LoRA adapters
   --quantize nf4         the 4-bit format of the frozen layers under --finetune: nf4, nf4-dq,
                          fp4, fp4-dq
@@ -204,6 +207,8 @@ Options parse(int argc, char** argv) {
     else if (flag == "--lora-rank") o.lora_rank = parse_number<int64_t>(flag, value);
     else if (flag == "--lora-alpha") o.lora_alpha = parse_number<double>(flag, value);
     else usage_error("unknown option " + flag);
+    if ((flag == "--quantize" || flag == "--lora-rank" || flag == "--lora-alpha") && o.finetune_only_flag.empty())
+      o.finetune_only_flag = flag;
   }
   return o;
 }
@@ -249,6 +254,7 @@ struct Plan {
   int64_t context = 0;       // characters per training window, at most config.block_size
   int64_t start_step = 0;    // steps already done (a resumed run)
   std::vector<int64_t> prompt;
+  int64_t top_k = 0;  // of the sample at the end
 };
 
 bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
@@ -298,6 +304,8 @@ Plan check_options(const Options& o) {
       option_error("--device cuda trains in one process; expected no --strategy, --devices or launcher");
     if (const std::string why = cuda::unavailable_reason(); !why.empty()) option_error("--device cuda: " + why);
   }
+  if (o.finetune.empty() && !o.finetune_only_flag.empty())
+    option_error(o.finetune_only_flag + " sets up QLoRA fine-tuning; expected it with --finetune CHECKPOINT");
   if (!o.finetune.empty()) {
     if (!o.resume.empty()) option_error("--finetune starts new adapters from a trained model; expected no --resume");
     if (o.quantize != "nf4" && o.quantize != "nf4-dq" && o.quantize != "fp4" && o.quantize != "fp4-dq")
@@ -377,13 +385,19 @@ Plan check_options(const Options& o) {
                  std::to_string(needed) + " (a window of --block-size + 1 = " + std::to_string(plan.context + 1) +
                  " characters in the held-out last 10 %)");
   const auto V = plan.config.vocab_size;
-  if (o.top_k < 1 || o.top_k > V)
-    option_error("--top-k expects 1 to the vocabulary size " + std::to_string(V) + ", got " + std::to_string(o.top_k));
+  plan.top_k = o.top_k.value_or(std::min<int64_t>(20, V));
+  if (plan.top_k < 1 || plan.top_k > V)
+    option_error("--top-k expects 1 to the vocabulary size " + std::to_string(V) + ", got " + std::to_string(plan.top_k));
+  // A text of one line has no newline to start the sample from: it starts from the text's first
+  // character then.
+  const std::string prompt = o.prompt.value_or(examples::has_character(plan.text, U'\n')
+                                                   ? "\n"
+                                                   : examples::encode_utf8({plan.text.vocabulary[plan.text.ids[0]]}));
   std::string missing;
-  plan.prompt = examples::encode(plan.text, o.prompt, &missing);
+  plan.prompt = examples::encode(plan.text, prompt, &missing);
   if (!missing.empty() || plan.prompt.empty())
-    option_error(o.prompt.empty() ? "--prompt expects at least one character"
-                                  : "--prompt: the character '" + missing + "' is not in the text's vocabulary");
+    option_error(prompt.empty() ? "--prompt expects at least one character"
+                                : "--prompt: the character " + missing + " is not in the text's vocabulary");
 
   if (!o.checkpoint.empty())
     if (const std::string why = examples::unwritable_reason(o.checkpoint); !why.empty())
@@ -565,7 +579,7 @@ class Trainer {
       const std::vector<int64_t> window(ids.end() - t, ids.end());
       const Tensor idx = fabric_.to_device(from_vector(window, {1, t}, TensorOptions(kInt64)));
       const Tensor logits = model_(idx).select(1, t - 1).to(kFloat32) / o_.temperature;  // (1, V)
-      const Tensor kth = topk(logits, o_.top_k).values.narrow(1, o_.top_k - 1, 1);      // (1, 1)
+      const Tensor kth = topk(logits, plan_.top_k).values.narrow(1, plan_.top_k - 1, 1);      // (1, 1)
       const Tensor probs = softmax(masked_fill(logits, lt(logits, kth), -INFINITY), -1);
       const int64_t next = multinomial(probs, 1, false, &gen).to(kCPU).item<int64_t>();
       ids.push_back(next);
