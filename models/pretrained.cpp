@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <map>
 #include <set>
 #include <vector>
@@ -74,9 +76,6 @@ bool is_conv1d_weight(const std::string& name) {
 // GPT-2's tensors under weft's names. A Conv1D weight becomes a transposed view of the file's
 // [in, out] tensor, not a copy: a float32 model keeps it as its Linear's weight (linear reads a
 // transposed weight in place), and a converted or quantized one reads it once.
-// GPT-2's tensors under weft's names. A Conv1D weight becomes a transposed view of the file's
-// [in, out] tensor, not a copy: a float32 model keeps it as its Linear's weight (linear reads a
-// transposed weight in place), and a converted or quantized one reads it once.
 nn::TensorDict gpt2_weights(const nn::TensorDict& file) {
   nn::TensorDict out;
   std::optional<Tensor> head;
@@ -96,6 +95,75 @@ nn::TensorDict gpt2_weights(const nn::TensorDict& file) {
                "the token embedding, and an untied head is not supported");
   if (wte != nullptr) out.insert("lm_head.weight", *wte);
   return out;
+}
+
+// Note [Sizes checked before the model is built]
+// config.json's sizes decide what the model allocates, and how many layers it builds, before
+// check_state_dict can compare one tensor with the file: a hand-edited num_hidden_layers of 10^6
+// built layers for minutes, an intermediate_size of 10^11 asked the allocator for 12 TB. So each
+// size is first checked against a tensor of the file that carries it, the error naming the
+// config's keys and the tensor. The full check of every name and shape follows the build.
+struct SizedTensor {
+  std::string name;
+  Shape shape;       // as the config makes it
+  std::string keys;  // the config.json keys that set it
+};
+
+// Whether the file's `t` holds a weight of `shape`: as it is, or packed two 4-bit values a byte
+// in one column (a bitsandbytes 4-bit folder). The count is a double: absurd sizes overflow int64.
+bool holds(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return true;
+  if (t.dtype() != kUInt8 || t.dim() != 2 || t.size(1) != 1) return false;
+  double values = 1;
+  for (const int64_t d : shape) values *= static_cast<double>(d);
+  return static_cast<double>(t.size(0)) == std::ceil(values / 2);
+}
+
+// The layer numbers N of the file's "<prefix>N." tensors.
+std::set<int64_t> layer_numbers(const nn::TensorDict& weights, const std::string& prefix) {
+  std::set<int64_t> numbers;
+  for (const auto& [name, t] : weights) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const size_t dot = name.find('.', prefix.size());
+    const std::string digits = name.substr(prefix.size(), dot - prefix.size());
+    if (!digits.empty() && digits.size() < 10 && std::all_of(digits.begin(), digits.end(), ::isdigit))
+      numbers.insert(std::stoll(digits));
+  }
+  return numbers;
+}
+
+void check_sizes_against_weights(const HfConfig& config, const nn::TensorDict& weights, const std::string& file) {
+  const bool gpt2 = config.architecture == HfArchitecture::GPT2;
+  const std::string prefix = gpt2 ? "transformer.h." : "model.layers.";
+  const int64_t layers = gpt2 ? config.gpt.n_layer : config.llama.num_hidden_layers;
+  const std::set<int64_t> found = layer_numbers(weights, prefix);
+  WEFT_CHECK(static_cast<int64_t>(found.size()) == layers && (found.empty() || *found.rbegin() == layers - 1),
+             "[from_pretrained] ", file, " gives ", gpt2 ? "n_layer " : "num_hidden_layers ", layers,
+             ", but the weights hold ", found.empty() ? "no '" + prefix + "N.' tensors"
+                                                     : weft::detail::cat(found.size(), " layers ('", prefix, "N.', N from ",
+                                                                         *found.begin(), " to ", *found.rbegin(), ")"));
+  std::vector<SizedTensor> sized;
+  if (gpt2) {
+    const GPTConfig& c = config.gpt;
+    sized = {{"transformer.wte.weight", {c.vocab_size, c.n_embd}, "vocab_size and n_embd"},
+             {"transformer.wpe.weight", {c.block_size, c.n_embd}, "n_positions and n_embd"},
+             {"transformer.h.0.mlp.c_fc.weight", {4 * c.n_embd, c.n_embd}, "n_embd"}};
+  } else {
+    const LlamaConfig& c = config.llama;
+    const int64_t head = c.resolved_head_dim();
+    sized = {{"model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, "vocab_size and hidden_size"},
+             {"model.layers.0.mlp.down_proj.weight", {c.hidden_size, c.intermediate_size},
+              "hidden_size and intermediate_size"},
+             {"model.layers.0.self_attn.q_proj.weight", {c.num_attention_heads * head, c.hidden_size},
+              "num_attention_heads, head_dim and hidden_size"},
+             {"model.layers.0.self_attn.k_proj.weight", {c.num_key_value_heads * head, c.hidden_size},
+              "num_key_value_heads, head_dim and hidden_size"}};
+  }
+  for (const SizedTensor& s : sized) {
+    const Tensor* t = weights.find(s.name);  // a missing one is named by the full check
+    WEFT_CHECK(t == nullptr || holds(*t, s.shape), "[from_pretrained] ", file, ": its ", s.keys, " make '", s.name,
+               "' ", s.shape, ", but the weights hold it as ", t->shape());
+  }
 }
 
 std::shared_ptr<CausalLM> build(const HfConfig& config) {
@@ -281,6 +349,7 @@ PretrainedModel from_pretrained(const fs::path& dir, const PretrainedOptions& op
   const std::string mode = options.quantize;
   const nn::TensorDict weights = read_pretrained_weights(dir, out.config);
   if (stored) check_bnb_weights(weights, *stored, config_file);
+  check_sizes_against_weights(out.config, weights, config_file);
 
   {
     // Built without drawing initial weights (the file's replace them), in the requested dtype,
