@@ -243,7 +243,7 @@ void FullyShardedDataParallelImpl::save_sharded(const std::filesystem::path& fol
   }
   if (rank == 0)
     for (const auto& [key, value] : metadata) meta[key] = value;
-  io::save_safetensors(shard_file(partial, rank, world), tensors, meta);
+  io::save_safetensors(shard_file(partial, rank, world), tensors, meta, io::Checksum::Crc32);
   pg_->barrier()->wait();
   if (rank == 0) {
     std::ofstream(partial / kComplete) << world << "\n";

@@ -48,7 +48,7 @@ void save_checkpoint(const std::filesystem::path& path, const nn::Module& model,
     for (const auto& [name, tensor] : state.tensors) tensors.insert(kOptimizerPrefix + name, tensor);
     for (const auto& [key, value] : state.scalars) meta[kOptimizerPrefix + key] = value;
   }
-  save_safetensors(path, tensors, meta);
+  save_safetensors(path, tensors, meta, Checksum::Crc32);
 }
 
 Checkpoint read_checkpoint(const std::filesystem::path& path) {

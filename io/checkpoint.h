@@ -1,5 +1,6 @@
 // Training checkpoints: a model's state dict, optionally an optimizer's state, and string
-// metadata in ONE safetensors file (io/safetensors.h), written atomically.
+// metadata in ONE safetensors file (io/safetensors.h), written atomically, with the CRC-32 of its
+// data recorded and checked on load (Note [Checksummed data] in io/safetensors.h).
 //
 // Layout, chosen so that the file is also a plain weights file for other tools: the model's
 // tensors keep their state-dict names ("0.weight", ...), so Python's safetensors / PyTorch load

@@ -6,8 +6,8 @@
 #include "io/gzip.h"
 
 #include <algorithm>
-#include <array>
 
+#include "io/crc32.h"
 #include "io/inflate.h"
 #include "tensor/error.h"
 
@@ -67,21 +67,6 @@ size_t gunzip_member(const uint8_t* data, size_t size, std::vector<uint8_t>& out
 }  // namespace
 
 bool is_gzip(const uint8_t* data, size_t size) { return size >= 2 && data[0] == 0x1F && data[1] == 0x8B; }
-
-uint32_t crc32(const uint8_t* data, size_t size, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t n = 0; n < 256; ++n) {
-      uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[n] = c;
-    }
-    return t;
-  }();
-  crc = ~crc;
-  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
 
 std::vector<uint8_t> gunzip(const uint8_t* data, size_t size, size_t max_output) {
   WEFT_CHECK(is_gzip(data, size), "[gunzip] not gzip data: expected the magic bytes 1f 8b");

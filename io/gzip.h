@@ -24,7 +24,4 @@ bool is_gzip(const uint8_t* data, size_t size);
 // The decompressed bytes of a whole gzip file.
 std::vector<uint8_t> gunzip(const uint8_t* data, size_t size, size_t max_output = size_t{1} << 36);
 
-// The CRC-32 of RFC 1952 (ISO-HDLC, reflected polynomial 0xEDB88320), continued from `crc`.
-uint32_t crc32(const uint8_t* data, size_t size, uint32_t crc = 0);
-
 }  // namespace weft::io

@@ -13,6 +13,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -21,6 +22,7 @@
 #include <system_error>
 
 #include "io/atomic_file.h"
+#include "io/crc32.h"
 #include "io/input_file.h"
 #include "io/safetensors_json.h"
 #include "io/utf8.h"
@@ -94,6 +96,46 @@ std::string header_bytes(const nn::TensorDict& tensors, const SafetensorsMetadat
 
 // The bytes of `t` as the format stores them: contiguous, on the CPU, no autograd history.
 Tensor cpu_contiguous(const Tensor& t) { return t.detach().to(kCPU).contiguous(); }
+
+std::string hex8(uint32_t value) {
+  char text[9];
+  std::snprintf(text, sizeof text, "%08x", value);
+  return text;
+}
+
+// The caller's metadata, with the CRC-32 of the data region the tensors make when asked for
+// (Note [Checksummed data]).
+SafetensorsMetadata metadata_to_write(const nn::TensorDict& tensors, const SafetensorsMetadata& metadata,
+                                      Checksum checksum) {
+  WEFT_CHECK(!metadata.count(kChecksumKey), "[save_safetensors] the metadata key '", kChecksumKey,
+             "' is reserved for the checksum of the data, which Checksum::Crc32 writes");
+  if (checksum == Checksum::None) return metadata;
+  uint32_t crc = 0;
+  for (const auto& [name, t] : tensors) {
+    const Tensor bytes = cpu_contiguous(t);
+    crc = crc32(static_cast<const uint8_t*>(bytes.data_ptr()), bytes.nbytes(), crc);
+  }
+  SafetensorsMetadata out = metadata;
+  out[kChecksumKey] = hex8(crc);
+  return out;
+}
+
+// A recorded checksum checked against the data region, then taken out of the metadata.
+void check_recorded_checksum(SafetensorsMetadata& metadata, const uint8_t* region, uint64_t size,
+                             const std::string& prefix) {
+  const auto it = metadata.find(kChecksumKey);
+  if (it == metadata.end()) return;
+  const std::string& text = it->second;
+  const bool hex = text.size() == 8 && std::all_of(text.begin(), text.end(), [](char c) {
+                     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                   });
+  WEFT_CHECK(hex, prefix, "the metadata's '", kChecksumKey, "' is '", text, "'; expected 8 lowercase hex digits");
+  const uint32_t recorded = static_cast<uint32_t>(std::stoul(text, nullptr, 16));
+  const uint32_t actual = crc32(region, size);
+  WEFT_CHECK(actual == recorded, prefix, "the data's CRC-32 is 0x", hex8(actual), " but the header records 0x", text,
+             ": the file is corrupt (a byte of a tensor changed after it was saved)");
+  metadata.erase(it);
+}
 
 // ---- loading ----
 
@@ -290,6 +332,7 @@ SafetensorsFile load_buffer(const uint8_t* data, size_t size, const std::string&
   const uint64_t data_size = available - header_size;
   Header header = read_header(std::string_view(json_begin, header_size), data_size, prefix);
   check_cover(header.entries, data_size, prefix);
+  check_recorded_checksum(header.metadata, region, data_size, prefix);
   for (const Entry& e : header.entries)
     if (e.dtype == kBool) check_bools(e, region, prefix);
 
@@ -309,9 +352,9 @@ std::string os_reason(int err) { return std::system_category().message(err); }
 }  // namespace
 
 void save_safetensors(const std::filesystem::path& path, const nn::TensorDict& tensors,
-                      const SafetensorsMetadata& metadata) {
+                      const SafetensorsMetadata& metadata, Checksum checksum) {
   // Everything that can be checked is checked before the temporary file exists.
-  const std::string header = header_bytes(tensors, metadata);
+  const std::string header = header_bytes(tensors, metadata_to_write(tensors, metadata, checksum));
   AtomicFileWriter file(path, "save_safetensors");
   file.write(header.data(), header.size());
   for (const auto& [name, t] : tensors) {
@@ -321,8 +364,9 @@ void save_safetensors(const std::filesystem::path& path, const nn::TensorDict& t
   file.commit();
 }
 
-std::vector<uint8_t> save_safetensors_to_memory(const nn::TensorDict& tensors, const SafetensorsMetadata& metadata) {
-  const std::string header = header_bytes(tensors, metadata);
+std::vector<uint8_t> save_safetensors_to_memory(const nn::TensorDict& tensors, const SafetensorsMetadata& metadata,
+                                                Checksum checksum) {
+  const std::string header = header_bytes(tensors, metadata_to_write(tensors, metadata, checksum));
   size_t total = header.size();
   for (const auto& [name, t] : tensors) total += t.nbytes();
   std::vector<uint8_t> out(header.begin(), header.end());

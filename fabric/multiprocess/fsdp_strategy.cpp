@@ -69,7 +69,7 @@ class FSDPStrategy final : public ProcessGroupStrategy {
       for (const auto& [name, t] : state.tensors) tensors.insert(io::kOptimizerPrefix + name, t);
       for (const auto& [key, value] : state.scalars) meta[io::kOptimizerPrefix + key] = value;
     }
-    if (global_rank() == 0) io::save_safetensors(path, tensors, meta);
+    if (global_rank() == 0) io::save_safetensors(path, tensors, meta, io::Checksum::Crc32);
     pg_->barrier()->wait();
   }
 

@@ -1,14 +1,14 @@
 // Test helpers that write DEFLATE streams and gzip members by hand, bit by bit, straight from
 // RFC 1951 and RFC 1952: the independent side of the gunzip tests (test_gzip.cpp) and the gzip
 // files of the IDX tests. Nothing here calls weft's decoder; the CRC-32 is weft's, which
-// test_gzip.cpp checks against the standard check value first.
+// test_crc32.cpp checks against the standard check value.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "io/gzip.h"
+#include "io/crc32.h"
 
 namespace weft::testing {
 
