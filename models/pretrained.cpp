@@ -137,11 +137,14 @@ void check_sizes_against_weights(const HfConfig& config, const nn::TensorDict& w
   const std::string prefix = gpt2 ? "transformer.h." : "model.layers.";
   const int64_t layers = gpt2 ? config.gpt.n_layer : config.llama.num_hidden_layers;
   const std::set<int64_t> found = layer_numbers(weights, prefix);
-  WEFT_CHECK(static_cast<int64_t>(found.size()) == layers && (found.empty() || *found.rbegin() == layers - 1),
-             "[from_pretrained] ", file, " gives ", gpt2 ? "n_layer " : "num_hidden_layers ", layers,
-             ", but the weights hold ", found.empty() ? "no '" + prefix + "N.' tensors"
-                                                     : weft::detail::cat(found.size(), " layers ('", prefix, "N.', N from ",
-                                                                         *found.begin(), " to ", *found.rbegin(), ")"));
+  if (static_cast<int64_t>(found.size()) != layers || (!found.empty() && *found.rbegin() != layers - 1)) {
+    const std::string held = found.empty() ? "no '" + prefix + "N.' tensors"
+                                           : weft::detail::cat(found.size(), found.size() == 1 ? " layer" : " layers",
+                                                               " ('", prefix, "N.', N from ", *found.begin(), " to ",
+                                                               *found.rbegin(), ")");
+    WEFT_FAIL("[from_pretrained] ", file, " gives ", gpt2 ? "n_layer " : "num_hidden_layers ", layers,
+              ", but the weights hold ", held);
+  }
   std::vector<SizedTensor> sized;
   if (gpt2) {
     const GPTConfig& c = config.gpt;
