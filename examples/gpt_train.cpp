@@ -387,7 +387,8 @@ Plan check_options(const Options& o) {
   const auto V = plan.config.vocab_size;
   plan.top_k = o.top_k.value_or(std::min<int64_t>(20, V));
   if (plan.top_k < 1 || plan.top_k > V)
-    option_error("--top-k expects 1 to the vocabulary size " + std::to_string(V) + ", got " + std::to_string(plan.top_k));
+    option_error("--top-k expects 1 to the vocabulary size " + std::to_string(V) + ", got " +
+                 std::to_string(plan.top_k));
   // A text of one line has no newline to start the sample from: it starts from the text's first
   // character then.
   const std::string prompt = o.prompt.value_or(examples::has_character(plan.text, U'\n')
@@ -579,7 +580,7 @@ class Trainer {
       const std::vector<int64_t> window(ids.end() - t, ids.end());
       const Tensor idx = fabric_.to_device(from_vector(window, {1, t}, TensorOptions(kInt64)));
       const Tensor logits = model_(idx).select(1, t - 1).to(kFloat32) / o_.temperature;  // (1, V)
-      const Tensor kth = topk(logits, plan_.top_k).values.narrow(1, plan_.top_k - 1, 1);      // (1, 1)
+      const Tensor kth = topk(logits, plan_.top_k).values.narrow(1, plan_.top_k - 1, 1);  // (1, 1)
       const Tensor probs = softmax(masked_fill(logits, lt(logits, kth), -INFINITY), -1);
       const int64_t next = multinomial(probs, 1, false, &gen).to(kCPU).item<int64_t>();
       ids.push_back(next);

@@ -199,7 +199,8 @@ TEST_CASE("malformed folders are refused naming the key, before any weight is co
 TEST_CASE("config sizes the weights do not hold are refused before the model is built") {
   const fs::path llama = data_dir() / "tiny_llama";
   // The folder `source` with `from` in its config.json made `to` is refused with `expected`.
-  auto refused = [](const fs::path& source, const std::string& from, const std::string& to, const std::string& expected) {
+  auto refused = [](const fs::path& source, const std::string& from, const std::string& to,
+                    const std::string& expected) {
     test::TempDir dir;
     copy_with_config_edit(source, dir.path() / "m", from, to);
     const std::string error = error_of([&] { from_pretrained(dir.path() / "m"); });
