@@ -20,12 +20,16 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "command_line.h"
 #include "fashion_mnist.h"
+#include "option_checks.h"
 #include "weft.h"
 
 using namespace weft;
@@ -36,6 +40,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int64_t kThroughputBatch = 128;  // the larger batch the table times
+
 struct Options {
   int64_t epochs = 3;
   int64_t qlora_epochs = 1;
@@ -44,10 +50,10 @@ struct Options {
   int64_t rank = 8;
   double alpha = 16.0;
   uint64_t seed = 0;
-  int threads = 0;
+  std::optional<int> threads;
   int64_t train_limit = 0;  // 0: all training images
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  std::string model;       // load the float model from here when it exists
+  std::string model;       // load the float model from here instead of training one
   std::string save_model;  // save the trained float model here
   std::vector<std::string> modes = {"nf4", "nf4-dq", "fp4", "fp4-dq", "int8-training", "int8"};
 };
@@ -63,8 +69,8 @@ const char* const kUsage = R"(usage: quantize_mlp [options]
   --lr 0.001            AdamW learning rate (float training and the adapters)
   --rank 8 --alpha 16   LoRA rank and scale
   --seed 0              seed for initialisation and shuffling
-  --threads N           CPU threads (default: all cores)
-  --train-limit N       train on the first N images only (a quick run)
+  --threads N           CPU threads, 1 to 4 x the hardware threads (default: all cores)
+  --train-limit N       train on the first N images only (a quick run; 0: all of them)
   --modes nf4,int8,...  which plugin modes to report (default: all six)
   --data-dir DIR        folder with the Fashion-MNIST IDX .gz files
   --model FILE          load the float model (a safetensors state dict) instead of training
@@ -75,6 +81,7 @@ const char* const kUsage = R"(usage: quantize_mlp [options]
 
 namespace {
 
+using examples::option_error;
 using examples::parse_number;
 using examples::usage_error;
 
@@ -104,14 +111,46 @@ Options parse(int argc, char** argv) {
       o.modes.clear();
       std::stringstream ss(value);
       for (std::string m; std::getline(ss, m, ',');) o.modes.push_back(m);
+      if (!value.empty() && value.back() == ',') o.modes.emplace_back();  // getline drops a last empty field
     } else {
       usage_error("unknown option " + flag);
     }
   }
-  if (o.epochs < 1 || o.qlora_epochs < 0 || o.batch_size < 1 || !(o.lr > 0) || o.rank < 1 || o.threads < 0 ||
-      o.train_limit < 0)
-    usage_error("sizes, epochs, rates and counts must be positive");
   return o;
+}
+
+// Every value and path, before the dataset is read or anything trains: a run never fails after
+// its float training for a reason known at the start.
+void check_options(const Options& o) {
+  for (const auto& [flag, value, least] : {std::tuple{"--epochs", o.epochs, 1}, {"--qlora-epochs", o.qlora_epochs, 0},
+                                           {"--batch-size", o.batch_size, 1}, {"--rank", o.rank, 1},
+                                           {"--train-limit", o.train_limit, 0}})
+    if (value < least)
+      option_error(std::string(flag) + " expects " + std::to_string(least) + " or more, got " + std::to_string(value));
+  if (!(o.lr > 0)) option_error("--lr expects a positive number, got " + std::to_string(o.lr));
+  if (!(o.alpha > 0)) option_error("--alpha expects a positive number, got " + std::to_string(o.alpha));
+  const int max_threads = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.threads && (*o.threads < 1 || *o.threads > max_threads))
+    option_error("--threads expects 1 to " + std::to_string(max_threads) + " (4 x the hardware threads), got " +
+                 std::to_string(*o.threads));
+  for (size_t i = 0; i < o.modes.size(); ++i) {
+    try {
+      precision::BitsandbytesPrecision check(o.modes[i]);
+    } catch (const Error& e) {
+      option_error(std::string("--modes: ") + e.what());
+    }
+    if (std::find(o.modes.begin(), o.modes.begin() + static_cast<std::ptrdiff_t>(i), o.modes[i]) !=
+        o.modes.begin() + static_cast<std::ptrdiff_t>(i))
+      option_error("--modes lists '" + o.modes[i] + "' twice; expected each mode once");
+  }
+  if (!o.model.empty()) {
+    if (const std::string why = examples::unreadable_reason(o.model); !why.empty())
+      option_error("--model: " + why + "; expected a safetensors state dict (--save-model writes one)");
+    if (!o.save_model.empty()) option_error("--save-model saves the model a run trains; expected no --model");
+  }
+  if (!o.save_model.empty())
+    if (const std::string why = examples::unwritable_reason(o.save_model); !why.empty())
+      option_error("--save-model: " + why);
 }
 
 using examples::Split;
@@ -144,10 +183,10 @@ double accuracy(const Forward& forward, const Split& test) {
 }
 
 // Test images per second through `forward`, in batches of `batch` (the median of 5 passes over
-// 2048 images, or 256 at batch 1).
+// 2048 images, or 256 at batch 1; fewer where the test split is smaller).
 double throughput(const Forward& forward, const Split& test, int64_t batch) {
   NoGradGuard no_grad;
-  const int64_t images = batch == 1 ? 256 : 2048;
+  const int64_t images = std::min<int64_t>(batch == 1 ? 256 : 2048, test.images.size(0) / batch * batch);
   std::vector<double> rates;
   for (int pass = 0; pass < 5; ++pass) {
     const auto t0 = Clock::now();
@@ -209,16 +248,19 @@ void print_row(const Row& r, const Row& fp32) {
 
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
-  if (o.threads > 0) set_num_threads(o.threads);
+  check_options(o);
+  if (o.threads) set_num_threads(*o.threads);
   require_dataset(o.data_dir);
   const Split train = examples::load_fashion_mnist(o.data_dir, "train", o.train_limit);
   const Split test = examples::load_fashion_mnist(o.data_dir, "t10k");
+  WEFT_CHECK(test.images.size(0) >= kThroughputBatch, "the test split in ", o.data_dir, " holds ", test.images.size(0),
+             " images; expected at least ", kThroughputBatch, " (a batch of the throughput test)");
 
   // 1. The float32 model.
   manual_seed(o.seed);
   nn::Sequential fp32 = make_mlp();
   const Forward fp32_forward = [&](const Tensor& x) { return fp32(x); };
-  if (!o.model.empty() && std::filesystem::exists(o.model)) {
+  if (!o.model.empty()) {
     fp32->load_state_dict(io::load_safetensors(o.model).tensors);
     std::printf("float32 model loaded from %s\n", o.model.c_str());
   } else {
@@ -237,7 +279,7 @@ int main(int argc, char** argv) try {
               "img/s @128", "vs fp32", "img/s @1", "vs fp32");
   const auto [fp32_bytes, weights] = linear_weight_bytes(*fp32);
   const Row base{"float32", accuracy(fp32_forward, test), static_cast<double>(fp32_bytes) / static_cast<double>(weights),
-                 throughput(fp32_forward, test, 128), throughput(fp32_forward, test, 1), fp32_bytes};
+                 throughput(fp32_forward, test, kThroughputBatch), throughput(fp32_forward, test, 1), fp32_bytes};
   print_row(base, base);
 
   // 2. Every mode, through Fabric and the plugin.
@@ -255,7 +297,7 @@ int main(int argc, char** argv) try {
     const Forward forward = [wrapped](const Tensor& x) { return wrapped(x); };
     const auto [bytes, count] = linear_weight_bytes(*model);
     rows.push_back({mode, accuracy(forward, test), static_cast<double>(bytes) / static_cast<double>(count),
-                    throughput(forward, test, 128), throughput(forward, test, 1), bytes});
+                    throughput(forward, test, kThroughputBatch), throughput(forward, test, 1), bytes});
     print_row(rows.back(), base);
     if (mode == "nf4") {
       nf4_model = model;
