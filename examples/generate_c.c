@@ -3,15 +3,25 @@
  *
  *   generate_c MODEL_DIR PROMPT [MAX_NEW_TOKENS]
  *
- * Exit status 0 on success, 1 with weft's message on stderr otherwise. */
+ * Exit status 0 on success, 2 for a bad command line, 1 with weft's message on stderr otherwise. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "weft_c.h"
 
+/* The prompt goes out with the first new token, so that a request weft_generate refuses prints
+ * nothing but the error. */
+struct echo {
+  const char* prompt;
+  int printed;
+};
+
 static int print_piece(int64_t token, const char* piece, void* user_data) {
+  struct echo* echo = user_data;
   (void)token;
-  (void)user_data;
+  if (!echo->printed) fputs(echo->prompt, stdout);
+  echo->printed = 1;
   fputs(piece, stdout);
   fflush(stdout);
   return 1;
@@ -22,9 +32,28 @@ static int fail(const char* what) {
   return 1;
 }
 
+static int out_of_memory(void) {
+  fprintf(stderr, "generate_c: out of memory\n");
+  return 1;
+}
+
+/* MAX_NEW_TOKENS: the whole argument a decimal integer of at least 1 (atoll would read "abc" as 0
+ * and "-3" as a size that no buffer holds). */
+static int parse_count(const char* text, long long* value) {
+  char* end = NULL;
+  errno = 0;
+  *value = strtoll(text, &end, 10);
+  return end != text && *end == '\0' && errno == 0 && *value >= 1;
+}
+
 int main(int argc, char** argv) {
-  if (argc < 3) {
+  if (argc < 3 || argc > 4) {
     fprintf(stderr, "usage: generate_c MODEL_DIR PROMPT [MAX_NEW_TOKENS]\n");
+    return 2;
+  }
+  long long max_new_tokens = 16;
+  if (argc > 3 && !parse_count(argv[3], &max_new_tokens)) {
+    fprintf(stderr, "generate_c: MAX_NEW_TOKENS expects a whole number of at least 1, got '%s'\n", argv[3]);
     return 2;
   }
   weft_model* model = NULL;
@@ -32,17 +61,22 @@ int main(int argc, char** argv) {
 
   size_t count = 0;
   if (weft_tokenize(model, argv[2], 1, NULL, 0, &count) != WEFT_OK) return fail("tokenizing");
-  int64_t* prompt = malloc(count * sizeof(int64_t));
-  if (prompt == NULL || weft_tokenize(model, argv[2], 1, prompt, count, &count) != WEFT_OK) return fail("tokenizing");
+  int64_t* prompt = malloc((count > 0 ? count : 1) * sizeof(int64_t));
+  if (prompt == NULL) return out_of_memory();
+  if (weft_tokenize(model, argv[2], 1, prompt, count, &count) != WEFT_OK) return fail("tokenizing");
 
   weft_generate_options options;
   weft_generate_options_init(&options);
-  options.max_new_tokens = argc > 3 ? atoll(argv[3]) : 16;
-  int64_t* out = malloc((size_t)options.max_new_tokens * sizeof(int64_t));
+  options.max_new_tokens = max_new_tokens;
+  /* No more new tokens than the model has positions: a larger count is refused by weft_generate
+   * below, and the buffer is only ever as large as what can be generated. */
+  const int64_t positions = weft_model_max_positions(model);
+  const size_t capacity = (size_t)(max_new_tokens < positions ? max_new_tokens : positions);
+  int64_t* out = malloc(capacity * sizeof(int64_t));
+  if (out == NULL) return out_of_memory();
   size_t generated = 0;
-  fputs(argv[2], stdout);
-  if (out == NULL || weft_generate(model, prompt, count, &options, print_piece, NULL, out,
-                                   (size_t)options.max_new_tokens, &generated) != WEFT_OK)
+  struct echo echo = {argv[2], 0};
+  if (weft_generate(model, prompt, count, &options, print_piece, &echo, out, capacity, &generated) != WEFT_OK)
     return fail("generating");
   printf("\n");
 
