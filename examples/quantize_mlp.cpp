@@ -133,6 +133,8 @@ void check_options(const Options& o) {
   if (o.threads && (*o.threads < 1 || *o.threads > max_threads))
     option_error("--threads expects 1 to " + std::to_string(max_threads) + " (4 x the hardware threads), got " +
                  std::to_string(*o.threads));
+  if (o.modes.empty())
+    option_error("--modes expects at least one mode (nf4, nf4-dq, fp4, fp4-dq, int8-training, int8)");
   for (size_t i = 0; i < o.modes.size(); ++i) {
     try {
       precision::BitsandbytesPrecision check(o.modes[i]);

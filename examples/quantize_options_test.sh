@@ -44,6 +44,7 @@ refuses "--threads expects 1 to" --threads 0
 refuses "--modes: [BitsandbytesPrecision] unsupported mode 'nf5'" --modes nf4,nf5
 refuses "--modes: [BitsandbytesPrecision] unsupported mode ''" --modes nf4,
 refuses "--modes lists 'nf4' twice; expected each mode once" --modes nf4,int8,nf4
+refuses "--modes expects at least one mode" --modes ""
 refuses "--model: 'missing.safetensors': cannot open: No such file or directory" --model missing.safetensors
 refuses "--save-model: cannot create a file in directory 'missing'" --save-model missing/model.safetensors
 
