@@ -4,7 +4,8 @@
 # small texts, so it needs neither the KJV text nor much time.
 # Usage: gpt_options_test.sh GPT_TRAIN WORK_DIR
 set -euo pipefail
-trainer=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+program=$(realpath "$1")
 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 python3 - <<'PY'
@@ -23,20 +24,8 @@ open("overlong.txt", "wb").write(b"ab\xc0\xafcd" + b"y" * 400)
 PY
 common=(--data text.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 8 --batch-size 4 --steps 2
         --eval-interval 2 --eval-iters 1 --sample-tokens 0 --no-progress --plot "")
-failures=0
-
-# refuses EXPECTED ARGS...: exit status 2, EXPECTED in stderr, and no step ran.
-refuses() {
-  local expected=$1
-  shift
-  local status=0
-  "$trainer" "${common[@]}" "$@" > out.txt 2> err.txt || status=$?
-  if [ "$status" -ne 2 ] || ! grep -qF -- "$expected" err.txt || grep -q '^step ' out.txt; then
-    echo "FAIL: gpt_train $* -> status $status, stderr:"; sed 's/^/  /' err.txt
-    echo "  expected status 2 and: $expected"
-    failures=$((failures + 1))
-  fi
-}
+started='^step '
+source "$here/refuses.sh"
 
 mkfifo pipe
 mkdir adir
@@ -106,7 +95,7 @@ refuses "--resume: 'pipe' is a named pipe (FIFO); expected a regular file" --res
 python3 -c "open('plain.safetensors', 'wb').write((2).to_bytes(8, 'little') + b'{}')"
 refuses "--resume: 'plain.safetensors' has no 'step' entry; expected a checkpoint saved by gpt_train --checkpoint" \
   --resume plain.safetensors
-"$trainer" "${common[@]}" --log "" --checkpoint two.safetensors > /dev/null
+"$program" "${common[@]}" --log "" --checkpoint two.safetensors > /dev/null
 refuses "--resume: 'two.safetensors' was saved after step 2 and --steps is 2, so there is nothing left to train" \
   --resume two.safetensors
 refuses "--resume: 'two.safetensors' was trained on a text with another vocabulary" --steps 4 --resume two.safetensors \
@@ -123,7 +112,7 @@ refuses "--finetune starts new adapters from a trained model; expected no --resu
   --resume two.safetensors
 
 # --help lists every flag this test passes, and exits 0.
-"$trainer" --help > help.txt
+"$program" --help > help.txt
 for flag in --data --steps --batch-size --block-size --n-layer --n-head --n-embd --dropout --lr --min-lr --warmup-steps \
             --lr-decay-steps --weight-decay --grad-clip --seed --threads --eval-interval --eval-iters --precision \
             --strategy --devices --device --checkpoint --resume --log --plot --sample-tokens --temperature --top-k \
@@ -133,12 +122,12 @@ done
 
 # A text of one line and fewer than 20 characters samples with the defaults: from its first
 # character (there is no newline to start from), among all of its 11 characters.
-"$trainer" "${common[@]}" --data oneline.txt --log "" --sample-tokens 12 > oneline_out.txt ||
+"$program" "${common[@]}" --data oneline.txt --log "" --sample-tokens 12 > oneline_out.txt ||
   { echo "FAIL: the defaults refused a one-line text of 11 characters"; failures=$((failures + 1)); }
 grep -qx -- '---- sample ----' oneline_out.txt || { echo "FAIL: no sample of the one-line text"; failures=$((failures + 1)); }
 
 # ... and a good resume still runs, with a shorter context than the model's positions.
-"$trainer" "${common[@]}" --steps 4 --log log.csv --resume two.safetensors --block-size 6 > resumed.txt
+"$program" "${common[@]}" --steps 4 --log log.csv --resume two.safetensors --block-size 6 > resumed.txt
 grep -q '^step 4: train loss' resumed.txt || { echo "FAIL: the valid resume did not train to step 4"; failures=$((failures + 1)); }
 [ -f log.csv ] || { echo "FAIL: no log.csv"; failures=$((failures + 1)); }
 

@@ -4,32 +4,14 @@
 # Fashion-MNIST-shaped dataset (64 images) so it needs neither the real one nor much time.
 # Usage: options_test.sh MLP_TRAIN WORK_DIR
 set -euo pipefail
-trainer=$1
+here=$(cd "$(dirname "$0")" && pwd)
+program=$(realpath "$1")
 work=$2
 rm -rf "$work" && mkdir -p "$work/data" && cd "$work"
-python3 - <<'PY'
-import gzip, struct
-for split in ("train", "t10k"):
-    with gzip.open(f"data/{split}-images-idx3-ubyte.gz", "wb") as f:
-        f.write(struct.pack(">IIII", 0x803, 64, 28, 28) + bytes((i * 7) % 256 for i in range(64 * 784)))
-    with gzip.open(f"data/{split}-labels-idx1-ubyte.gz", "wb") as f:
-        f.write(struct.pack(">II", 0x801, 64) + bytes(i % 10 for i in range(64)))
-PY
+python3 "$here/tiny_fashion_mnist.py" data 64 64
 common=(--data-dir data --hidden 8 --batch-size 32 --no-progress --plot "")
-failures=0
-
-# refuses EXPECTED ARGS...: exit status 2, EXPECTED in stderr, and no epoch ran.
-refuses() {
-  local expected=$1
-  shift
-  local status=0
-  "$trainer" "${common[@]}" "$@" > out.txt 2> err.txt || status=$?
-  if [ "$status" -ne 2 ] || ! grep -qF -- "$expected" err.txt || grep -q '^epoch ' out.txt; then
-    echo "FAIL: mlp_train $* -> status $status, stderr:"; sed 's/^/  /' err.txt
-    echo "  expected status 2 and: $expected"
-    failures=$((failures + 1))
-  fi
-}
+started='^epoch '
+source "$here/refuses.sh"
 
 mkfifo pipe
 mkdir adir
@@ -76,12 +58,12 @@ if ! nvidia-smi -L > /dev/null 2>&1; then
 fi
 
 # Resuming at or past the epoch count: a real checkpoint after epoch 1.
-"$trainer" "${common[@]}" --epochs 1 --log "" --checkpoint one.safetensors > /dev/null
+"$program" "${common[@]}" --epochs 1 --log "" --checkpoint one.safetensors > /dev/null
 refuses "--resume: 'one.safetensors' was saved after epoch 1 and --epochs is 1, so there is nothing left to train; expected --epochs above 1" --epochs 1 --resume one.safetensors
 python3 -c "open('plain.safetensors', 'wb').write((2).to_bytes(8, 'little') + b'{}')"
 refuses "--resume: 'plain.safetensors' has no 'epoch' entry" --epochs 2 --resume plain.safetensors
 # ... and a good resume still runs.
-"$trainer" "${common[@]}" --epochs 2 --log log.csv --resume one.safetensors > resumed.txt
+"$program" "${common[@]}" --epochs 2 --log log.csv --resume one.safetensors > resumed.txt
 grep -q '^epoch 2' resumed.txt || { echo "FAIL: the valid resume did not train epoch 2"; failures=$((failures + 1)); }
 [ -f log.csv ] || { echo "FAIL: no log.csv"; failures=$((failures + 1)); }
 

@@ -6,32 +6,14 @@
 # one nor much time.
 # Usage: quantize_options_test.sh QUANTIZE_MLP WORK_DIR
 set -euo pipefail
-program=$1
+here=$(cd "$(dirname "$0")" && pwd)
+program=$(realpath "$1")
 work=$2
 rm -rf "$work" && mkdir -p "$work/data" && cd "$work"
-python3 - <<'PY'
-import gzip, struct
-for split, n in (("train", 64), ("t10k", 256)):  # the test split: two batches of the throughput test
-    with gzip.open(f"data/{split}-images-idx3-ubyte.gz", "wb") as f:
-        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes((i * 7) % 256 for i in range(n * 784)))
-    with gzip.open(f"data/{split}-labels-idx1-ubyte.gz", "wb") as f:
-        f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
-PY
+python3 "$here/tiny_fashion_mnist.py" data 64 256  # the test split: two batches of the throughput test
 common=(--data-dir data --epochs 1 --qlora-epochs 0 --batch-size 32 --modes nf4)
-failures=0
-
-# refuses EXPECTED ARGS...: exit status 2, EXPECTED in stderr, and nothing trained.
-refuses() {
-  local expected=$1
-  shift
-  local status=0
-  "$program" "${common[@]}" "$@" > out.txt 2> err.txt || status=$?
-  if [ "$status" -ne 2 ] || ! grep -qF -- "$expected" err.txt || grep -q 'model trained' out.txt; then
-    echo "FAIL: quantize_mlp $* -> status $status, stderr:"; sed 's/^/  /' err.txt
-    echo "  expected status 2 and: $expected"
-    failures=$((failures + 1))
-  fi
-}
+started='model trained'
+source "$here/refuses.sh"
 
 refuses "--epochs expects 1 or more, got 0" --epochs 0
 refuses "--qlora-epochs expects 0 or more, got -1" --qlora-epochs -1
@@ -61,3 +43,4 @@ refuses "--save-model saves the model a run trains; expected no --model" --model
   --save-model again.safetensors
 
 [ "$failures" -eq 0 ] && echo "every bad option was refused before training"
+exit "$failures"
