@@ -4,17 +4,18 @@
 # written once to MODELS_DIR), prompt 128, 128 new tokens, batch 1, greedy, 2 threads each side.
 #
 #   bash bench/compare_generate.sh [--models DIR] [--only gpt2|llama] [--modes "float32 bf16 int8 nf4 fp8"]
-#                                   [--threads 2] [--repeat 3] [--device cpu|cuda]
+#                                   [--threads 2] [--repeat 3] [--device cpu|cuda] [--build-dir build]
 #
 # Prints, per model and mode, weft's and transformers' prefill and decode tokens/s and their
-# ratios, weft's decode bandwidth against the read-only stream and its peak resident memory over
-# weights + KV cache (bench_generate's JSON), then every JSON line. fp8 (E4M3 weights) has no CPU
-# peer in transformers: weft's side alone. Last, when DIR/weft-generate exists, the time to
-# first token of a cold start of it on the GPT-2 folder (a tokenizer.json written for it). Needs build/bench/bench_generate (cmake -DWEFT_BUILD_BENCH=ON) and a Python with
+# ratios, weft's decode bandwidth against the read-only stream and the memory that holds its model
+# over weights + KV cache (bench_generate's JSON), then every JSON line. fp8 (E4M3 weights) has no
+# CPU peer in transformers: weft's side alone. Last, when the build folder holds weft-generate, the
+# time to first token of a cold start of it on the GPT-2 folder (a tokenizer.json written for it).
+# Needs bench/bench_generate in the build folder (cmake -DWEFT_BUILD_BENCH=ON) and a Python with
 # torch, transformers (and bitsandbytes for int8/nf4): PYTHON=/path/to/python to choose it.
-# --device cuda: both sides on the GPU (weft built with -DWEFT_CUDA=ON and benchmarks, in --build-dir
-# DIR, default build; a PyTorch with CUDA); the bandwidth bound is then the GPU's (a device-side
-# read of the same bytes) and the memory the device's; no cold-start line.
+# --device cuda: both sides on the GPU (weft built with -DWEFT_CUDA=ON and benchmarks; a PyTorch
+# with CUDA); the bandwidth bound is then the GPU's (a device-side read of the same bytes) and the
+# memory the device's; no cold-start line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${TMPDIR:-/tmp}/weft-generate-models

@@ -88,11 +88,17 @@ void AtomicFileWriter::fail(const std::string& what, int err) {
   WEFT_FAIL("[", op_, "] ", what, ": ", os_reason(err), "; '", target_.string(), "' is unchanged");
 }
 
-void AtomicFileWriter::write(const void* data, size_t nbytes) {
+void AtomicFileWriter::write(const void* data, size_t nbytes) { put(data, nbytes, -1); }
+
+void AtomicFileWriter::overwrite(size_t offset, const void* data, size_t nbytes) {
+  put(data, nbytes, static_cast<off_t>(offset));
+}
+
+void AtomicFileWriter::put(const void* data, size_t nbytes, off_t offset) {
   WEFT_CHECK(fd_ >= 0, "[", op_, "] write after the file was committed or discarded");
   const char* p = static_cast<const char*>(data);
   while (nbytes > 0) {
-    const ssize_t n = ::write(fd_, p, nbytes);
+    const ssize_t n = offset < 0 ? ::write(fd_, p, nbytes) : ::pwrite(fd_, p, nbytes, offset);
     if (n < 0) {
       const int err = errno;
       if (err == EINTR) continue;
@@ -100,6 +106,7 @@ void AtomicFileWriter::write(const void* data, size_t nbytes) {
     }
     p += n;
     nbytes -= static_cast<size_t>(n);
+    if (offset >= 0) offset += n;
   }
 }
 

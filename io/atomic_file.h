@@ -12,6 +12,8 @@
 // directory, a named pipe, a device) is refused before anything is written.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <filesystem>
 #include <string>
@@ -26,6 +28,9 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   void write(const void* data, size_t nbytes);
+  // Replaces `nbytes` already written, `offset` bytes from the start (a field of a header whose
+  // value is known only once what follows it has been written).
+  void overwrite(size_t offset, const void* data, size_t nbytes);
   // Flushes the data to disk and renames the temporary file over the target.
   void commit();
 
@@ -35,6 +40,8 @@ class AtomicFileWriter {
 
  private:
   [[noreturn]] void fail(const std::string& what, int err);
+  // write (offset < 0: at the end) or overwrite.
+  void put(const void* data, size_t nbytes, off_t offset);
   void discard() noexcept;
 
   std::filesystem::path target_;

@@ -103,21 +103,40 @@ std::string hex8(uint32_t value) {
   return text;
 }
 
-// The caller's metadata, with the CRC-32 of the data region the tensors make when asked for
-// (Note [Checksummed data]).
-SafetensorsMetadata metadata_to_write(const nn::TensorDict& tensors, const SafetensorsMetadata& metadata,
-                                      Checksum checksum) {
+// Note [Checksummed data] on saving: the header goes out with kChecksumPlaceholder as the record,
+// which is put in place once the data has gone out and its CRC-32 is known, so that each tensor is
+// made contiguous (copied off a GPU) once, its bytes going to the CRC and the file together.
+constexpr const char* kChecksumPlaceholder = "00000000";
+
+// The caller's metadata, with the checksum's placeholder record when asked for.
+SafetensorsMetadata metadata_to_write(const SafetensorsMetadata& metadata, Checksum checksum) {
   WEFT_CHECK(!metadata.count(kChecksumKey), "[save_safetensors] the metadata key '", kChecksumKey,
              "' is reserved for the checksum of the data, which Checksum::Crc32 writes");
   if (checksum == Checksum::None) return metadata;
+  SafetensorsMetadata out = metadata;
+  out[kChecksumKey] = kChecksumPlaceholder;
+  return out;
+}
+
+// Where the record's 8 digits sit in a header written with the placeholder. Keys and values are
+// JSON-escaped, so the key in quotes followed by :" occurs nowhere else.
+size_t checksum_record_at(const std::string& header) {
+  const std::string key = std::string("\"") + kChecksumKey + "\":\"";
+  return header.find(key) + key.size();
+}
+
+// Each tensor's bytes as the format stores them, in order, to `sink(data, nbytes)`; their CRC-32.
+template <class Sink>
+uint32_t write_data(const nn::TensorDict& tensors, Checksum checksum, const Sink& sink) {
   uint32_t crc = 0;
   for (const auto& [name, t] : tensors) {
     const Tensor bytes = cpu_contiguous(t);
-    crc = crc32(static_cast<const uint8_t*>(bytes.data_ptr()), bytes.nbytes(), crc);
+    const auto* p = static_cast<const uint8_t*>(bytes.data_ptr());
+    if (bytes.nbytes() == 0) continue;
+    sink(p, bytes.nbytes());
+    if (checksum == Checksum::Crc32) crc = crc32(p, bytes.nbytes(), crc);
   }
-  SafetensorsMetadata out = metadata;
-  out[kChecksumKey] = hex8(crc);
-  return out;
+  return crc;
 }
 
 // A recorded checksum checked against the data region, then taken out of the metadata.
@@ -354,27 +373,27 @@ std::string os_reason(int err) { return std::system_category().message(err); }
 void save_safetensors(const std::filesystem::path& path, const nn::TensorDict& tensors,
                       const SafetensorsMetadata& metadata, Checksum checksum) {
   // Everything that can be checked is checked before the temporary file exists.
-  const std::string header = header_bytes(tensors, metadata_to_write(tensors, metadata, checksum));
+  const std::string header = header_bytes(tensors, metadata_to_write(metadata, checksum));
   AtomicFileWriter file(path, "save_safetensors");
   file.write(header.data(), header.size());
-  for (const auto& [name, t] : tensors) {
-    const Tensor bytes = cpu_contiguous(t);
-    if (bytes.nbytes() > 0) file.write(bytes.data_ptr(), bytes.nbytes());
-  }
+  const uint32_t crc =
+      write_data(tensors, checksum, [&](const uint8_t* p, size_t n) { file.write(p, n); });
+  if (checksum == Checksum::Crc32) file.overwrite(checksum_record_at(header), hex8(crc).data(), 8);
   file.commit();
 }
 
 std::vector<uint8_t> save_safetensors_to_memory(const nn::TensorDict& tensors, const SafetensorsMetadata& metadata,
                                                 Checksum checksum) {
-  const std::string header = header_bytes(tensors, metadata_to_write(tensors, metadata, checksum));
+  const std::string header = header_bytes(tensors, metadata_to_write(metadata, checksum));
   size_t total = header.size();
   for (const auto& [name, t] : tensors) total += t.nbytes();
   std::vector<uint8_t> out(header.begin(), header.end());
   out.reserve(total);
-  for (const auto& [name, t] : tensors) {
-    const Tensor bytes = cpu_contiguous(t);
-    const auto* p = static_cast<const uint8_t*>(bytes.data_ptr());
-    out.insert(out.end(), p, p + bytes.nbytes());
+  const uint32_t crc =
+      write_data(tensors, checksum, [&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); });
+  if (checksum == Checksum::Crc32) {
+    const std::string record = hex8(crc);
+    std::copy(record.begin(), record.end(), out.begin() + static_cast<std::ptrdiff_t>(checksum_record_at(header)));
   }
   return out;
 }

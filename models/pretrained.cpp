@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -123,10 +122,10 @@ bool holds(const Tensor& t, const Shape& shape) {
 std::set<int64_t> layer_numbers(const nn::TensorDict& weights, const std::string& prefix) {
   std::set<int64_t> numbers;
   for (const auto& [name, t] : weights) {
-    if (name.rfind(prefix, 0) != 0) continue;
-    const size_t dot = name.find('.', prefix.size());
-    const std::string digits = name.substr(prefix.size(), dot - prefix.size());
-    if (!digits.empty() && digits.size() < 10 && std::all_of(digits.begin(), digits.end(), ::isdigit))
+    if (!name.starts_with(prefix)) continue;
+    const std::string digits = name.substr(prefix.size(), name.find('.', prefix.size()) - prefix.size());
+    if (!digits.empty() && digits.size() < 10 &&
+        std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
       numbers.insert(std::stoll(digits));
   }
   return numbers;
@@ -164,8 +163,9 @@ void check_sizes_against_weights(const HfConfig& config, const nn::TensorDict& w
   }
   for (const SizedTensor& s : sized) {
     const Tensor* t = weights.find(s.name);  // a missing one is named by the full check
-    WEFT_CHECK(t == nullptr || holds(*t, s.shape), "[from_pretrained] ", file, ": its ", s.keys, " make '", s.name,
-               "' ", s.shape, ", but the weights hold it as ", t->shape());
+    if (t != nullptr && !holds(*t, s.shape))
+      WEFT_FAIL("[from_pretrained] ", file, ": its ", s.keys, " make '", s.name, "' ", s.shape,
+                ", but the weights hold it as ", t->shape());
   }
 }
 
